@@ -1,0 +1,27 @@
+"""The exceptions pytest-ragev raises for bad input.
+
+Every message is one line that names the file, the field (column, key) and the fix,
+so the plugin and the ``ragev`` command can print it as it is, without a traceback.
+"""
+
+from __future__ import annotations
+
+
+class RagevError(Exception):
+    """Base class: a problem with the user's input, reported as one line."""
+
+
+class DatasetError(RagevError):
+    """A dataset folder or one of its Parquet files is unusable."""
+
+
+class ConfigError(RagevError):
+    """A ``ragev.toml`` key, a command-line option or a pipeline setting is wrong."""
+
+
+class PipelineError(RagevError):
+    """A pipeline could not be built or failed to answer (HTTP errors, bad responses)."""
+
+
+class BaselineError(RagevError):
+    """A baseline snapshot is unreadable or cannot be compared with the current run."""
