@@ -6,10 +6,10 @@ environment), so it must stay free of heavy imports: no pyarrow, numpy or jieba.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 #: The retrieval metrics, in report order.
 RETRIEVAL_METRICS: tuple[str, ...] = ("precision", "recall", "ndcg3", "ndcg10", "mrr", "map")
@@ -112,3 +112,19 @@ class PipelineSettings:
     options: Mapping[str, Any] = field(default_factory=dict)
     base_dir: Path = field(default_factory=Path.cwd)
     variant: str | None = None
+
+
+@dataclass(frozen=True)
+class CustomMetric:
+    """An extra metric returned by the ``pytest_ragev_metrics`` hook.
+
+    ``function`` maps one :class:`MetricInput` to a float in [0, 1]; ``direction`` says
+    whether larger is better (``"higher"``) or worse (``"lower"``). ``kind`` says which
+    questions it applies to: ``"retrieval"`` (those with qrels), ``"generation"`` (those
+    with a reference answer) or ``"all"``.
+    """
+
+    name: str
+    function: Callable[[MetricInput], float]
+    direction: Literal["higher", "lower"] = "higher"
+    kind: Literal["retrieval", "generation", "all"] = "all"

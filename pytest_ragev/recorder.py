@@ -1,0 +1,234 @@
+"""From what a pipeline retrieved to the passage ids the metrics score.
+
+A pipeline may return passage ids, chunk texts, or chunk objects. Texts map to
+passage ids against the *whole* corpus, in this order:
+
+1. the normalised text equals a passage's normalised text;
+2. a passage contains the chunk (the chunk was cut out of it);
+3. the chunk contains a passage (a chunk that spans a short passage entirely).
+
+Unlike the original, a chunk that maps to no passage keeps its rank as a
+non-relevant entry: it gets a negative placeholder id (``-1``, ``-2``, ... in order of
+first appearance), so precision, MRR and MAP see it. Ids are then deduplicated, the
+first occurrence kept.
+
+Lookups go through a character k-gram index built on first use, not a scan per chunk.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from pytest_ragev._types import Answer, ChunkLike, QAPair
+
+_SPACE = re.compile(r"\s+")
+#: k-gram length of the containment index, and the stride at which passages are sampled.
+#: A chunk of at least K + STRIDE - 1 characters that lies inside a passage always covers
+#: one sampled k-gram of it, so the index finds it; shorter chunks use the short path.
+K = 12
+STRIDE = 8
+
+
+def normalise(text: str) -> str:
+    """Whitespace runs folded to one space, ends stripped: chunkers often trim or re-wrap."""
+    return _SPACE.sub(" ", text).strip()
+
+
+class PassageIndex:
+    """Maps chunk texts to passage ids over one corpus. Thread-safe; built lazily."""
+
+    def __init__(self, corpus: Mapping[int, str]) -> None:
+        self._corpus = corpus
+        self._lock = threading.Lock()
+        self._built = False
+        self._exact: dict[str, list[int]] = {}
+        self._grams: dict[str, list[int]] = defaultdict(list)
+        self._prefix: dict[str, list[int]] = defaultdict(list)
+        self._short: dict[int, dict[str, list[int]]] = defaultdict(dict)
+        self._texts: dict[int, str] = {}
+        self._memo: dict[str, tuple[int, ...]] = {}
+
+    def _build(self) -> None:
+        with self._lock:
+            if self._built:
+                return
+            for pid, text in self._corpus.items():
+                norm = normalise(text)
+                self._texts[pid] = norm
+                self._exact.setdefault(norm, []).append(pid)
+                if len(norm) < K:
+                    self._short[len(norm)].setdefault(norm, []).append(pid)
+                    continue
+                self._prefix[norm[:K]].append(pid)
+                last = len(norm) - K
+                for start in range(0, last + 1, STRIDE):
+                    self._grams[norm[start : start + K]].append(pid)
+                if last % STRIDE:
+                    self._grams[norm[last:]].append(pid)
+            self._built = True
+
+    def lookup(self, text: str) -> tuple[int, ...]:
+        """Candidate passage ids for a chunk text (empty when none), best rule first."""
+        if not self._built:
+            self._build()
+        norm = normalise(text)
+        cached = self._memo.get(norm)
+        if cached is not None:
+            return cached
+        found = self._find(norm)
+        self._memo[norm] = found
+        return found
+
+    def _find(self, norm: str) -> tuple[int, ...]:
+        if not norm:
+            return ()
+        exact = self._exact.get(norm)
+        if exact:
+            return tuple(sorted(exact))
+        containing = self._containing(norm)
+        if containing:
+            return containing
+        return self._contained(norm)
+
+    def _containing(self, norm: str) -> tuple[int, ...]:
+        """Passages that contain ``norm``."""
+        candidates: set[int] = set()
+        if len(norm) >= K + STRIDE - 1:
+            for start in range(len(norm) - K + 1):
+                hits = self._grams.get(norm[start : start + K])
+                if hits:
+                    candidates.update(hits)
+        elif len(norm) >= K:
+            # Too short to be sure of a sampled k-gram: every passage sharing any of its
+            # k-grams at a sampled position is a candidate; fall back to a scan only when
+            # no k-gram hits (rare: very short chunks).
+            for start in range(len(norm) - K + 1):
+                hits = self._grams.get(norm[start : start + K])
+                if hits:
+                    candidates.update(hits)
+            if not candidates:
+                candidates.update(self._texts)
+        else:
+            candidates.update(self._texts)
+        return tuple(sorted(pid for pid in candidates if norm in self._texts[pid]))
+
+    def _contained(self, norm: str) -> tuple[int, ...]:
+        """Passages that ``norm`` contains entirely."""
+        found: set[int] = set()
+        for start in range(len(norm) - K + 1):
+            for pid in self._prefix.get(norm[start : start + K], ()):
+                if self._texts[pid] in norm:
+                    found.add(pid)
+        for length, table in self._short.items():
+            for start in range(len(norm) - length + 1):
+                hits = table.get(norm[start : start + length])
+                if hits:
+                    found.update(hits)
+        return tuple(sorted(found))
+
+
+def retrieved_ids(
+    retrieved: Iterable[Any], *, index: PassageIndex, relevant: Sequence[int] = ()
+) -> list[int]:
+    """Passage ids for a pipeline's retrieved items, best first, deduplicated (first kept).
+
+    When a chunk text matches several passages (duplicated text in the corpus), a
+    relevant one is preferred, else the smallest id. Unmatched chunks get negative
+    placeholder ids so they keep their rank.
+    """
+    relevant_set = set(relevant)
+    ids: list[int] = []
+    unmatched: dict[str, int] = {}
+    for position, item in enumerate(retrieved):
+        pid = _passage_id(item, position)
+        if pid is None:
+            text = item if isinstance(item, str) else item.text
+            candidates = index.lookup(text)
+            if candidates:
+                preferred = [c for c in candidates if c in relevant_set]
+                pid = preferred[0] if preferred else candidates[0]
+            else:
+                key = normalise(text)
+                pid = unmatched.setdefault(key, -(len(unmatched) + 1))
+        ids.append(pid)
+    return list(dict.fromkeys(ids))
+
+
+def _passage_id(item: Any, position: int) -> int | None:
+    if isinstance(item, bool):
+        raise TypeError(f"Answer.retrieved[{position}] is a bool; give a passage id or a chunk")
+    if isinstance(item, int):
+        return item
+    if isinstance(item, str):
+        return None
+    if isinstance(item, ChunkLike):
+        pid = getattr(item, "passage_id", None)
+        if pid is not None:
+            if isinstance(pid, bool) or not isinstance(pid, int):
+                raise TypeError(
+                    f"Answer.retrieved[{position}].passage_id = {pid!r} is not an int"
+                )
+            return pid
+        if not isinstance(item.text, str):
+            raise TypeError(f"Answer.retrieved[{position}].text is not a str")
+        return None
+    raise TypeError(
+        f"Answer.retrieved[{position}] is a {type(item).__name__}; give a passage id (int), "
+        "a chunk text (str) or an object with .text (and optionally .passage_id)"
+    )
+
+
+def make_record(
+    case: QAPair,
+    answer: Answer | None,
+    *,
+    index: PassageIndex,
+    dataset_id: str,
+    variant: str | None,
+    error: str | None = None,
+) -> dict[str, Any]:
+    """The JSON-safe record that travels on a test report for one question."""
+    if answer is None:
+        ids: list[int] = []
+        text = ""
+        meta: dict[str, Any] = {}
+    else:
+        ids = retrieved_ids(answer.retrieved, index=index, relevant=case.pids)
+        text = answer.text
+        if not isinstance(text, str):
+            raise TypeError(f"Answer.text is a {type(text).__name__}; return the answer as a str")
+        meta = _json_safe(dict(answer.meta))
+    return {
+        "dataset": dataset_id,
+        "variant": variant,
+        "qid": case.qid,
+        "question": case.question,
+        "retrieval_gt": [list(case.pids)] if case.pids else [],
+        "grades": dict(zip((str(p) for p in case.pids), case.grades, strict=False)),
+        "retrieval_ids": ids,
+        "generated_text": text,
+        "generated_gt": case.answer if case.answer is not None else "",
+        "has_answer": case.answer is not None,
+        "error": error,
+        "meta": meta,
+    }
+
+
+def _json_safe(value: Any) -> Any:
+    # Records cross the xdist channel and land in JSON: plain types only.
+    if value is None or isinstance(value, str | bool | int):
+        return value
+    if isinstance(value, float):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    try:  # numpy scalars and the like
+        return float(value)
+    except (TypeError, ValueError):
+        return str(value)

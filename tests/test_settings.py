@@ -1,0 +1,156 @@
+"""Unit tests for ragev.toml parsing, variants and redaction."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_ragev._errors import ConfigError
+from pytest_ragev.settings import (
+    check_metric_names,
+    deep_merge,
+    flatten,
+    load_config,
+    redact,
+    settings_hash,
+    variant_pipeline,
+)
+
+
+def write(tmp_path: Path, body: str) -> Path:
+    (tmp_path / "data").mkdir(exist_ok=True)
+    path = tmp_path / "ragev.toml"
+    path.write_text(body, encoding="utf-8")
+    return path
+
+
+def test_minimal_config_resolves_paths_against_its_folder(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, '[dataset]\npath = "data"\n'))
+    assert config.dataset_path == (tmp_path / "data").resolve()
+    assert config.dataset_id is None
+    assert config.pipeline.name == "builtin"
+    assert config.pipeline.base_dir == tmp_path.resolve()
+    assert config.profile == "weknora"
+    assert config.thresholds == {}
+
+
+def test_full_config(tmp_path: Path) -> None:
+    config = load_config(
+        write(
+            tmp_path,
+            """
+[dataset]
+path = "data"
+id = "faq"
+
+[pipeline]
+name = "builtin"
+chunk_size = 256
+chat = { model = "extractive", max_tokens = 64 }
+
+[metrics]
+profile = "standard"
+
+[thresholds]
+recall = 0.5
+rougel = 0
+
+[report]
+json = "out/report.json"
+
+[baseline]
+path = "ragev-baseline.json"
+
+[run]
+concurrency = 3
+cache = false
+
+[[variants]]
+name = "chunk-128"
+pipeline.chunk_size = 128
+""",
+        )
+    )
+    assert config.dataset_id == "faq"
+    assert config.pipeline.options == {
+        "chunk_size": 256,
+        "chat": {"model": "extractive", "max_tokens": 64},
+    }
+    assert config.profile == "standard"
+    assert config.thresholds == {"recall": 0.5, "rougel": 0.0}
+    assert config.report_json == tmp_path.resolve() / "out/report.json"
+    assert config.baseline_path == tmp_path.resolve() / "ragev-baseline.json"
+    assert config.concurrency == 3 and config.cache is False
+    (variant,) = config.variants
+    settings = variant_pipeline(config, variant)
+    assert settings.variant == "chunk-128"
+    assert settings.options["chunk_size"] == 128
+    assert settings.options["chat"] == {"model": "extractive", "max_tokens": 64}
+    assert variant_pipeline(config, None) is config.pipeline
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ('[dataset]\npath = "data"\n[thresold]\nrecall = 0.5\n', "unknown key 'thresold'; did you mean 'thresholds'?"),
+        ('[dataset]\npth = "data"\n', "unknown key [dataset] 'pth'; did you mean 'path'?"),
+        ("[dataset]\n", "[dataset] path is missing"),
+        ('[dataset]\npath = "nope"\n', "[dataset] path = 'nope' does not exist"),
+        ('[dataset]\npath = 3\n', "[dataset] path = 3 has the wrong type"),
+        ('[dataset]\npath = "data"\n[thresholds]\nrecall = 1.5\n', "[thresholds] recall = 1.5 is outside [0, 1]"),
+        ('[dataset]\npath = "data"\n[thresholds]\nrecall = "high"\n', "[thresholds] recall = 'high' has the wrong type"),
+        ('[dataset]\npath = "data"\n[thresholds]\nrecall = true\n', "[thresholds] recall = True has the wrong type"),
+        ('[dataset]\npath = "data"\n[metrics]\nprofile = "trec"\n', "[metrics] profile = 'trec' is unknown"),
+        ('[dataset]\npath = "data"\n[run]\nconcurrency = 0\n', "[run] concurrency = 0 must be >= 1"),
+        ('[dataset]\npath = "data"\n[[variants]]\npipeline.chunk_size = 1\n', "[[variants]] #1 has no name"),
+        ('[dataset]\npath = "data"\n[[variants]]\nname = "a b"\n', "is not a valid name"),
+        ('[dataset]\npath = "data"\n[[variants]]\nname = "a"\n[[variants]]\nname = "a"\n', "is used twice"),
+        ('[dataset]\npath = "data"\nid = "x::y"\n', "[dataset] id = 'x::y' is not a valid name"),
+        ("[dataset\n", "not valid TOML"),
+    ],
+)
+def test_config_errors_are_one_line_with_file_key_and_fix(
+    tmp_path: Path, body: str, expected: str
+) -> None:
+    path = write(tmp_path, body)
+    with pytest.raises(ConfigError) as excinfo:
+        load_config(path)
+    message = str(excinfo.value)
+    assert expected in message
+    assert str(path.resolve()) in message
+    assert "\n" not in message
+
+
+def test_missing_config_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="ragev config file not found"):
+        load_config(tmp_path / "absent.toml")
+
+
+def test_unknown_threshold_metric_gets_a_suggestion(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, '[dataset]\npath = "data"\n[thresholds]\nrecal = 0.5\n'))
+    with pytest.raises(ConfigError, match="did you mean 'recall'"):
+        check_metric_names(config, ["recall", "precision"])
+    check_metric_names(config, ["recal"])  # a custom metric of that name is fine
+
+
+def test_redact_hides_secrets_but_not_pointers() -> None:
+    snapshot = {
+        "chat": {"api_key": "sk-canary", "api_key_env": "OPENAI_API_KEY", "model": "m"},
+        "headers": [{"Authorization": "Bearer sk-canary"}],
+        "token": "",
+    }
+    redacted = redact(snapshot)
+    assert "sk-canary" not in repr(redacted)
+    assert redacted["chat"]["api_key_env"] == "OPENAI_API_KEY"
+    assert redacted["chat"]["api_key"] == "***"
+    assert redacted["headers"][0]["Authorization"] == "***"
+    assert redacted["token"] == ""
+
+
+def test_merge_flatten_and_hash() -> None:
+    merged = deep_merge({"a": 1, "chat": {"model": "x", "t": 0}}, {"chat": {"t": 1}})
+    assert merged == {"a": 1, "chat": {"model": "x", "t": 1}}
+    assert flatten(merged) == {"a": 1, "chat.model": "x", "chat.t": 1}
+    assert settings_hash({"a": 1, "b": 2}) == settings_hash({"b": 2, "a": 1})
+    assert settings_hash({"a": 1}) != settings_hash({"a": 2})
