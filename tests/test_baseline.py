@@ -1,0 +1,241 @@
+"""Baseline snapshots: round trip, byte stability, compatibility errors and the workflow."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_ragev._errors import BaselineError
+from pytest_ragev.baseline import (
+    SCHEMA_VERSION,
+    Snapshot,
+    check_compatible,
+    load_snapshot,
+    obtained_path,
+    resolve_baseline,
+    write_snapshot,
+)
+from pytest_ragev.results import MetricSummary, RunResult, SampleResult
+
+
+def make_run(
+    qids: range | list[int] = range(1, 6),
+    *,
+    variant: str | None = None,
+    shift: float = 0.0,
+    fingerprint: str = "a" * 64,
+    profile: str = "weknora-0.9",
+) -> RunResult:
+    samples = [
+        SampleResult(
+            qid=qid,
+            question=f"第{qid}个问题：什么是 RAG？",
+            retrieval_gt=[[qid * 10, qid * 10 + 1]],
+            retrieval_ids=[qid * 10 + 1, 99, qid * 10],
+            generated_text=f"答案 {qid} — “quoted”",
+            generated_gt="reference",
+            metrics={"recall": 0.5 + shift, "ndcg10": 1 / 3, "bleu4": 0.25},
+            error=None,
+            variant=variant,
+            meta={"latency_ms": 12.5},
+        )
+        for qid in qids
+    ]
+    n = len(samples)
+    return RunResult(
+        dataset_id="samples",
+        fingerprint=fingerprint,
+        dataset_stats={"questions": n, "passages": 3 * n, "answers": n},
+        profile=profile,
+        params={"pipeline": {"top_k": 5, "name": "builtin", "chat": {"api_key": "***"}}},
+        params_hash="d" * 64,
+        samples=samples,
+        summary={
+            "recall": MetricSummary("recall", 0.5 + shift, n),
+            "ndcg10": MetricSummary("ndcg10", 1 / 3, n),
+            "bleu4": MetricSummary("bleu4", 0.25, n),
+            "latency": MetricSummary("latency", None, 0, direction="lower"),
+        },
+        variant=variant,
+    )
+
+
+def snapshot(*variants: str) -> Snapshot:
+    runs = [make_run(variant=name, shift=0.1) for name in variants]
+    return Snapshot.from_runs([*runs, make_run()], plugin_version="0.1.0")
+
+
+def test_layout_and_key_order(tmp_path: Path) -> None:
+    path = tmp_path / "ragev-baseline.json"
+    write_snapshot(path, snapshot("zeta", "alpha"))
+    text = path.read_text(encoding="utf-8")
+    data = json.loads(text)
+    assert list(data) == [
+        "schema", "schema_version", "plugin_version", "profile", "dataset", "base", "variants",
+    ]
+    assert data["schema_version"] == SCHEMA_VERSION
+    assert data["dataset"] == {
+        "id": "samples",
+        "fingerprint": "a" * 64,
+        "stats": {"answers": 5, "passages": 15, "questions": 5},
+    }
+    assert list(data["variants"]) == ["alpha", "zeta"]
+    base = data["base"]
+    assert list(base) == ["settings_hash", "settings", "metrics", "questions"]
+    assert list(base["settings"]["pipeline"]) == ["chat", "name", "top_k"]
+    assert list(base["metrics"]) == ["recall", "ndcg10", "bleu4", "latency"]
+    assert base["metrics"]["latency"] == {"mean": None, "n": 0, "direction": "lower"}
+    question = base["questions"][0]
+    assert list(question) == [
+        "qid", "question", "metrics", "retrieved_ids", "relevant_ids", "generated_text", "error",
+    ]
+    assert question["relevant_ids"] == [10, 11]
+    # Readable in review: indent 2, no \\u escapes for Chinese text, trailing newline.
+    assert "第1个问题" in text and "\\u" not in text
+    assert text.endswith("}\n") and '\n  "schema_version": 1,' in text
+    assert "latency_ms" not in text  # per-run noise stays out of the committed file
+
+
+def test_round_trip_is_byte_identical(tmp_path: Path) -> None:
+    path = tmp_path / "b.json"
+    original = snapshot("v1")
+    write_snapshot(path, original)
+    first = path.read_bytes()
+    loaded = load_snapshot(path)
+    assert loaded.source == str(path)
+    assert loaded.to_json().encode("utf-8") == first
+    write_snapshot(path, loaded)
+    assert path.read_bytes() == first
+    # The loaded runs carry what comparisons need.
+    base = loaded.base
+    assert base.variant is None and [s.qid for s in base.samples] == [1, 2, 3, 4, 5]
+    assert base.samples[0].retrieval_ids == [11, 99, 10]
+    assert base.samples[0].retrieval_gt == [[10, 11]]
+    assert base.summary["recall"] == MetricSummary("recall", 0.5, 5)
+    assert base.scores("ndcg10")[3] == 1 / 3
+    assert loaded.run_for("v1") is not None and loaded.run_for("v1").variant == "v1"  # type: ignore[union-attr]
+    assert loaded.run_for("nope") is None
+
+
+def test_same_runs_in_other_order_give_the_same_bytes() -> None:
+    run = make_run()
+    shuffled = dataclasses.replace(
+        run,
+        samples=list(reversed(run.samples)),
+        params={"pipeline": {"chat": {"api_key": "***"}, "top_k": 5, "name": "builtin"}},
+        dataset_stats={"passages": 15, "answers": 5, "questions": 5},
+    )
+    one = Snapshot.from_runs([run], plugin_version="0.1.0").to_json()
+    two = Snapshot.from_runs([shuffled], plugin_version="0.1.0").to_json()
+    assert one == two
+
+
+def test_from_runs_rejects_programming_errors() -> None:
+    with pytest.raises(ValueError, match="exactly one base run"):
+        Snapshot.from_runs([make_run(variant="a")], plugin_version="0")
+    with pytest.raises(ValueError, match="appears twice"):
+        Snapshot.from_runs([make_run(), make_run(variant="a"), make_run(variant="a")],
+                           plugin_version="0")
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        ("{not json", "is not valid JSON (line 1 column 2"),
+        ("<<<<<<< HEAD\n", "is not valid JSON"),
+        ("[]", "the top level must be an object"),
+        ('{"schema": "other"}', "is not a pytest-ragev baseline"),
+        ('{"schema": "pytest-ragev-baseline", "schema_version": 99}',
+         "schema_version 99, this pytest-ragev reads 1; numbers across versions are not "
+         "comparable: upgrade pytest-ragev or re-baseline"),
+    ],
+)
+def test_corrupt_files_raise_and_are_not_touched(
+    tmp_path: Path, content: str, fragment: str
+) -> None:
+    path = tmp_path / "ragev-baseline.json"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(BaselineError) as info:
+        load_snapshot(path)
+    message = str(info.value)
+    assert fragment in message and str(path) in message and "\n" not in message
+    with pytest.raises(BaselineError):
+        resolve_baseline(path, snapshot(), update=False, gating=True)
+    assert path.read_text(encoding="utf-8") == content
+
+
+def test_damaged_field_is_named(tmp_path: Path) -> None:
+    data = snapshot().to_data()
+    data["base"]["questions"][2]["metrics"]["recall"] = "high"
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(BaselineError, match=r"base\.questions\[2\]\.metrics\.recall must be a"):
+        load_snapshot(path)
+    data = snapshot().to_data()
+    del data["dataset"]["fingerprint"]
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(BaselineError, match=r"dataset\.fingerprint is missing"):
+        load_snapshot(path)
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(BaselineError, match="not found; create it with --ragev-update-baseline"):
+        load_snapshot(tmp_path / "none.json")
+
+
+def test_obtained_path() -> None:
+    assert obtained_path("ragev-baseline.json") == Path("ragev-baseline.obtained.json")
+    assert obtained_path("ci/base") == Path("ci/base.obtained")
+
+
+def test_compatibility_errors() -> None:
+    baseline = snapshot("v1")
+    with pytest.raises(BaselineError, match=r"metric profile 'weknora-0.9'.*not comparable.*"
+                       r"re-baseline on this version with --ragev-update-baseline"):
+        check_compatible(baseline, make_run(profile="weknora-1.0"))
+    with pytest.raises(BaselineError, match=r"fingerprint bbbbbbbbbbbb.*the data changed"):
+        check_compatible(baseline, make_run(fingerprint="b" * 64))
+    with pytest.raises(BaselineError, match="no run of variant 'v2' \\(it has: v1\\)"):
+        check_compatible(baseline, make_run(variant="v2"))
+    with pytest.raises(BaselineError, match="share no question \\(5 in the baseline, 2 now\\)"):
+        check_compatible(baseline, make_run([100, 101]))
+    stale = dataclasses.replace(baseline, schema_version=0)
+    with pytest.raises(BaselineError, match="schema_version 0"):
+        check_compatible(stale, make_run())
+
+
+def test_overlap_lists_added_and_removed() -> None:
+    baseline = snapshot("v1")
+    overlap = check_compatible(baseline, make_run([3, 4, 5, 6, 7]))
+    assert overlap.common_qids == [3, 4, 5]
+    assert overlap.added == [6, 7] and overlap.removed == [1, 2]
+    assert overlap.lines() == [
+        "ragev: 2 question(s) not in the baseline (added, not compared): 6, 7",
+        "ragev: 2 baseline question(s) missing from this run (removed, not compared): 1, 2",
+    ]
+    assert check_compatible(baseline, make_run(variant="v1")).added == []
+    many = check_compatible(baseline, make_run(range(1, 40)))
+    assert many.lines()[0].endswith(", … (14 more)")
+
+
+def test_workflow(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "ragev-baseline.json"
+    current = snapshot()
+    outcome = resolve_baseline(path, current, update=False, gating=False)
+    assert outcome.action == "missing" and not path.exists()
+    outcome = resolve_baseline(path, current, update=False, gating=True)
+    assert outcome.action == "created" and path.exists()
+    assert outcome.failure == f"ragev: baseline not found, created {path}; commit it and rerun"
+    written = path.read_bytes()
+    newer = Snapshot.from_runs([make_run(shift=0.2)], plugin_version="0.1.0")
+    outcome = resolve_baseline(path, newer, update=False, gating=True)
+    assert outcome.action == "loaded" and outcome.failure is None
+    assert outcome.snapshot is not None and outcome.snapshot.base.summary["recall"].mean == 0.5
+    assert path.read_bytes() == written  # never written without the flag
+    outcome = resolve_baseline(path, newer, update=True, gating=False)
+    assert outcome.action == "updated" and outcome.failure is None
+    assert load_snapshot(path).base.summary["recall"].mean == pytest.approx(0.7)
+    assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
