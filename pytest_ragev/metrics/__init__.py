@@ -1,0 +1,27 @@
+"""The metric engine: twelve metrics of retrieved ids and generated answers.
+
+``score(inputs, profile="weknora")`` returns one ``{metric: value}`` dict per
+:class:`~pytest_ragev.MetricInput`; ``aggregate(rows)`` turns them into the run's
+means with the count per metric. The exact definitions are in ``docs/metrics.md``.
+"""
+
+from __future__ import annotations
+
+from pytest_ragev._types import GENERATION_METRICS, METRIC_NAMES, RETRIEVAL_METRICS, MetricInput
+from pytest_ragev.metrics._score import PROFILES, aggregate, score
+from pytest_ragev.metrics.text import Tokenizer, clear_cache, jieba_tokenizer, tokenize, words
+
+__all__ = [
+    "GENERATION_METRICS",
+    "METRIC_NAMES",
+    "PROFILES",
+    "RETRIEVAL_METRICS",
+    "MetricInput",
+    "Tokenizer",
+    "aggregate",
+    "clear_cache",
+    "jieba_tokenizer",
+    "score",
+    "tokenize",
+    "words",
+]

@@ -1,0 +1,86 @@
+"""Longest common subsequences over token sequences, bit-parallel.
+
+Python integers serve as bit vectors (Allison-Dix / Hyyrö): one machine-level pass of
+a few big-int operations per token of the first sequence, instead of a Python loop
+over every cell of the dynamic-programming table.
+
+For ``b`` of length ``w`` and ``M[t]`` the bits ``j`` with ``b[j] == t``, the row
+vector ``V_i`` after the first ``i`` tokens of ``a`` satisfies: bit ``j-1`` of
+``V_i`` is 0 exactly when ``T[i][j] = T[i][j-1] + 1``, where ``T`` is the usual LCS
+table. Hence ``T[i][j] = j - popcount(V_i & (2**j - 1))`` and the LCS length is the
+number of zero bits of ``V_|a|``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = ["lcs_length", "lcs_table_rows", "lcs_tokens"]
+
+
+def _match_masks(b: Sequence[str]) -> dict[str, int]:
+    masks: dict[str, int] = {}
+    bit = 1
+    for token in b:
+        masks[token] = masks.get(token, 0) | bit
+        bit <<= 1
+    return masks
+
+
+def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
+    """Length of a longest common subsequence of ``a`` and ``b``."""
+    if not a or not b:
+        return 0
+    masks = _match_masks(b)
+    full = (1 << len(b)) - 1
+    row = full
+    get = masks.get
+    for token in a:
+        matches = row & get(token, 0)
+        if matches:
+            row = ((row + matches) | (row - matches)) & full
+    return len(b) - row.bit_count()
+
+
+def lcs_table_rows(a: Sequence[str], b: Sequence[str]) -> list[int]:
+    """The bit vectors ``V_0 .. V_|a|`` that encode the whole LCS table of ``a`` x ``b``."""
+    masks = _match_masks(b)
+    full = (1 << len(b)) - 1
+    row = full
+    rows = [row]
+    get = masks.get
+    for token in a:
+        matches = row & get(token, 0)
+        if matches:
+            row = ((row + matches) | (row - matches)) & full
+        rows.append(row)
+    return rows
+
+
+def lcs_tokens(reference: Sequence[str], hypothesis: Sequence[str]) -> list[str]:
+    """One LCS of ``reference`` (table rows) and ``hypothesis`` (table columns).
+
+    The backtrack of the spec (and of WeKnora): from the bottom-right cell, on equal
+    tokens take the token and go diagonal; otherwise go up (drop a reference token)
+    when ``T[i-1][j] > T[i][j-1]``, else go left. Tokens come out last first.
+    """
+    if not reference or not hypothesis:
+        return []
+    rows = lcs_table_rows(reference, hypothesis)
+    i, j = len(reference), len(hypothesis)
+    taken: list[str] = []
+    while i > 0 and j > 0:
+        token = reference[i - 1]
+        if token == hypothesis[j - 1]:
+            taken.append(token)
+            i -= 1
+            j -= 1
+            continue
+        below_j = (1 << j) - 1
+        up = j - (rows[i - 1] & below_j).bit_count()
+        left = j - 1 - (rows[i] & (below_j >> 1)).bit_count()
+        if up > left:
+            i -= 1
+        else:
+            j -= 1
+    return taken

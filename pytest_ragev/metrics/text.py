@@ -1,0 +1,211 @@
+"""The spec tokenizer: sentences of words, with jieba for Chinese.
+
+A text is split into sentences at every ``。`` or ``.``; inside each sentence the
+pattern ``(\\p{Han}+)|([a-zA-Z0-9_.,!?]+)|(\\p{P})`` is scanned left to right: a Han run
+goes through ``jieba`` (precise mode, HMM on), an ASCII word run is one token, any
+other punctuation character is one token, everything else is skipped.
+
+jieba is imported and its dictionary loaded on the first Chinese text only, once
+per process, under a lock (pipelines run in a thread pool and the knowledge base
+tokenizes with the same instance). Its cache file lives in the user cache folder.
+Each distinct text is segmented once per process (memoised), because comparison
+runs score the same reference answers many times.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import unicodedata
+import warnings
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import regex
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = [
+    "Tokenizer",
+    "cache_dir",
+    "clear_cache",
+    "jieba_tokenizer",
+    "split_sentences",
+    "tokenize",
+    "words",
+]
+
+#: A text's sentences, each a tuple of tokens (the memoised, immutable form).
+Sentences = tuple[tuple[str, ...], ...]
+
+
+class Tokenizer(Protocol):
+    """Turns a text into sentences of tokens.
+
+    Sentences matter for ``rougel`` in the ``weknora`` profile (summary-level LCS);
+    every other metric reads the tokens of all sentences concatenated. A sentence
+    without tokens may be left out: no metric can see the difference.
+    """
+
+    def __call__(self, text: str, /) -> list[list[str]]: ...
+
+
+# Sentence ends become their own alternative (before \p{P}, so they never count as
+# punctuation tokens), and "." leaves the ASCII word class: inside a sentence there is
+# no "." left once the text is split, so one left-to-right scan is the spec's two steps.
+_SCAN = regex.compile(r"(\p{Han}+)|([a-zA-Z0-9_,!?]+)|([。.])|(\p{P})")
+_SENTENCE_END = regex.compile(r"[。.]")
+
+# Pure-ASCII texts (the common English case) take a str.translate + str.split path that
+# does in C what the scan does: separators become spaces, punctuation characters
+# become space-padded single tokens, "." becomes a sentence break.
+_ASCII_WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_,!?")
+_SENTENCE_BREAK = "\x00"
+
+
+def _ascii_table() -> dict[int, str]:
+    table: dict[int, str] = {}
+    for code in range(128):
+        char = chr(code)
+        if char in _ASCII_WORD_CHARS:
+            continue
+        if char == ".":
+            table[code] = f" {_SENTENCE_BREAK} "
+        elif unicodedata.category(char).startswith("P"):
+            table[code] = f" {char} "
+        else:
+            table[code] = " "
+    return table
+
+
+_ASCII_TABLE = _ascii_table()
+
+_jieba_lock = threading.Lock()
+_jieba_instance: Any = None
+
+
+def cache_dir() -> Path | None:
+    """The user cache folder of pytest-ragev (``$XDG_CACHE_HOME/pytest-ragev`` or
+    ``~/.cache/pytest-ragev``), created on demand; ``None`` when it cannot be created."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    # The XDG spec says a relative XDG_CACHE_HOME is invalid and must be ignored.
+    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".cache"
+    folder = root / "pytest-ragev"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return folder
+
+
+def jieba_tokenizer() -> Any:
+    """The process-wide ``jieba.Tokenizer`` used for Chinese, loaded on first call.
+
+    Thread-safe; the dictionary cache goes to :func:`cache_dir` (jieba's default, the
+    system temp folder, when that is unavailable) and jieba's log lines and import
+    warnings are silenced while it loads. The knowledge base's keyword retriever uses
+    the same instance, so both see the same segmentation.
+    """
+    instance = _jieba_instance
+    if instance is not None:
+        return instance
+    with _jieba_lock:
+        if _jieba_instance is None:
+            _load_jieba()
+        return _jieba_instance
+
+
+def _load_jieba() -> None:
+    global _jieba_instance
+    with warnings.catch_warnings():
+        # jieba 0.42 imports pkg_resources and has invalid escapes in its sources.
+        warnings.simplefilter("ignore")
+        import jieba
+
+    jieba_logger = logging.getLogger("jieba")
+    previous_level = jieba_logger.level
+    jieba_logger.setLevel(logging.WARNING)
+    try:
+        instance = jieba.Tokenizer()
+        folder = cache_dir()
+        if folder is not None:
+            instance.tmp_dir = str(folder)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            instance.initialize()
+    finally:
+        jieba_logger.setLevel(previous_level)
+    _jieba_instance = instance
+
+
+def split_sentences(text: str) -> list[str]:
+    """Spec step 1: split at every ``。`` or ``.``, strip each piece, drop empty pieces."""
+    return [piece for piece in (part.strip() for part in _SENTENCE_END.split(text)) if piece]
+
+
+def _tokenize_ascii(text: str) -> Sentences:
+    pieces = text.translate(_ASCII_TABLE).split(_SENTENCE_BREAK)
+    return tuple(tokens for tokens in map(tuple, map(str.split, pieces)) if tokens)
+
+
+def _tokenize_unicode(text: str) -> Sentences:
+    cut: Callable[..., list[str]] | None = None
+    sentences: list[tuple[str, ...]] = []
+    current: list[str] = []
+    for han, word, sentence_end, punctuation in _SCAN.findall(text):
+        if han:
+            if cut is None:
+                cut = jieba_tokenizer().lcut
+            current.extend(cut(han, HMM=True))
+        elif word:
+            current.append(word)
+        elif sentence_end:
+            if current:
+                sentences.append(tuple(current))
+                current = []
+        else:
+            current.append(punctuation)
+    if current:
+        sentences.append(tuple(current))
+    return tuple(sentences)
+
+
+@lru_cache(maxsize=1 << 18)
+def _tokenize_cached(text: str) -> Sentences:
+    if text.isascii():
+        return _tokenize_ascii(text)
+    return _tokenize_unicode(text)
+
+
+def tokenize_tuples(text: str) -> Sentences:
+    """:func:`tokenize` in its memoised, immutable form (what the metric engine reads)."""
+    return _tokenize_cached(text)
+
+
+def tokenize(text: str) -> list[list[str]]:
+    """The spec tokenizer: ``text``'s sentences, each a list of tokens.
+
+    Sentences without any token are left out. This is the default
+    :class:`Tokenizer` of :func:`pytest_ragev.metrics.score`.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"tokenize() expects a str, got {type(text).__name__}")
+    return [list(sentence) for sentence in _tokenize_cached(text)]
+
+
+def words(text: str) -> list[str]:
+    """The spec word tokens of ``text``, all sentences concatenated (no sentence marks).
+
+    The keyword retriever uses this, so BM25 and the metrics see the same words.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"words() expects a str, got {type(text).__name__}")
+    return [token for sentence in _tokenize_cached(text) for token in sentence]
+
+
+def clear_cache() -> None:
+    """Forget the memoised segmentations (the jieba dictionary stays loaded)."""
+    _tokenize_cached.cache_clear()
