@@ -479,7 +479,7 @@ def thresholds_from_table(
     table: Mapping[str, Any],
     *,
     source: str,
-    directions: Mapping[str, Direction],
+    directions: Mapping[str, str],
 ) -> list[MinValue | MaxValue]:
     """Checks from a parsed ``[thresholds]`` table (``recall = 0.5``).
 
@@ -499,6 +499,8 @@ def thresholds_from_table(
                 f"{source}: [thresholds] {name} must be a number, got {_show(value)}; "
                 f"e.g. {name} = 0.5"
             )
+        if directions[name] not in ("higher", "lower"):
+            raise ValueError(f"direction of {name!r} must be 'higher' or 'lower'")
         if directions[name] == "higher":
             checks.append(MinValue(metric=str(name), minimum=float(value)))
         else:
@@ -776,6 +778,7 @@ class QuestionDiff:
     answer_after: str
     error_before: str | None = None
     error_after: str | None = None
+    variant: str | None = None
 
 
 def _relevant(sample: SampleResult) -> frozenset[int]:
@@ -816,6 +819,7 @@ def question_diff(
         answer_after=after.generated_text,
         error_before=before.error,
         error_after=after.error,
+        variant=after.variant,
     )
 
 
@@ -965,3 +969,29 @@ def changed_knobs(base_params: Mapping[str, Any], variant_params: Mapping[str, A
 
     walk(base_params, variant_params, "")
     return sorted(changed)
+
+
+# --------------------------------------------------------------------------- terminal text
+# The renderers live in pytest_ragev.report.text (which imports this module); these
+# entry points keep the gate's whole terminal vocabulary importable from one place.
+
+
+def render_comparison(comparison: Comparison) -> list[str]:
+    """Aligned lines: baseline, current, Δ, CI, p, n and status per metric."""
+    from pytest_ragev.report.text import render_comparison as render
+
+    return render(comparison)
+
+
+def render_question_diffs(diffs: Sequence[QuestionDiff]) -> list[str]:
+    """Lines for ``-v``: each regressed question's metric changes, retrieval and answer."""
+    from pytest_ragev.report.text import render_question_diffs as render
+
+    return render(diffs)
+
+
+def render_variant_table(table: VariantTable) -> list[str]:
+    """Aligned lines: variant x metric, Δ against the base run, ▲/▼ significance markers."""
+    from pytest_ragev.report.text import render_variant_table as render
+
+    return render(table)

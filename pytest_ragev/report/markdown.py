@@ -1,0 +1,200 @@
+"""The Markdown summary for CI (``$GITHUB_STEP_SUMMARY``) and ``--ragev-markdown``."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+from pytest_ragev.checks import Comparison, QuestionDiff, ThresholdResult
+from pytest_ragev.report import _format as fmt
+from pytest_ragev.report.model import ReportModel
+from pytest_ragev.report.text import variant_cell
+
+_TEXT_LIMIT = 160
+
+
+def cell(text: str, limit: int = _TEXT_LIMIT) -> str:
+    """User text made safe for one table cell: one line, HTML and pipes escaped."""
+    # GitHub renders inline HTML inside Markdown, so a question containing "<details>"
+    # would restructure the page; a "|" would split the cell.
+    return html.escape(fmt.shorten(text, limit), quote=False).replace("|", "\\|")
+
+
+def code(text: str) -> str:
+    """Inline code that survives backticks in the text."""
+    fence = "``" if "`" in text else "`"
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str) -> list[str]:
+    marks = {"l": ":--", "r": "--:", "c": ":-:"}
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(marks[a] for a in align) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+def _headline(model: ReportModel) -> list[str]:
+    mark = "✅ passed" if model.verdict.passed else "❌ failed"
+    lines = [f"## {model.title}: {mark}", ""]
+    facts = []
+    base = model.base
+    if model.task_id:
+        facts.append(f"task {code(model.task_id)}")
+    if base is not None:
+        facts.append(f"dataset {code(base.dataset_id)} ({base.fingerprint[:12]})")
+        facts.append(f"profile {code(base.profile)}")
+        facts.append(f"{len(base.samples)} questions")
+    if model.variants:
+        facts.append(f"{len(model.variants)} variant(s)")
+    facts.append(f"{model.errors} error(s)")
+    facts.append(f"{model.fallbacks} fallback(s)")
+    if model.duration_s is not None:
+        facts.append(fmt.seconds(model.duration_s))
+    if model.started_at:
+        facts.append(f"started {model.started_at}")
+    lines.append(" · ".join(facts))
+    if model.baseline_path:
+        lines += ["", f"Baseline: {code(model.baseline_path)}"]
+    return lines
+
+
+def _failures(model: ReportModel) -> list[str]:
+    if not model.verdict.failures:
+        return []
+    lines = ["", "### Failures", ""]
+    lines += [f"- {code(line)}" for line in model.verdict.failures]
+    return lines
+
+
+def _comparison_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
+    level = fmt.level(comparison.metrics[0].ci_level) if comparison.metrics else "90%"
+    header = ["metric", "baseline", "current", "Δ", f"{level} CI", "p", "n", "status"]
+    icons = {"regressed": "🔴 ", "improved": "🟢 "}
+    rows = []
+    for item in comparison.metrics:
+        status = icons.get(item.status, "") + item.status
+        if not item.rule.enabled:
+            status += " (not gated)"
+        rows.append([
+            item.metric, fmt.num(item.baseline_mean), fmt.num(item.current_mean),
+            fmt.num(item.delta, signed=True), fmt.ci(item.ci_low, item.ci_high),
+            fmt.p_value(item.p), str(item.n), status,
+        ])
+    return header, rows
+
+
+def _metrics(model: ReportModel) -> list[str]:
+    lines = ["", "### Metrics", ""]
+    if model.comparison is not None:
+        header, rows = _comparison_rows(model.comparison)
+        lines += _table(header, rows, "lrrrlrrl")
+        lines += [
+            "",
+            "Means over the questions both runs share; Δ = current − baseline; p is the "
+            "one-sided paired permutation p-value in the direction of the change.",
+        ]
+        return lines
+    base = model.base
+    if base is None:
+        return [*lines, "No run."]
+    rows = [[name, fmt.num(item.mean), str(item.n)] for name, item in base.summary.items()]
+    return lines + _table(["metric", "mean", "n"], rows, "lrr")
+
+
+def _variant_comparisons(comparisons: Sequence[Comparison]) -> list[str]:
+    lines = []
+    for comparison in comparisons:
+        lines += ["", f"#### Variant {cell(str(comparison.variant))} against its baseline", ""]
+        header, rows = _comparison_rows(comparison)
+        lines += _table(header, rows, "lrrrlrrl")
+    return lines
+
+
+def _thresholds(results: Sequence[ThresholdResult]) -> list[str]:
+    if not results:
+        return []
+    rows = []
+    for item in results:
+        rule = ("≥ " if item.kind == "min" else "≤ ") + fmt.num(item.threshold)
+        rows.append([
+            item.metric if item.variant is None else f"{item.metric} [{cell(item.variant)}]",
+            fmt.num(item.value), rule, str(item.n), "✅ met" if item.passed else "❌ unmet",
+        ])
+    return ["", "### Thresholds", "", *_table(["metric", "value", "threshold", "n", "result"],
+                                             rows, "lrrrl")]
+
+
+def _variants(model: ReportModel) -> list[str]:
+    variants = model.variant_table
+    if variants is None or not variants.rows:
+        return []
+    header = ["variant", *variants.metrics, "changed knobs"]
+    rows = [["(base)", *(variant_cell(variants.base.cells[m].mean, None, "")
+                         for m in variants.metrics), ""]]
+    for row in variants.rows:
+        rows.append([
+            cell(str(row.name)),
+            *(variant_cell(row.cells[m].mean, row.cells[m].delta, row.cells[m].marker)
+              for m in variants.metrics),
+            ", ".join(code(k) for k in row.changed_knobs) or "none",
+        ])
+    align = "l" + "r" * len(variants.metrics) + "l"
+    return [
+        "", "### Variants", "", *_table(header, rows, align), "",
+        "Δ against the base run on shared questions; ▲/▼ = significantly better/worse "
+        "(paired permutation test, two-sided).",
+    ]
+
+
+def _diff_changes(diff: QuestionDiff) -> str:
+    if diff.error_after is not None and diff.error_before is None:
+        return "error: " + cell(diff.error_after, 80)
+    changed = sorted(
+        ((n, d) for n, d in diff.metrics.items() if d.delta),
+        key=lambda pair: -abs(pair[1].delta or 0.0),
+    )
+    return "<br>".join(f"{n} {fmt.num(d.delta, signed=True)}" for n, d in changed[:4]) or "—"
+
+
+def _regressions(diffs: Sequence[QuestionDiff]) -> list[str]:
+    if not diffs:
+        return []
+    rows = []
+    for diff in diffs:
+        before = fmt.ids(diff.retrieved_before, diff.relevant, mark="✓")
+        after = fmt.ids(diff.retrieved_after, diff.relevant, mark="✓")
+        answer = (
+            "unchanged" if diff.answer_before == diff.answer_after
+            else f"{cell(diff.answer_before, 80)} → {cell(diff.answer_after, 80)}"
+        )
+        rows.append([
+            str(diff.qid) if diff.variant is None else f"{diff.qid} [{cell(diff.variant)}]",
+            cell(diff.question, 100), _diff_changes(diff),
+            f"{before} → {after}", answer,
+        ])
+    return [
+        "", f"### Most regressed questions ({len(diffs)})", "",
+        *_table(["qid", "question", "Δ", "retrieved (✓ relevant)", "answer"], rows, "rllll"),
+    ]
+
+
+def _notes(notes: Sequence[str]) -> list[str]:
+    if not notes:
+        return []
+    return ["", *(f"> {cell(note, 400)}  " for note in notes)]
+
+
+def render_markdown(model: ReportModel) -> str:
+    """The whole summary as GitHub-flavoured Markdown (ends with a newline)."""
+    lines = [
+        *_headline(model),
+        *_failures(model),
+        *_notes(model.notes),
+        *_metrics(model),
+        *_variant_comparisons(model.variant_comparisons),
+        *_thresholds(model.thresholds),
+        *_variants(model),
+        *_regressions(model.regressions),
+    ]
+    return "\n".join(lines) + "\n"

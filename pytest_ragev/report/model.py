@@ -1,0 +1,122 @@
+"""What every report shows, as one plain-data object the renderers read."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from pytest_ragev.checks import Comparison, QuestionDiff, ThresholdResult, VariantTable
+from pytest_ragev.results import RunResult
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether the session passed, and the ``ragev: ...`` lines that made it fail."""
+
+    passed: bool
+    failures: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class ReportModel:
+    """Everything a report renders.
+
+    ``runs`` holds the base run first, then the variants. ``comparisons`` are the runs
+    compared with their baseline runs (``baseline_runs``, keyed by variant name, ``None``
+    for the base configuration); ``regressions`` the most regressed questions of all
+    compared runs (each :class:`QuestionDiff` names its variant). ``notes`` carries extra
+    lines such as the questions added or removed since the baseline. ``started_at`` is
+    ISO 8601 text, ``duration_s`` seconds.
+    """
+
+    runs: Sequence[RunResult]
+    verdict: Verdict
+    thresholds: Sequence[ThresholdResult] = ()
+    comparisons: Sequence[Comparison] = ()
+    baseline_runs: Mapping[str | None, RunResult] = field(default_factory=dict)
+    variant_table: VariantTable | None = None
+    regressions: Sequence[QuestionDiff] = ()
+    errors: int = 0
+    fallbacks: int = 0
+    task_id: str | None = None
+    started_at: str | None = None
+    duration_s: float | None = None
+    baseline_path: str | None = None
+    notes: Sequence[str] = ()
+    title: str = "pytest-ragev"
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        runs: Sequence[RunResult],
+        passed: bool,
+        failures: Sequence[str] = (),
+        thresholds: Sequence[ThresholdResult] = (),
+        comparisons: Sequence[Comparison] = (),
+        baseline_runs: Mapping[str | None, RunResult] | None = None,
+        variant_table: VariantTable | None = None,
+        regressions: Sequence[QuestionDiff] = (),
+        errors: int = 0,
+        fallbacks: int = 0,
+        task_id: str | None = None,
+        start_time: str | None = None,
+        duration_s: float | None = None,
+        baseline_path: str | os.PathLike[str] | None = None,
+        notes: Sequence[str] = (),
+    ) -> ReportModel:
+        """The model from the session's pieces (copies the sequences).
+
+        Without ``duration_s`` the duration is the time since ``start_time`` (ISO 8601
+        with a UTC offset), when that parses.
+        """
+        if duration_s is None and start_time:
+            try:
+                started = datetime.fromisoformat(start_time)
+            except ValueError:
+                started = None
+            if started is not None and started.tzinfo is not None:
+                duration_s = max(0.0, (datetime.now(UTC) - started).total_seconds())
+        return cls(
+            runs=list(runs),
+            verdict=Verdict(passed=passed, failures=list(failures)),
+            thresholds=list(thresholds),
+            comparisons=list(comparisons),
+            baseline_runs=dict(baseline_runs or {}),
+            variant_table=variant_table,
+            regressions=list(regressions),
+            errors=errors,
+            fallbacks=fallbacks,
+            task_id=task_id or None,
+            started_at=start_time,
+            duration_s=duration_s,
+            baseline_path=None if baseline_path is None else str(baseline_path),
+            notes=list(notes),
+        )
+
+    @property
+    def base(self) -> RunResult | None:
+        """The base configuration's run (the first run), if any ran."""
+        return self.runs[0] if self.runs else None
+
+    @property
+    def variants(self) -> list[RunResult]:
+        """The variant runs, in configuration order."""
+        return list(self.runs[1:])
+
+    @property
+    def comparison(self) -> Comparison | None:
+        """The base run's comparison with its baseline, if it was compared."""
+        return next((c for c in self.comparisons if c.variant is None), None)
+
+    @property
+    def variant_comparisons(self) -> list[Comparison]:
+        """The variants' comparisons with their own baseline runs."""
+        return [c for c in self.comparisons if c.variant is not None]
+
+    @property
+    def baseline(self) -> RunResult | None:
+        """The baseline's run of the base configuration."""
+        return self.baseline_runs.get(None)

@@ -1,0 +1,291 @@
+"""Report renderers: Markdown, JUnit properties, terminal text and the HTML report."""
+
+from __future__ import annotations
+
+import random
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from pytest_ragev.checks import (
+    GateRules,
+    check_thresholds,
+    compare,
+    compare_variants,
+    render_comparison,
+    render_question_diffs,
+    render_variant_table,
+    thresholds_from_table,
+    top_regressions,
+)
+from pytest_ragev.report import (
+    ReportModel,
+    Verdict,
+    _svg,
+    junit_properties,
+    render_html,
+    render_markdown,
+)
+from pytest_ragev.report.text import variant_cell
+from pytest_ragev.results import MetricSummary, RunResult, SampleResult
+
+METRICS = ("recall", "ndcg10", "bleu4")
+EVIL = "<script>alert('x')</script> | pipe & “quotes”"
+
+
+def make_run(
+    seed: int, *, shift: float = 0.0, variant: str | None = None, top_k: int = 5, n: int = 60
+) -> RunResult:
+    rng = random.Random(seed)
+    level = random.Random(0)
+    samples = []
+    for qid in range(1, n + 1):
+        base = level.random()
+        # Questions 1-8 are the ones a bad change breaks; the others only jitter.
+        broken = shift < 0 and qid <= 8
+        values = {
+            m: min(1.0, max(0.0, base + (shift * 4 if broken else 0.0) + rng.gauss(0, 0.01)))
+            for m in METRICS
+        }
+        question = f"问题 {qid}: {EVIL}" if qid == 1 else f"问题 {qid}：什么是检索增强生成？"
+        samples.append(SampleResult(
+            qid=qid,
+            question=question,
+            retrieval_gt=[[qid * 10, qid * 10 + 1]],
+            retrieval_ids=[qid * 10 + 5, qid * 10] if broken else [qid * 10, qid * 10 + 1, 7],
+            generated_text=f"answer {qid} {EVIL}" if broken else f"answer {qid}",
+            generated_gt="ref",
+            metrics=values,
+            variant=variant,
+        ))
+    summary = {
+        m: MetricSummary(m, sum(s.metrics[m] for s in samples) / n, n) for m in METRICS
+    }
+    return RunResult(
+        dataset_id="samples", fingerprint="0123456789abcdef" * 4, dataset_stats={},
+        profile="weknora-0.9", params={"pipeline": {"top_k": top_k}}, params_hash="x",
+        samples=samples, summary=summary, variant=variant,
+    )
+
+
+RULES = GateRules(resamples=2000)
+
+
+def full_model() -> ReportModel:
+    baseline = make_run(1)
+    current = make_run(2, shift=-0.1)
+    variants = [make_run(3, shift=0.02, variant="k10", top_k=10),
+                make_run(4, variant=f"v{EVIL}", top_k=3)]
+    comparison = compare(baseline, current, RULES)
+    checks = thresholds_from_table({"recall": 0.9, "bleu4": 0.1}, source="ragev.toml",
+                                   directions=dict.fromkeys(METRICS, "higher"))
+    thresholds = check_thresholds(current, checks)
+    failures = [*(t.reason for t in thresholds if t.reason), *comparison.failure_lines]
+    return ReportModel.build(
+        runs=[current, *variants],
+        passed=not failures,
+        failures=failures,
+        thresholds=thresholds,
+        comparisons=[comparison],
+        baseline_runs={None: baseline},
+        variant_table=compare_variants(current, variants, RULES),
+        regressions=top_regressions(baseline, current, 10),
+        errors=2,
+        fallbacks=1,
+        task_id="evaluation_ci_1_abcd_samples",
+        start_time="2026-01-02T03:04:05.000+00:00",
+        duration_s=12.5,
+        baseline_path="ragev-baseline.json",
+        notes=["ragev: 2 question(s) not in the baseline (added, not compared): 61, 62"],
+    )
+
+
+@pytest.fixture(scope="module")
+def model() -> ReportModel:
+    return full_model()
+
+
+# ----------------------------------------------------------------- markdown
+
+
+def test_markdown_sections(model: ReportModel) -> None:
+    text = render_markdown(model)
+    assert text.startswith("## pytest-ragev: ❌ failed\n")
+    assert "task `evaluation_ci_1_abcd_samples`" in text and "2 error(s)" in text
+    assert "1 fallback(s)" in text and "12.5 s" in text
+    for heading in ("### Failures", "### Metrics", "### Thresholds", "### Variants",
+                    "### Most regressed questions (10)"):
+        assert heading in text
+    assert "- `ragev: recall " in text and "< threshold 0.900 (n=60)`" in text
+    assert "| metric | baseline | current | Δ | 90% CI | p | n | status |" in text
+    assert "🔴 regressed" in text
+    assert "| k10 |" in text and "`pipeline.top_k`" in text
+    assert "> ragev: 2 question(s) not in the baseline" in text
+
+
+def test_markdown_escapes_user_text(model: ReportModel) -> None:
+    text = render_markdown(model)
+    assert "<script>" not in text
+    assert "&lt;script&gt;" in text
+    # A pipe in a question must not split the table cell.
+    regression_rows = [line for line in text.splitlines() if line.startswith("| 1 |")]
+    assert regression_rows and "\\| pipe" in regression_rows[0]
+    cells = regression_rows[0].replace("\\|", "").split("|")
+    assert len(cells) == 7  # 5 columns plus the two outer edges
+
+
+def test_markdown_without_baseline_lists_means() -> None:
+    run = make_run(1)
+    text = render_markdown(ReportModel.build(runs=[run], passed=True))
+    assert text.startswith("## pytest-ragev: ✅ passed")
+    assert "| metric | mean | n |" in text and "| recall |" in text
+    assert "### Failures" not in text and "### Variants" not in text
+
+
+# ----------------------------------------------------------------- junit
+
+
+def test_junit_properties(model: ReportModel) -> None:
+    props = dict(junit_properties(model))
+    assert props["ragev.verdict"] == "failed"
+    assert props["ragev.errors"] == "2" and props["ragev.fallbacks"] == "1"
+    assert props["ragev.task_id"] == "evaluation_ci_1_abcd_samples"
+    assert props["ragev.questions"] == "60"
+    recall = model.runs[0].summary["recall"].mean
+    assert props["ragev.recall"] == f"{recall:.6f}"
+    assert props["ragev.recall.status"] == "regressed"
+    assert float(props["ragev.recall.delta"]) < 0
+    assert "ragev.k10.recall" in props
+    names = [name for name, _ in junit_properties(model)]
+    assert len(names) == len(set(names))
+    passed = dict(junit_properties(ReportModel.build(runs=[make_run(1)], passed=True)))
+    assert passed["ragev.verdict"] == "passed" and passed["ragev.failures"] == "0"
+
+
+# ----------------------------------------------------------------- terminal text
+
+
+def test_terminal_renderers(model: ReportModel) -> None:
+    assert model.comparison is not None and model.variant_table is not None
+    lines = render_comparison(model.comparison)
+    assert lines[0] == "ragev: base configuration against the baseline, 60 shared questions:"
+    assert lines[1].split() == ["metric", "baseline", "current", "Δ", "90%", "CI", "p", "n",
+                                "status"]
+    assert any(line.split()[0] == "recall" and line.endswith("regressed") for line in lines)
+    # Columns line up: every row as long as the header once trailing status is dropped.
+    assert len({line.index(" 60 ") for line in lines[2:]}) == 1
+
+    diff_lines = render_question_diffs(model.regressions)
+    assert diff_lines[0].startswith("ragev: 10 most regressed question(s)")
+    assert any("retrieved [10*, 11*, 7] → [15, 10*]" in line for line in diff_lines)
+    assert any(line.strip().startswith("answer    'answer 1' → ") for line in diff_lines)
+
+    table_lines = render_variant_table(model.variant_table)
+    assert table_lines[1].split()[:2] == ["variant", "recall"]
+    k10 = next(line for line in table_lines if line.strip().startswith("k10"))
+    assert "▲" in k10 and k10.rstrip().endswith("pipeline.top_k")
+    # Right-aligned figures: each row's recall cell ends at the same column.
+    table = model.variant_table
+    cells = [variant_cell(table.base.cells["recall"].mean, None, "")]
+    cells += [
+        variant_cell(r.cells["recall"].mean, r.cells["recall"].delta, r.cells["recall"].marker or " ")
+        for r in table.rows
+    ]
+    rows = table_lines[2 : 2 + len(cells)]
+    ends = {row.index(cell) + len(cell) for row, cell in zip(rows, cells, strict=True)}
+    assert len(ends) == 1
+
+
+# ----------------------------------------------------------------- html
+
+
+class _Collector(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.text: list[str] = []
+        self.stack: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def parse(page: str) -> _Collector:
+    collector = _Collector()
+    collector.feed(page)
+    collector.close()
+    return collector
+
+
+def test_html_has_its_charts(model: ReportModel) -> None:
+    page = render_html(model)
+    doc = parse(page)
+    svgs = [attrs for tag, attrs in doc.tags if tag == "svg"]
+    assert any("bars" in (a.get("class") or "") for a in svgs)
+    histograms = [a for a in svgs if "histogram" in (a.get("class") or "")]
+    assert [a["data-metric"] for a in histograms] == list(METRICS)
+    bars = [a for tag, a in doc.tags if tag == "rect" and a.get("class") == "bar"]
+    # One bar per metric for baseline, current and each of the two variants.
+    assert len(bars) == len(METRICS) * 4
+    assert {a["data-series"] for a in bars} == {"baseline", "current", "k10", f"v{EVIL}"}
+    bins = [a for tag, a in doc.tags if tag == "rect" and a.get("class") == "bin"]
+    assert len(bins) == 20 * len(METRICS)
+    # Every question's delta lands in a bin or in the "unchanged" count.
+    recall_bins = bins[:20]
+    assert sum(int(a["data-count"] or 0) for a in recall_bins) <= 60
+    assert "of 60 unchanged" in "".join(doc.text)
+
+
+def test_html_is_self_contained_and_escaped(model: ReportModel) -> None:
+    page = render_html(model)
+    doc = parse(page)
+    assert not [t for t, _ in doc.tags if t in ("script", "link", "img", "iframe")]
+    assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "https://" not in page
+    text = "".join(doc.text)
+    assert EVIL in text  # shown to the reader, as text
+    assert "<script>alert" not in page
+    for heading in ("Metrics", "Means per metric", "Per-question changes against the baseline",
+                    "Thresholds", "Variants", "Most regressed questions (10)"):
+        assert heading in text
+    assert "ragev: recall" in text and "failed" in text
+
+
+def test_html_without_baseline_has_no_histograms() -> None:
+    page = render_html(ReportModel.build(runs=[make_run(1)], passed=True))
+    doc = parse(page)
+    classes = [a.get("class") or "" for t, a in doc.tags if t == "svg"]
+    assert classes == ["chart bars"]
+    bars = [a for t, a in doc.tags if t == "rect" and a.get("class") == "bar"]
+    assert {a["data-series"] for a in bars} == {"base"}
+
+
+def test_histogram_binning() -> None:
+    data = _svg.histogram([0.0, 0.0, 0.05, -0.05, -0.3, 0.31, 1e-9], bins=10)
+    assert data.unchanged == 2 and data.total == 7
+    assert data.span == 0.5
+    assert sum(data.counts) == 5
+    assert data.counts[4] == 1 and data.counts[5] == 2  # -0.05 | 0.05 and 1e-9
+    assert data.counts[2] == 1 and data.counts[8] == 1
+    assert _svg.histogram([]).counts == [0] * 20
+
+
+def test_model_build_computes_duration_and_properties() -> None:
+    runs = [make_run(1), make_run(2, variant="b")]
+    model = ReportModel.build(runs=runs, passed=True, start_time="2000-01-01T00:00:00+00:00")
+    assert model.duration_s is not None and model.duration_s > 0
+    assert model.base is runs[0] and model.variants == [runs[1]]
+    assert model.comparison is None and model.baseline is None
+    assert model.verdict == Verdict(passed=True, failures=[])
+    assert ReportModel.build(runs=runs, passed=True, start_time="junk").duration_s is None
+
+
+def test_write_example_report(tmp_path: Path, model: ReportModel) -> None:
+    # The renderer's output is a plain string; writing it is all a caller does.
+    target = tmp_path / "report.html"
+    target.write_text(render_html(model), encoding="utf-8")
+    assert target.stat().st_size > 5000
