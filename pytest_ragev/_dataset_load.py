@@ -263,7 +263,7 @@ def _id_column(table: pa.Table, path: Path, column: str) -> IntArray:
             # Error path only: find the offending row the slow, certain way.
             row = next(
                 index
-                for index, value in enumerate(trimmed.to_pylist())
+                for index, value in enumerate(cast("list[str]", trimmed.to_pylist()))
                 if not -(2**63) <= int(value) < 2**63
             )
             raise DatasetError(

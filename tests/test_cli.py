@@ -1,0 +1,412 @@
+"""The ``ragev`` command: dataset validate/stats/show/sample/convert and group registration."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from pytest_ragev import cli
+from pytest_ragev._errors import ConfigError
+from pytest_ragev.dataset import load_dataset, write_dataset
+
+QUERIES = {i: f"question number {i}?" for i in range(1, 11)}
+CORPUS = {100 + i: f"passage {i} text." for i in range(30)}
+ANSWERS = {500 + i: f"answer {i}." for i in range(1, 11)}
+# Question i is relevant to passages 100+i and 110+i (grade 2 for the second), 120..129 unused.
+QRELS = [(i, 100 + i, 1) for i in range(1, 11)] + [(i, 110 + i, 2) for i in range(1, 11)]
+QAS = [(i, 500 + i) for i in range(1, 11)]
+
+
+@pytest.fixture
+def dataset_dir(tmp_path: Path) -> Path:
+    return write_dataset(
+        tmp_path / "src", queries=QUERIES, corpus=CORPUS, answers=ANSWERS, qrels=QRELS, qas=QAS
+    )
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+# --- validate / stats / show -------------------------------------------------------------------
+
+
+def test_validate_ok(capsys: pytest.CaptureFixture[str], dataset_dir: Path) -> None:
+    code, out, err = run(capsys, "dataset", "validate", str(dataset_dir))
+    assert code == 0 and err == ""
+    fingerprint = load_dataset(dataset_dir).fingerprint
+    assert out == (
+        f"ok: {dataset_dir}: 10 questions, 30 passages, 10 answers; fingerprint {fingerprint}\n"
+    )
+
+
+def test_validate_error_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], dataset_dir: Path
+) -> None:
+    (dataset_dir / "qas.parquet").unlink()
+    code, out, err = run(capsys, "dataset", "validate", str(dataset_dir))
+    assert code == 2 and out == ""
+    assert err.startswith("ragev: error: ") and err.count("\n") == 1
+    assert "qas.parquet is missing" in err and "Traceback" not in err
+
+
+def test_validate_prints_warnings_but_passes(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    folder = write_dataset(tmp_path / "w", queries={1: "q", 2: "r"}, corpus={1: "p"},
+                           qrels=[(1, 1)])
+    code, out, err = run(capsys, "dataset", "validate", str(folder))
+    assert code == 0 and out.startswith("ok: ")
+    assert "ragev: warning: 1 question without qrels (first: qid 2)" in err
+    assert "ragev: warning: 2 questions without a reference answer" in err
+
+
+def test_stats_text_and_json(capsys: pytest.CaptureFixture[str], dataset_dir: Path) -> None:
+    code, out, _ = run(capsys, "dataset", "stats", str(dataset_dir))
+    assert code == 0
+    assert "  questions: 10\n" in out
+    assert "  avg relevant passages per question: 2.00\n" in out
+    assert "  answer coverage: 100.0% (10/10)\n" in out
+    assert "  passages referenced by no question: 10\n" in out
+    code, out, _ = run(capsys, "dataset", "stats", str(dataset_dir), "--json")
+    assert code == 0
+    payload = json.loads(out)
+    assert payload == {
+        "questions": 10,
+        "passages": 30,
+        "answers": 10,
+        "avg_relevant_passages": 2.0,
+        "answer_coverage": 100.0,
+        "questions_without_qrels": 0,
+        "questions_without_answer": 0,
+        "unreferenced_passages": 10,
+        "fingerprint": load_dataset(dataset_dir).fingerprint,
+    }
+
+
+def test_show(capsys: pytest.CaptureFixture[str], dataset_dir: Path) -> None:
+    code, out, _ = run(capsys, "dataset", "show", str(dataset_dir), "-n", "2")
+    assert code == 0
+    assert out.count("Question (qid=") == 2
+    assert "Question (qid=1):\nquestion number 1?\n" in out
+    assert "[pid=101] passage 1 text." in out
+    assert "[pid=111, grade 2] passage 11 text." in out
+    assert "Answer (aid=501):\nanswer 1." in out
+    code, out, _ = run(capsys, "dataset", "show", str(dataset_dir), "--qid", "7", "--qid", "3")
+    assert code == 0
+    assert out.index("qid=7") < out.index("qid=3") and out.count("Question (") == 2
+
+
+def test_show_unknown_qid(capsys: pytest.CaptureFixture[str], dataset_dir: Path) -> None:
+    code, _, err = run(capsys, "dataset", "show", str(dataset_dir), "--qid", "99")
+    assert code == 2
+    assert "ragev: error: --qid 99:" in err and "ids run from 1 to 10" in err
+
+
+def test_show_question_without_qrels_or_answer(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    folder = write_dataset(tmp_path / "g", queries={1: "lonely"}, corpus={1: "p"})
+    code, out, _ = run(capsys, "dataset", "show", str(folder))
+    assert code == 0
+    assert "Relevant passages: none (no qrels)" in out and "Answer: none" in out
+
+
+# --- sample ------------------------------------------------------------------------------------
+
+
+def test_sample_is_deterministic_and_complete(
+    capsys: pytest.CaptureFixture[str], dataset_dir: Path, tmp_path: Path
+) -> None:
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    outputs = []
+    for target, seed in ((a, "3"), (b, "3"), (c, "4")):
+        code, out, _ = run(
+            capsys, "dataset", "sample", str(dataset_dir), str(target), "--questions", "5",
+            "--seed", seed,
+        )
+        assert code == 0, out
+        outputs.append(out)
+    assert f"wrote {a}: 5 questions, 10 relevant passages + 2 distractors (seed 3)" in outputs[0]
+    first, second, other = load_dataset(a), load_dataset(b), load_dataset(c)
+    assert first.fingerprint == second.fingerprint
+    assert first.fingerprint != other.fingerprint
+    source = load_dataset(dataset_dir)
+    assert len(first.pairs) == 5
+    for pair in first.pairs:
+        assert pair == source.pair(pair.qid)  # passages, grades and answer carried over
+    relevant = {pid for pair in first.pairs for pid in pair.pids}
+    assert len(relevant) == 10
+    distractors = set(first.corpus) - relevant
+    assert len(distractors) == 2  # int(0.2 * 10)
+    assert distractors <= set(source.corpus)
+    assert first.stats.unreferenced_passages == 2
+
+
+def test_sample_distractor_share_and_errors(
+    capsys: pytest.CaptureFixture[str], dataset_dir: Path, tmp_path: Path
+) -> None:
+    code, _, _ = run(capsys, "dataset", "sample", str(dataset_dir), str(tmp_path / "x"),
+                     "--questions", "10", "--distractors", "0")
+    assert code == 0
+    assert load_dataset(tmp_path / "x").stats.unreferenced_passages == 0
+    code, _, err = run(capsys, "dataset", "sample", str(dataset_dir), str(tmp_path / "x"),
+                       "--questions", "2")
+    assert code == 2 and "already holds queries.parquet; pass --force" in err
+    code, _, _ = run(capsys, "dataset", "sample", str(dataset_dir), str(tmp_path / "x"),
+                     "--questions", "2", "--force", "--distractors", "5")
+    assert code == 0
+    # 4 relevant passages * 5 = 20 wanted, but only 26 others exist: 20 are added.
+    assert load_dataset(tmp_path / "x").stats.unreferenced_passages == 20
+    code, _, err = run(capsys, "dataset", "sample", str(dataset_dir), str(tmp_path / "y"),
+                       "--questions", "11")
+    assert code == 2 and "--questions 11 exceeds the 10 questions" in err
+    code, _, err = run(capsys, "dataset", "sample", str(dataset_dir), str(dataset_dir),
+                       "--questions", "1")
+    assert code == 2 and "is the source folder" in err
+    code, _, err = run(capsys, "dataset", "sample", str(dataset_dir), str(tmp_path / "z"))
+    assert code == 2 and "--questions" in err  # argparse usage error
+
+
+# --- convert: BEIR -----------------------------------------------------------------------------
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+    return path
+
+
+def _beir_from(dataset_dir: Path, target: Path, *, id_prefix: str = "") -> Path:
+    """Export a dataset as a BEIR folder (answers as an ``answer`` field of the query)."""
+    ds = load_dataset(dataset_dir)
+    _write_jsonl(
+        target / "corpus.jsonl",
+        [{"_id": f"{id_prefix}{pid}", "title": "", "text": text} for pid, text in ds.corpus.items()],
+    )
+    _write_jsonl(
+        target / "queries.jsonl",
+        [{"_id": f"{id_prefix}{p.qid}", "text": p.question, "answer": p.answer} for p in ds.pairs]
+        + [{"_id": f"{id_prefix}999", "text": "a train-split query"}],
+    )
+    lines = ["query-id\tcorpus-id\tscore"] + [
+        f"{id_prefix}{p.qid}\t{id_prefix}{pid}\t{int(grade)}"
+        for p in ds.pairs
+        for pid, grade in zip(p.pids, p.grades, strict=True)
+    ]
+    (target / "qrels").mkdir()
+    (target / "qrels" / "test.tsv").write_text("\n".join(lines) + "\n")
+    (target / "qrels" / "train.tsv").write_text(f"query-id\tcorpus-id\tscore\n{id_prefix}999\t"
+                                                f"{id_prefix}100\t1\n")
+    return target
+
+
+def test_convert_beir_round_trip(
+    capsys: pytest.CaptureFixture[str], dataset_dir: Path, tmp_path: Path
+) -> None:
+    beir = _beir_from(dataset_dir, tmp_path / "beir")
+    code, out, err = run(capsys, "dataset", "convert", "--from", "beir", str(beir),
+                         str(tmp_path / "out"))
+    assert code == 0, err
+    assert "10 questions, 30 passages, 10 answers, 20 qrels" in out
+    source, converted = load_dataset(dataset_dir), load_dataset(tmp_path / "out")
+    assert [(p.qid, p.question, p.pids, p.passages, p.grades, p.answer) for p in converted.pairs] \
+        == [(p.qid, p.question, p.pids, p.passages, p.grades, p.answer) for p in source.pairs]
+    assert dict(converted.corpus) == dict(source.corpus)
+    assert not (tmp_path / "out" / "id_map.parquet").exists()
+    # The other split holds only the train query.
+    code, out, _ = run(capsys, "dataset", "convert", "--from", "beir", str(beir),
+                       str(tmp_path / "train"), "--split", "train")
+    assert code == 0 and "1 questions, 30 passages, 0 answers, 1 qrels" in out
+
+
+def test_convert_beir_renumbers_string_ids(
+    capsys: pytest.CaptureFixture[str], dataset_dir: Path, tmp_path: Path
+) -> None:
+    beir = _beir_from(dataset_dir, tmp_path / "beir", id_prefix="doc-")
+    corpus_rows = [json.loads(line) for line in (beir / "corpus.jsonl").read_text().splitlines()]
+    corpus_rows[0]["title"] = "A Title"
+    _write_jsonl(beir / "corpus.jsonl", corpus_rows)
+    code, out, _ = run(capsys, "dataset", "convert", "--from", "beir", str(beir),
+                       str(tmp_path / "out"))
+    assert code == 0 and "renumbered ids of queries, corpus (see id_map.parquet)" in out
+    converted = load_dataset(tmp_path / "out")
+    assert converted.corpus[1] == "A Title\npassage 0 text."
+    id_map = pq.read_table(tmp_path / "out" / "id_map.parquet").to_pylist()
+    assert {"table": "corpus", "id": 1, "source_id": "doc-100"} in id_map
+    assert {"table": "queries", "id": 1, "source_id": "doc-1"} in id_map
+    source = load_dataset(dataset_dir)
+    assert [p.question for p in converted.pairs] == [p.question for p in source.pairs]
+    # Passage 100 (the titled one) is a distractor, so the relevant texts are unchanged.
+    assert [p.passages for p in converted.pairs] == [p.passages for p in source.pairs]
+    assert [len(p.pids) for p in converted.pairs] == [2] * 10
+
+
+def test_convert_beir_errors(
+    capsys: pytest.CaptureFixture[str], dataset_dir: Path, tmp_path: Path
+) -> None:
+    beir = _beir_from(dataset_dir, tmp_path / "beir")
+    code, _, err = run(capsys, "dataset", "convert", "--from", "beir", str(beir),
+                       str(tmp_path / "o1"), "--split", "dev")
+    assert code == 2 and "dev.tsv does not exist (splits found: test, train)" in err
+    with (beir / "qrels" / "test.tsv").open("a") as handle:
+        handle.write("1\t777\t1\n")
+    code, _, err = run(capsys, "dataset", "convert", "--from", "beir", str(beir),
+                       str(tmp_path / "o2"))
+    assert code == 2
+    assert "test.tsv line 22: corpus-id '777' is not in corpus.jsonl" in err
+    (beir / "corpus.jsonl").write_text('{"_id": "1", "text": "ok"}\n{"_id": 2, "text": \n')
+    code, _, err = run(capsys, "dataset", "convert", "--from", "beir", str(beir),
+                       str(tmp_path / "o3"))
+    assert code == 2 and "corpus.jsonl line 2: not valid JSON" in err
+    code, _, err = run(capsys, "dataset", "convert", "--from", "beir", str(beir),
+                       str(tmp_path / "o4"), "--corpus", "x.jsonl")
+    assert code == 2 and "--corpus is for --from jsonl" in err
+
+
+# --- convert: JSONL ----------------------------------------------------------------------------
+
+
+def test_convert_jsonl_round_trip(
+    capsys: pytest.CaptureFixture[str], dataset_dir: Path, tmp_path: Path
+) -> None:
+    source = load_dataset(dataset_dir)
+    qa_file = _write_jsonl(
+        tmp_path / "qa.jsonl",
+        [
+            {"id": p.qid, "question": p.question, "answer": p.answer, "passages": list(p.passages)}
+            for p in source.pairs
+        ],
+    )
+    code, out, err = run(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
+                         str(tmp_path / "out"))
+    assert code == 0, err
+    assert "10 questions, 20 passages, 10 answers, 20 qrels" in out
+    converted = load_dataset(tmp_path / "out")
+    assert [(p.qid, p.question, set(p.passages), p.answer) for p in converted.pairs] == [
+        (p.qid, p.question, set(p.passages), p.answer) for p in source.pairs
+    ]
+
+
+def test_convert_jsonl_with_corpus_and_passage_ids(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    corpus = _write_jsonl(
+        tmp_path / "corpus.jsonl",
+        [{"id": 7, "text": "Seven."}, {"id": "9", "text": "Nine."}, {"id": 11, "text": "Eleven."}],
+    )
+    qa_file = _write_jsonl(
+        tmp_path / "qa.jsonl",
+        [
+            {"question": "Which is seven?", "answer": "Seven.", "passage_ids": [7]},
+            {"question": "Shared text?", "passages": ["Nine.", "A new passage."]},
+            {"question": "Both?", "passage_ids": ["9"], "passages": ["A new passage."]},
+        ],
+    )
+    code, _, err = run(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
+                       str(tmp_path / "out"), "--corpus", str(corpus))
+    assert code == 0, err
+    assert "2 questions without a reference answer" in err  # the warning of the load check
+    ds = load_dataset(tmp_path / "out")
+    assert [p.qid for p in ds.pairs] == [1, 2, 3]
+    assert ds.pair(1).pids == (7,) and ds.pair(1).answer == "Seven."
+    assert ds.pair(2).pids == (9, 12)  # "Nine." reuses the corpus id; the new text gets 12
+    assert ds.pair(3).pids == (9, 12)
+    assert ds.corpus[11] == "Eleven."  # corpus-file passages stay as distractors
+    assert ds.stats.unreferenced_passages == 1
+
+
+@pytest.mark.parametrize(
+    ("lines", "expected"),
+    [
+        (['{"question": "q"}', "not json"], "qa.jsonl line 2: not valid JSON"),
+        (['["a list"]'], "qa.jsonl line 1: holds a list, not a JSON object"),
+        (['{"answer": "a"}'], "qa.jsonl line 1: field 'question' is missing"),
+        (['{"question": "q", "passages": "text"}'], "field 'passages' must be a list of strings"),
+        (['{"question": "q", "passage_ids": [1]}'], "passage id 1 is not a known passage "
+         "(no --corpus file given)"),
+        (['{"id": 1, "question": "q"}', '{"question": "r"}'], "line 2: has no 'id' but other"),
+        (['{"id": 1, "question": "q"}', '{"id": 1, "question": "r"}'], "line 2: id 1 appears"),
+        ([""], "holds no questions"),
+    ],
+)
+def test_convert_jsonl_errors(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, lines: list[str], expected: str
+) -> None:
+    qa_file = tmp_path / "qa.jsonl"
+    qa_file.write_text("\n".join(lines) + "\n")
+    code, _, err = run(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
+                       str(tmp_path / "out"))
+    assert code == 2 and err.count("\n") == 1
+    assert expected in err, err
+
+
+# --- the command framework ---------------------------------------------------------------------
+
+
+def test_usage_errors_and_help(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys)
+    assert code == 2 and "usage: ragev" in err
+    code, _, err = run(capsys, "dataset")
+    assert code == 2 and "validate" in err and "convert" in err
+    code, out, _ = run(capsys, "--help")
+    assert code == 0 and "dataset" in out
+    code, _, err = run(capsys, "nosuchgroup")
+    assert code == 2 and "invalid choice" in err
+
+
+def test_register_group(capsys: pytest.CaptureFixture[str]) -> None:
+    seen: list[argparse.Namespace] = []
+
+    def hello(args: argparse.Namespace) -> int:
+        seen.append(args)
+        if args.fail:
+            raise ConfigError("bad [report] key 'x'; remove it")
+        return 5
+
+    def configure(commands: cli.CommandAdder) -> None:
+        parser = commands.add("hello", help="say hello", handler=hello)
+        parser.add_argument("--fail", action="store_true")
+
+    cli.register_group("demo", help="a demo group", configure=configure)
+    try:
+        code, _, _ = run(capsys, "demo", "hello")
+        assert code == 5 and seen and not seen[0].fail
+        code, _, err = run(capsys, "demo", "hello", "--fail")
+        assert code == 2 and err == "ragev: error: bad [report] key 'x'; remove it\n"
+        code, out, _ = run(capsys, "--help")
+        assert "demo" in out and "a demo group" in out
+    finally:
+        cli._GROUPS.pop("demo")
+
+
+def test_register_group_by_module_name(capsys: pytest.CaptureFixture[str]) -> None:
+    cli.register_group(
+        "lazy", help="lazily imported", configure="pytest_ragev.cli:configure_dataset_group"
+    )
+    try:
+        code, _, err = run(capsys, "lazy", "validate", "/does/not/exist")
+        assert code == 2 and "does not exist" in err
+    finally:
+        cli._GROUPS.pop("lazy")
+
+
+def test_module_entry_point_prints_no_traceback(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest_ragev.cli", "dataset", "stats", str(tmp_path / "none")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("ragev: error: dataset folder ")
+    assert "Traceback" not in result.stderr
