@@ -38,22 +38,27 @@ def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
     for token in a:
         matches = row & get(token, 0)
         if matches:
-            row = ((row + matches) | (row - matches)) & full
-    return len(b) - row.bit_count()
+            # Carries only travel up: bits past len(b) may fill with junk, never the rest.
+            row = (row + matches) | (row - matches)
+    return len(b) - (row & full).bit_count()
 
 
 def lcs_table_rows(a: Sequence[str], b: Sequence[str]) -> list[int]:
-    """The bit vectors ``V_0 .. V_|a|`` that encode the whole LCS table of ``a`` x ``b``."""
+    """The bit vectors ``V_0 .. V_|a|`` encoding the LCS table of ``a`` x ``b``.
+
+    Only bits ``0 .. len(b) - 1`` are meaningful; higher bits may hold carries.
+    """
     masks = _match_masks(b)
-    full = (1 << len(b)) - 1
-    row = full
+    row = (1 << len(b)) - 1
     rows = [row]
     get = masks.get
+    append = rows.append
     for token in a:
         matches = row & get(token, 0)
         if matches:
-            row = ((row + matches) | (row - matches)) & full
-        rows.append(row)
+            # Bits past len(b) may hold carries; readers look at bits below len(b) only.
+            row = (row + matches) | (row - matches)
+        append(row)
     return rows
 
 
@@ -63,6 +68,11 @@ def lcs_tokens(reference: Sequence[str], hypothesis: Sequence[str]) -> list[str]
     The backtrack of the spec (and of WeKnora): from the bottom-right cell, on equal
     tokens take the token and go diagonal; otherwise go up (drop a reference token)
     when ``T[i-1][j] > T[i][j-1]``, else go left. Tokens come out last first.
+
+    With unequal tokens ``T[i][j] = max(T[i-1][j], T[i][j-1])``, so the rule needs
+    one bit: when ``T[i][j-1] == T[i][j]`` (bit ``j-1`` of ``V_i`` set) the up cell
+    cannot exceed the left one and we go left; otherwise the up cell holds
+    ``T[i][j]`` and the left one ``T[i][j] - 1``, and we go up.
     """
     if not reference or not hypothesis:
         return []
@@ -75,12 +85,8 @@ def lcs_tokens(reference: Sequence[str], hypothesis: Sequence[str]) -> list[str]
             taken.append(token)
             i -= 1
             j -= 1
-            continue
-        below_j = (1 << j) - 1
-        up = j - (rows[i - 1] & below_j).bit_count()
-        left = j - 1 - (rows[i] & (below_j >> 1)).bit_count()
-        if up > left:
-            i -= 1
-        else:
+        elif (rows[i] >> (j - 1)) & 1:
             j -= 1
+        else:
+            i -= 1
     return taken

@@ -42,45 +42,60 @@ def _flatten(sentences: Sentences) -> tuple[str, ...]:
     return tuple(chain.from_iterable(sentences))
 
 
-def _ngrams(tokens: tuple[str, ...], n: int) -> Counter[Hashable]:
+def _ngrams(tokens: tuple[str, ...], n: int) -> Sequence[Hashable]:
+    """The n-grams of ``tokens`` in order (tokens themselves for n = 1), n <= 4."""
     if n == 1:
-        return Counter(tokens)
-    return Counter(zip(*(tokens[offset:] for offset in range(n)), strict=False))
+        return tokens
+    if n == 2:
+        return list(pairwise(tokens))
+    if n == 3:
+        return list(zip(tokens, tokens[1:], tokens[2:], strict=False))
+    return list(zip(tokens, tokens[1:], tokens[2:], tokens[3:], strict=False))
 
 
-def _clipped(candidate: Counter[Hashable], reference: Counter[Hashable]) -> int:
-    """Σ over n-grams of min(candidate count, reference count)."""
-    if len(reference) < len(candidate):
-        candidate, reference = reference, candidate
-    lookup = reference.get
-    total = 0
-    for gram, count in candidate.items():
-        other = lookup(gram)
-        if other:
-            total += count if count < other else other
-    return total
+def _clipped(
+    candidate: Sequence[Hashable],
+    reference: Sequence[Hashable],
+    candidate_set: set[Hashable] | None = None,
+    reference_set: set[Hashable] | None = None,
+) -> int:
+    """Σ over distinct n-grams of min(count in candidate, count in reference)."""
+    if candidate_set is None:
+        candidate_set = set(candidate)
+    if reference_set is None:
+        reference_set = set(reference)
+    common = candidate_set & reference_set
+    if not common:
+        return 0
+    if len(candidate_set) == len(candidate) or len(reference_set) == len(reference):
+        # One side has no repeated n-gram: every shared n-gram clips to exactly 1.
+        return len(common)
+    candidate_counts = Counter(candidate)
+    reference_counts = Counter(reference)
+    return sum(min(candidate_counts[gram], reference_counts[gram]) for gram in common)
 
 
 def _bleu_counts(
     candidate: tuple[str, ...],
     reference: tuple[str, ...],
-    unigram_pair: tuple[Counter[Hashable], Counter[Hashable]] | None = None,
-    bigram_pair: tuple[Counter[Hashable], Counter[Hashable]] | None = None,
+    known_sets: Sequence[tuple[set[Hashable], set[Hashable]]] = (),
 ) -> list[int]:
-    """Clipped n-gram matches for n = 1..4 (lowercased tokens)."""
+    """Clipped n-gram matches for n = 1..4 (of lowercased tokens).
+
+    ``known_sets`` may hold the (candidate, reference) n-gram sets for n = 1, 2, ...
+    when the caller has them already.
+    """
     clipped: list[int] = []
     for n in (1, 2, 3, 4):
         if len(candidate) < n or len(reference) < n or (clipped and clipped[-1] == 0):
             # No (n-1)-gram matched, so no n-gram can: skip counting.
             clipped.append(0)
             continue
-        if n == 1 and unigram_pair is not None:
-            pair = unigram_pair
-        elif n == 2 and bigram_pair is not None:
-            pair = bigram_pair
+        candidate_grams, reference_grams = _ngrams(candidate, n), _ngrams(reference, n)
+        if n <= len(known_sets):
+            clipped.append(_clipped(candidate_grams, reference_grams, *known_sets[n - 1]))
         else:
-            pair = (_ngrams(candidate, n), _ngrams(reference, n))
-        clipped.append(_clipped(*pair))
+            clipped.append(_clipped(candidate_grams, reference_grams))
     return clipped
 
 
@@ -137,8 +152,8 @@ def _f1_standard(precision: float, recall: float) -> float:
 def _rougel_weknora(
     hypothesis: Sentences,
     reference: Sentences,
-    hypothesis_words: set[str],
-    reference_words: set[str],
+    hypothesis_words: set[Hashable],
+    reference_words: set[Hashable],
 ) -> float:
     """Summary-level union LCS over distinct words (the spec's ``rougel``)."""
     if not hypothesis_words or not reference_words:
@@ -146,7 +161,7 @@ def _rougel_weknora(
     shared = hypothesis_words & reference_words
     if not shared:
         return 0.0
-    union: set[str] = set()
+    union: set[Hashable] = set()
     for reference_sentence in reference:
         sentence_shared = shared.intersection(reference_sentence)
         if not sentence_shared:
@@ -168,17 +183,12 @@ def score_weknora(hypothesis: Sentences, reference: Sentences) -> GenerationScor
     """The six generation metrics of the ``weknora`` profile."""
     hyp = _flatten(hypothesis)
     ref = _flatten(reference)
-    hyp_lower = tuple(map(str.lower, hyp))
-    ref_lower = tuple(map(str.lower, ref))
-
-    hyp_words, ref_words = set(hyp), set(ref)
+    hyp_words: set[Hashable] = set(hyp)
+    ref_words: set[Hashable] = set(ref)
+    hyp_bigrams: set[Hashable] = set(pairwise(hyp))
+    ref_bigrams: set[Hashable] = set(pairwise(ref))
     shared_words = len(hyp_words & ref_words)
-    if len(hyp) > 1 and len(ref) > 1:
-        hyp_bigrams = set(pairwise(hyp))
-        ref_bigrams = set(pairwise(ref))
-        shared_bigrams = len(hyp_bigrams & ref_bigrams)
-    else:
-        hyp_bigrams, ref_bigrams, shared_bigrams = set(), set(), 0
+    shared_bigrams = len(hyp_bigrams & ref_bigrams) if shared_words else 0
 
     rouge1 = _f1_weknora(
         shared_words / len(hyp_words) if hyp_words else 0.0,
@@ -190,30 +200,47 @@ def score_weknora(hypothesis: Sentences, reference: Sentences) -> GenerationScor
     )
     rougel = _rougel_weknora(hypothesis, reference, hyp_words, ref_words)
 
-    clipped = _bleu_counts(hyp_lower, ref_lower)
+    clipped = _lowercase_bleu_counts(hyp, ref, [(hyp_words, ref_words), (hyp_bigrams, ref_bigrams)])
     bleu1, bleu2, bleu4 = _bleu_weknora(clipped, len(hyp), len(ref))
     return (bleu1, bleu2, bleu4, rouge1, rouge2, rougel)
+
+
+def _lowercase_bleu_counts(
+    hyp: tuple[str, ...],
+    ref: tuple[str, ...],
+    case_sensitive_sets: Sequence[tuple[set[Hashable], set[Hashable]]],
+) -> list[int]:
+    hyp_lower = tuple(map(str.lower, hyp))
+    ref_lower = tuple(map(str.lower, ref))
+    # Lowercasing changes no token in most texts: the ROUGE n-gram sets serve BLEU then.
+    if hyp_lower == hyp and ref_lower == ref:
+        return _bleu_counts(hyp, ref, case_sensitive_sets)
+    return _bleu_counts(hyp_lower, ref_lower)
 
 
 def score_standard(hypothesis: Sentences, reference: Sentences) -> GenerationScores:
     """The six generation metrics of the ``standard`` profile."""
     hyp = _flatten(hypothesis)
     ref = _flatten(reference)
-    hyp_lower = tuple(map(str.lower, hyp))
-    ref_lower = tuple(map(str.lower, ref))
+    hyp_words: set[Hashable] = set(hyp)
+    ref_words: set[Hashable] = set(ref)
+    hyp_bigram_list, ref_bigram_list = _ngrams(hyp, 2), _ngrams(ref, 2)
+    hyp_bigrams: set[Hashable] = set(hyp_bigram_list)
+    ref_bigrams: set[Hashable] = set(ref_bigram_list)
 
-    unigrams = (_ngrams(hyp, 1), _ngrams(ref, 1))
-    bigrams = (_ngrams(hyp, 2), _ngrams(ref, 2))
-    rouge1 = _rouge_n_standard(_clipped(*unigrams), len(hyp), len(ref))
-    rouge2 = _rouge_n_standard(_clipped(*bigrams), max(0, len(hyp) - 1), max(0, len(ref) - 1))
-    lcs = lcs_length(ref, hyp)
-    rougel = _f1_standard(lcs / len(hyp), lcs / len(ref)) if hyp and ref else 0.0
-
-    # Lowercasing changes nothing in most tokens: reuse the ROUGE counters then.
-    if hyp_lower == hyp and ref_lower == ref:
-        clipped = _bleu_counts(hyp_lower, ref_lower, unigrams, bigrams)
+    matched_words = _clipped(hyp, ref, hyp_words, ref_words)
+    matched_bigrams = (
+        _clipped(hyp_bigram_list, ref_bigram_list, hyp_bigrams, ref_bigrams) if matched_words else 0
+    )
+    rouge1 = _rouge_n_standard(matched_words, len(hyp), len(ref))
+    rouge2 = _rouge_n_standard(matched_bigrams, len(hyp_bigram_list), len(ref_bigram_list))
+    if matched_words:
+        lcs = lcs_length(ref, hyp)
+        rougel = _f1_standard(lcs / len(hyp), lcs / len(ref))
     else:
-        clipped = _bleu_counts(hyp_lower, ref_lower)
+        rougel = 0.0
+
+    clipped = _lowercase_bleu_counts(hyp, ref, [(hyp_words, ref_words), (hyp_bigrams, ref_bigrams)])
     bleu1, bleu2, bleu4 = _bleu_standard(clipped, len(hyp), len(ref))
     return (bleu1, bleu2, bleu4, rouge1, rouge2, rougel)
 
