@@ -1,0 +1,163 @@
+"""The built-in pipelines, plugged into the ``pytest_ragev_*`` hooks with ``trylast``.
+
+A user's ``conftest.py`` implementations run first and win (``firstresult``); these
+answer only when nobody else does. The answer cache is used for pipelines whose
+answers are a function of their settings: the built-in one, or any pipeline when
+``[run] cache = true``; never when a conftest hook answers, since its code cannot be
+hashed, unless the user opts in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+import pytest_ragev
+from pytest_ragev._types import Answer, PipelineSettings, QAPair
+
+if TYPE_CHECKING:
+    from pytest_ragev.kb import Pipeline
+    from pytest_ragev.kb.cache import AnswerCache
+    from pytest_ragev.session import RagevSession
+
+
+class BuiltinPipelines:
+    """Builds and memoises one pipeline object per variant; implements the hooks last."""
+
+    def __init__(self, session: RagevSession) -> None:
+        self._session = session
+        self._pipes: dict[str | None, Pipeline] = {}
+        self._cache: AnswerCache | None = None
+        self._cache_ready = False
+
+    def pipeline(self, settings: PipelineSettings) -> Pipeline:
+        pipe = self._pipes.get(settings.variant)
+        if pipe is None:
+            from pytest_ragev.kb import build_pipeline
+
+            pipe = build_pipeline(settings)
+            self._pipes[settings.variant] = pipe
+        return pipe
+
+    def validate(self, all_settings: Sequence[PipelineSettings]) -> None:
+        """Build (validate) every selected pipeline up front: bad knobs fail before any item.
+
+        When a conftest answers the questions, the ``[pipeline]`` table holds the user's
+        own knobs, which only their hooks understand: nothing to validate here.
+        """
+        if self._user_implements("pytest_ragev_answer"):
+            return
+        for settings in all_settings:
+            self.pipeline(settings)
+
+    def snapshot(self, settings: PipelineSettings) -> dict[str, Any]:
+        """The resolved knobs: the built-in pipeline's (with defaults) or the table as written."""
+        if self._user_implements("pytest_ragev_answer"):
+            return dict(settings.options)
+        return dict(self.pipeline(settings).snapshot())
+
+    def kb_identity(self, settings: PipelineSettings) -> str:
+        """Variants whose KB-affecting knobs are equal share one knowledge base."""
+        if self._builtin_builds_kb(settings):
+            key = self.pipeline(settings).kb_key()
+            if key is not None:
+                return key
+        # A user's builder may read any knob: only identical settings share a KB.
+        canonical = json.dumps(dict(settings.options), sort_keys=True, default=str)
+        return hashlib.sha256(f"{settings.name}\0{canonical}".encode()).hexdigest()
+
+    def _builtin_builds_kb(self, settings: PipelineSettings) -> bool:
+        if self._user_implements("pytest_ragev_build_knowledge_base"):
+            return False
+        # A conftest answering for a pipeline of its own (name not "builtin"): a built-in
+        # KB of its knobs would mean nothing. With name "builtin" it may use ours.
+        return settings.name == "builtin" or not self._user_implements("pytest_ragev_answer")
+
+    def _user_implements(self, hook_name: str) -> bool:
+        caller = getattr(self._session.config.hook, hook_name)
+        return any(impl.plugin is not self for impl in caller.get_hookimpls())
+
+    def cache_enabled(self, settings: PipelineSettings) -> bool:
+        session = self._session
+        if session.options.no_cache:
+            return False
+        if session.ragev.cache is not None:
+            return session.ragev.cache
+        return settings.name == "builtin" and not self._user_implements("pytest_ragev_answer")
+
+    def answer_cache_entry(
+        self, settings: PipelineSettings, case: QAPair
+    ) -> tuple[AnswerCache | None, str | None]:
+        if not self.cache_enabled(settings):
+            return None, None
+        cache = self._answer_cache()
+        if cache is None:
+            return None, None
+        from pytest_ragev.kb.cache import answer_cache_key
+
+        settings_key = f"{pytest_ragev.__version__}:{self.pipeline(settings).answer_key()}"
+        key = answer_cache_key(self._session.dataset.fingerprint, settings_key, case.qid)
+        return cache, key
+
+    def _answer_cache(self) -> AnswerCache | None:
+        if not self._cache_ready:
+            self._cache_ready = True
+            cache_provider = getattr(self._session.config, "cache", None)
+            if cache_provider is not None:
+                from pytest_ragev.kb.cache import AnswerCache
+
+                self._cache = AnswerCache(Path(cache_provider.mkdir("ragev")) / "answers")
+        return self._cache
+
+    def kb_cache_dir(self) -> Path | None:
+        cache_provider = getattr(self._session.config, "cache", None)
+        if cache_provider is None or self._session.options.no_cache:
+            return None
+        return Path(cache_provider.mkdir("ragev")) / "kb"
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_ragev_build_knowledge_base(
+        self, corpus: Mapping[int, str], settings: PipelineSettings
+    ) -> Any | None:
+        if not self._builtin_builds_kb(settings):
+            return None
+        pipe = self.pipeline(settings)
+        if pipe.kb_key() is None:
+            return None
+        return pipe.build_knowledge_base(
+            corpus,
+            fingerprint=self._session.dataset.fingerprint,
+            cache_dir=self.kb_cache_dir(),
+            progress=self._progress_printer(len(corpus)),
+        )
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_ragev_answer(self, case: QAPair, kb: Any, settings: PipelineSettings) -> Answer:
+        return self.pipeline(settings).answer(case, kb)
+
+    def _progress_printer(self, total: int) -> Callable[[int, int], None] | None:
+        # Only worth a line on large corpora, and only where a terminal shows it.
+        if total < 20_000:
+            return None
+        reporter = self._session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None:
+            return None
+        state = {"last": -1}
+
+        def progress(done: int, of: int) -> None:
+            percent = int(100 * done / max(of, 1))
+            if percent // 10 != state["last"] // 10 or done == of:
+                state["last"] = percent
+                reporter.write_line(f"ragev: building knowledge base {done}/{of} ({percent}%)")
+
+        return progress
+
+    def close(self) -> None:
+        for pipe in self._pipes.values():
+            pipe.close()
+        self._pipes.clear()

@@ -1,0 +1,24 @@
+"""Hooks that exist only with pytest-xdist; registered only when xdist is installed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytest_ragev.session import RagevSession
+
+
+class XdistProgress:
+    """Counts the evaluation items the workers collected, for ``finished/total``."""
+
+    def __init__(self, session: RagevSession) -> None:
+        self._session = session
+        self._counted = False
+
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
+        # Every worker collects the identical list; count it once.
+        if self._counted:
+            return
+        self._counted = True
+        self._session.progress.total = sum(1 for nodeid in ids if self._session.is_case_id(nodeid))

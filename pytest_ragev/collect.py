@@ -1,0 +1,97 @@
+"""The test items: one per QA pair (and per variant), with stable ids.
+
+Node ids are ``<config file>::<dataset id>::q<qid>`` for the base configuration and
+``<config file>::<dataset id>::<variant>::q<qid>`` for a variant, built in qid order, so
+every xdist worker collects the identical list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_ragev._types import QAPair
+
+if TYPE_CHECKING:
+    from _pytest._code.code import ExceptionInfo, TerminalRepr
+
+    from pytest_ragev.session import RagevSession
+
+
+class RagevFile(pytest.File):
+    """The ``ragev.toml`` given to ``--ragev-config``, collected as a test file."""
+
+    def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
+        ragev = _ragev(self.config)
+        yield RagevDataset.from_parent(self, name=ragev.dataset_id)
+
+
+class RagevDataset(pytest.Collector):
+    """The dataset: the base configuration's items, then one collector per variant."""
+
+    def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
+        ragev = _ragev(self.config)
+        for variant in ragev.selected_variants():
+            if variant is None:
+                yield from _items(self, ragev, None)
+            else:
+                yield RagevVariant.from_parent(self, name=variant)
+
+
+class RagevVariant(pytest.Collector):
+    """One ``[[variants]]`` entry: the dataset again, with that variant's pipeline."""
+
+    def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
+        yield from _items(self, _ragev(self.config), self.name)
+
+
+def _items(parent: pytest.Collector, ragev: RagevSession, variant: str | None) -> Iterator[
+    RagevItem
+]:
+    for case in ragev.cases():
+        yield RagevItem.from_parent(parent, name=f"q{case.qid}", case=case, variant=variant)
+
+
+class PipelineFailed(Exception):
+    """The pipeline raised for one question; the item fails with this."""
+
+    def __init__(self, qid: int, error: BaseException) -> None:
+        super().__init__(f"q{qid}: pipeline raised {type(error).__name__}: {error}")
+        self.qid = qid
+        self.error = error
+
+
+class RagevItem(pytest.Item):
+    """Runs the configured pipeline for one question and records its MetricInput."""
+
+    def __init__(self, *, case: QAPair, variant: str | None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.case = case
+        self.variant = variant
+
+    def runtest(self) -> None:
+        ragev = _ragev(self.config)
+        ragev.run_case(self, self.case, self.variant)
+
+    def repr_failure(
+        self, excinfo: ExceptionInfo[BaseException], style: Any = None
+    ) -> str | TerminalRepr:
+        if isinstance(excinfo.value, PipelineFailed):
+            inner = excinfo.value.error
+            tb = super().repr_failure(
+                excinfo.__class__.from_exception(inner), style="short"
+            )
+            return f"{excinfo.value}\n{tb}"
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        label = f"q{self.case.qid}" + (f" [{self.variant}]" if self.variant else "")
+        return self.path, None, f"ragev {label}: {self.case.question[:60]}"
+
+
+def _ragev(config: pytest.Config) -> RagevSession:
+    from pytest_ragev._keys import ragev_session_key
+
+    return config.stash[ragev_session_key]

@@ -1,0 +1,430 @@
+"""End-to-end tests of the plugin through pytester."""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+Project = Callable[..., Path]
+
+
+def report_of(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def test_plugin_without_config_does_nothing(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_ok():\n    assert True\n")
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert "ragev:" not in result.stdout.str()
+
+
+def test_config_only_run_collects_one_item_per_question(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    make_project()
+    pytester.makepyfile(test_other="def test_not_collected():\n    assert False\n")
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "-v")
+    result.assert_outcomes(passed=5)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        [
+            "*ragev.toml::mini::q1 PASSED*",
+            "*ragev.toml::mini::q5 PASSED*",
+            "ragev: mini (base configuration), 5 questions, profile weknora",
+            "*metric*mean*n*threshold*verdict",
+            "*recall*1.000*5*",
+            "ragev: verdict passed",
+        ]
+    )
+
+
+def test_collect_only_lists_stable_ids(pytester: pytest.Pytester, make_project: Project) -> None:
+    make_project()
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "--collect-only", "-q")
+    assert result.stdout.lines[:5] == [f"ragev.toml::mini::q{qid}" for qid in range(1, 6)]
+
+
+def test_limit_and_selection_by_node_id(pytester: pytest.Pytester, make_project: Project) -> None:
+    make_project()
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-limit", "2")
+    result.assert_outcomes(passed=2)
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "ragev.toml::mini::q4")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["ragev: mini (base configuration), 1 questions*"])
+
+
+def test_threshold_failure_sets_exit_status_and_prints_a_red_line(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    make_project("[thresholds]\nrecall = 0.5\nprecision = 0.9\n")
+    result = pytester.runpytest("--ragev-config", "ragev.toml")
+    result.assert_outcomes(passed=5)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    # Even questions retrieve a distractor first: precision = (1 + 2/3 + 1 + 1/2 + 1) / 5.
+    result.stdout.fnmatch_lines(
+        [
+            "*precision*0.833*5*0.900*FAIL",
+            "*recall*1.000*5*0.500*ok",
+            "ragev: precision 0.833 < threshold 0.900 (n=5)",
+            "ragev: verdict FAILED (1 checks)",
+        ]
+    )
+
+
+def test_thresholds_that_hold_pass(pytester: pytest.Pytester, make_project: Project) -> None:
+    make_project("[thresholds]\nrecall = 0.5\nrougel = 0.9\n")
+    result = pytester.runpytest("--ragev-config", "ragev.toml")
+    assert result.ret == pytest.ExitCode.OK
+
+
+def test_pipeline_error_fails_that_item_and_is_excluded_from_means(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    make_project(
+        conftest=textwrap.dedent(
+            """
+            import pytest
+            from pytest_ragev import Answer
+
+            @pytest.hookimpl
+            def pytest_ragev_answer(case, kb, settings):
+                if case.qid == 3:
+                    raise ValueError("backend down")
+                return Answer(retrieved=list(case.pids), text=case.answer)
+            """
+        )
+    )
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
+    result.assert_outcomes(passed=4, failed=1)
+    result.stdout.fnmatch_lines(
+        ["*q3: pipeline raised ValueError: backend down*", "*recall*1.000*4*", "*errors 1*"]
+    )
+    report = report_of(pytester.path / "r.json")
+    (failed,) = [s for s in report["data"]["samples"] if s["error"]]
+    assert failed["qid"] == 3 and failed["metrics"] == {}
+    assert report["data"]["metric"]["counts"]["recall"] == 4
+    assert report["data"]["verdict"]["errors"] == 1
+
+
+def test_hand_written_tests_feed_the_same_aggregation(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    make_project()
+    pytester.makepyfile(
+        test_manual=textwrap.dedent(
+            """
+            def test_rag(ragev_case, ragev_answer, ragev_record, ragev_kb):
+                assert "corpus" in ragev_kb
+                ragev_record(retrieved=ragev_answer.retrieved, text=ragev_answer.text)
+            """
+        )
+    )
+    result = pytester.runpytest(
+        "--ragev-config", "ragev.toml", "test_manual.py", "-v", "--ragev-report", "r.json"
+    )
+    result.assert_outcomes(passed=5)
+    result.stdout.fnmatch_lines(["*test_manual.py::test_rag[[]q1[]] PASSED*", "*recall*1.000*5*"])
+    assert len(report_of(pytester.path / "r.json")["data"]["samples"]) == 5
+
+
+def test_ragev_fixtures_skip_without_config(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_rag(ragev_case):\n    pass\n")
+    result = pytester.runpytest("-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*no ragev config*"])
+
+
+def test_ragev_record_requires_ragev_case(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    make_project()
+    pytester.makepyfile("def test_rag(ragev_record):\n    pass\n")
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "test_rag_record.py")
+    assert result.ret != pytest.ExitCode.OK
+
+
+def test_custom_metrics_and_report_hook(pytester: pytest.Pytester, make_project: Project) -> None:
+    make_project(
+        "[thresholds]\nshort_answer = 1.0\n",
+        conftest=textwrap.dedent(
+            """
+            import pytest
+            from pytest_ragev import Answer, CustomMetric
+
+            @pytest.hookimpl
+            def pytest_ragev_answer(case, kb, settings):
+                return Answer(retrieved=list(case.pids), text=case.answer * (1 + case.qid % 2))
+
+            @pytest.hookimpl
+            def pytest_ragev_metrics():
+                return [CustomMetric("short_answer",
+                                     lambda m: float(len(m.generated_text) < 45),
+                                     kind="generation")]
+
+            @pytest.hookimpl
+            def pytest_ragev_report(report):
+                report["data"]["amended"] = True
+            """
+        ),
+    )
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["ragev: short_answer 0.* < threshold 1.000 (n=5)"])
+    report = report_of(pytester.path / "r.json")
+    assert report["data"]["amended"] is True
+    assert "short_answer" in report["data"]["metric"]["custom_metrics"]
+
+
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        ("[thresholds]\nrecal = 0.5\n", "*[[]thresholds[]] 'recal' is not a metric; did you mean 'recall'?*"),
+        ("[thresholds]\nrecall = 2\n", "*[[]thresholds[]] recall = 2 is outside [[]0, 1[]]*"),
+        ("[reprot]\njson = 'x'\n", "*unknown key 'reprot'; did you mean 'report'?*"),
+        ("[run]\nconcurrency = 'many'\n", "*[[]run[]] concurrency = 'many' has the wrong type*"),
+    ],
+)
+def test_config_errors_are_usage_errors(
+    pytester: pytest.Pytester, make_project: Project, toml: str, message: str
+) -> None:
+    make_project(toml)
+    result = pytester.runpytest("--ragev-config", "ragev.toml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {message}"])
+    assert "Traceback" not in result.stderr.str()
+
+
+def test_missing_dataset_folder_and_bad_dataset_are_usage_errors(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    config = make_project()
+    config.write_text('[dataset]\npath = "missing"\n', encoding="utf-8")
+    result = pytester.runpytest("--ragev-config", "ragev.toml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: *[[]dataset[]] path = 'missing' does not exist*"])
+
+    make_project()
+    (pytester.path / "data" / "qas.parquet").unlink()
+    result = pytester.runpytest("--ragev-config", "ragev.toml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: *qas.parquet*"])
+
+
+def test_missing_config_file(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("--ragev-config", "nope.toml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: nope.toml: ragev config file not found*"])
+
+
+def test_ini_twin(pytester: pytest.Pytester, make_project: Project) -> None:
+    make_project()
+    pytester.makeini("[pytest]\nragev_config = ragev.toml\n")
+    result = pytester.runpytest("ragev.toml")
+    result.assert_outcomes(passed=5)
+
+
+def test_report_schema(pytester: pytest.Pytester, make_project: Project) -> None:
+    make_project("[thresholds]\nrecall = 0.5\n")
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "out/r.json")
+    assert result.ret == pytest.ExitCode.OK
+    report = report_of(pytester.path / "out" / "r.json")
+    assert report["success"] is True
+    data = report["data"]
+    assert list(data) == ["task", "params", "metric", "samples", "verdict"]
+    task = data["task"]
+    assert list(task) == [
+        "id", "dataset_id", "start_time", "status", "err_msg", "total", "finished"
+    ]
+    assert re.fullmatch(r"evaluation_[\w.-]+_\d{13}_[0-9a-f]{8}_mini", task["id"])
+    assert task["status"] == 2 and task["err_msg"] == ""
+    assert task["total"] == task["finished"] == 5
+    assert list(data["metric"]["retrieval_metrics"]) == [
+        "precision", "recall", "ndcg3", "ndcg10", "mrr", "map"
+    ]
+    assert list(data["metric"]["generation_metrics"]) == [
+        "bleu1", "bleu2", "bleu4", "rouge1", "rouge2", "rougel"
+    ]
+    assert data["metric"]["retrieval_metrics"]["recall"] == 1.0
+    sample = data["samples"][1]
+    assert list(sample) == [
+        "qid", "question", "retrieval_gt", "retrieval_ids", "generated_text", "generated_gt",
+        "metrics", "error",
+    ]
+    assert sample["qid"] == 2 and sample["retrieval_gt"] == [[1, 2]]
+    assert sample["retrieval_ids"] == [6, 1, 2]
+    assert data["params"]["dataset"]["id"] == "mini"
+    assert data["params"]["thresholds"] == {"recall": 0.5}
+    assert data["verdict"] == {"passed": True, "failures": [], "errors": 0, "fallbacks": 0}
+
+
+def test_secrets_never_reach_any_output(
+    pytester: pytest.Pytester, make_project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    canary = "sk-canary-7f3a9"
+    monkeypatch.setenv("RAGEV_TEST_KEY", canary)
+    make_project(
+        pipeline=textwrap.dedent(
+            f"""
+            [pipeline]
+            name = "oracle"
+            api_key = "{canary}"
+            chat = {{ api_key_env = "RAGEV_TEST_KEY", token = "{canary}" }}
+            """
+        )
+    )
+    result = pytester.runpytest(
+        "--ragev-config", "ragev.toml", "--ragev-report", "r.json", "--junitxml", "j.xml", "-v"
+    )
+    assert result.ret == pytest.ExitCode.OK
+    outputs = [result.stdout.str(), result.stderr.str()]
+    outputs += [p.read_text(encoding="utf-8") for p in (pytester.path / "r.json",
+                                                         pytester.path / "j.xml")]
+    for text in outputs:
+        assert canary not in text
+    params = report_of(pytester.path / "r.json")["data"]["params"]["pipeline"]
+    assert params["api_key"] == "***"
+    assert params["chat"] == {"api_key_env": "RAGEV_TEST_KEY", "token": "***"}
+
+
+def test_progress_file_is_rewritten_while_the_run_goes(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    make_project(
+        "[run]\nprogress_interval = 0.001\n",
+        conftest=textwrap.dedent(
+            """
+            import json, pathlib
+            import pytest
+            from pytest_ragev import Answer
+
+            @pytest.hookimpl
+            def pytest_ragev_answer(case, kb, settings):
+                report = pathlib.Path("r.json")
+                if report.exists():
+                    task = json.loads(report.read_text())["data"]["task"]
+                    with open("seen.txt", "a") as seen:
+                        seen.write(f"{case.qid} {task['status']} {task['finished']}\\n")
+                return Answer(retrieved=list(case.pids), text=case.answer)
+            """
+        ),
+    )
+    result = pytester.runpytest(
+        "--ragev-config", "ragev.toml", "--ragev-report", "r.json", "-p", "no:randomly"
+    )
+    assert result.ret == pytest.ExitCode.OK
+    seen = (pytester.path / "seen.txt").read_text().split("\n")
+    assert seen[:4] == ["2 1 1", "3 1 2", "4 1 3", "5 1 4"]
+    assert report_of(pytester.path / "r.json")["data"]["task"]["status"] == 2
+
+
+def test_interrupted_run_leaves_status_3(pytester: pytest.Pytester, make_project: Project) -> None:
+    make_project(
+        conftest=textwrap.dedent(
+            """
+            import pytest
+            from pytest_ragev import Answer
+
+            @pytest.hookimpl
+            def pytest_ragev_answer(case, kb, settings):
+                if case.qid == 3:
+                    raise KeyboardInterrupt
+                return Answer(retrieved=list(case.pids), text=case.answer)
+            """
+        )
+    )
+    # In a subprocess: a KeyboardInterrupt must not reach the outer (possibly xdist) run.
+    result = pytester.runpytest_subprocess(
+        "--ragev-config", "ragev.toml", "--ragev-report", "r.json"
+    )
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    report = report_of(pytester.path / "r.json")
+    assert report["success"] is False
+    assert report["data"]["task"]["status"] == 3
+    assert "interrupted" in report["data"]["task"]["err_msg"]
+    assert report["data"]["task"]["finished"] == 2
+
+
+def _comparable(report: dict[str, Any]) -> dict[str, Any]:
+    data = dict(report["data"])
+    data.pop("task")
+    return data
+
+
+def test_xdist_parity_with_serial(pytester: pytest.Pytester, make_project: Project) -> None:
+    make_project("[thresholds]\nprecision = 0.9\n")
+    serial = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "serial.json")
+    parallel = pytester.runpytest_subprocess(
+        "--ragev-config", "ragev.toml", "--ragev-report", "xdist.json", "-n", "2"
+    )
+    assert serial.ret == parallel.ret == pytest.ExitCode.TESTS_FAILED
+    parallel.stdout.fnmatch_lines(["ragev: precision 0.833 < threshold 0.900 (n=5)"])
+    assert _comparable(report_of(pytester.path / "serial.json")) == _comparable(
+        report_of(pytester.path / "xdist.json")
+    )
+    task = report_of(pytester.path / "xdist.json")["data"]["task"]
+    assert task["total"] == task["finished"] == 5
+
+
+def test_runs_without_xdist(pytester: pytest.Pytester, make_project: Project) -> None:
+    make_project()
+    result = pytester.runpytest_subprocess("--ragev-config", "ragev.toml", "-p", "no:xdist")
+    result.assert_outcomes(passed=5)
+
+
+def test_concurrency_parity(pytester: pytest.Pytester, make_project: Project) -> None:
+    make_project(
+        conftest=ORACLE_WITH_DELAY,
+    )
+    one = pytester.runpytest(
+        "--ragev-config", "ragev.toml", "--ragev-concurrency", "1", "--ragev-report", "one.json"
+    )
+    four = pytester.runpytest(
+        "--ragev-config", "ragev.toml", "--ragev-concurrency", "4", "--ragev-report", "four.json",
+        "-v",
+    )
+    one.assert_outcomes(passed=5)
+    four.assert_outcomes(passed=5)
+    # Items still report in order.
+    four.stdout.fnmatch_lines([f"*::q{qid} PASSED*" for qid in range(1, 6)])
+    assert _comparable(report_of(pytester.path / "one.json")) == _comparable(
+        report_of(pytester.path / "four.json")
+    )
+    threads = (pytester.path / "threads.txt").read_text().split()
+    assert any(name.startswith("ragev") for name in threads)
+
+
+ORACLE_WITH_DELAY = textwrap.dedent(
+    """
+    import threading, time
+    import pytest
+    from pytest_ragev import Answer
+
+    @pytest.hookimpl
+    def pytest_ragev_answer(case, kb, settings):
+        time.sleep(0.01 * (6 - case.qid))  # later questions finish first
+        with open("threads.txt", "a") as out:
+            out.write(threading.current_thread().name + "\\n")
+        return Answer(retrieved=[6, *case.pids][: 1 + case.qid % 3], text=case.answer[: 10 * case.qid])
+    """
+)
+
+
+def test_variants_get_their_own_items(pytester: pytest.Pytester, make_project: Project) -> None:
+    make_project(
+        '[[variants]]\nname = "bad"\npipeline.quality = "bad"\n',
+    )
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "--collect-only", "-q")
+    assert "ragev.toml::mini::bad::q3" in result.stdout.lines
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-variant", "bad")
+    result.assert_outcomes(passed=5)
+    result.stdout.fnmatch_lines(["ragev: mini (variant bad), 5 questions*", "*recall*0.000*5*"])
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-variant", "bda")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*did you mean 'bad'?*"])
