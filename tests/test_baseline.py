@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_ragev._errors import BaselineError
 from pytest_ragev.baseline import (
@@ -239,3 +241,44 @@ def test_workflow(tmp_path: Path) -> None:
     assert outcome.action == "updated" and outcome.failure is None
     assert load_snapshot(path).base.summary["recall"].mean == pytest.approx(0.7)
     assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+# ----------------------------------------------------------------- property: round trip
+
+_samples = st.lists(
+    st.tuples(
+        st.text(max_size=30),
+        st.dictionaries(st.sampled_from(["recall", "bleu4", "custom"]),
+                        st.floats(allow_nan=False, allow_infinity=False), max_size=3),
+        st.lists(st.integers(-(2**40), 2**40), max_size=5),
+        st.one_of(st.none(), st.text(max_size=20)),
+    ),
+    min_size=1, max_size=8,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(samples=_samples, settings_value=st.one_of(st.integers(), st.text(max_size=10), st.none()))
+def test_any_run_round_trips_byte_identically(
+    samples: list[tuple[str, dict[str, float], list[int], str | None]], settings_value: object
+) -> None:
+    records = [
+        SampleResult(
+            qid=qid, question=question, retrieval_gt=[sorted(set(ids))] if ids else [],
+            retrieval_ids=ids, generated_text=question[::-1], generated_gt="", metrics=metrics,
+            error=error,
+        )
+        for qid, (question, metrics, ids, error) in enumerate(samples)
+    ]
+    run = RunResult(
+        dataset_id="d", fingerprint="f", dataset_stats={"n": len(records)}, profile="p",
+        params={"z": settings_value, "a": {"nested": [1, 2]}}, params_hash="h",
+        samples=records,
+        summary={"recall": MetricSummary("recall", 0.5, 1)},
+    )
+    text = Snapshot.from_runs([run], plugin_version="0").to_json()
+    again = Snapshot.from_data(json.loads(text)).to_json()
+    assert again == text
+    loaded = Snapshot.from_data(json.loads(text)).base
+    assert [s.metrics for s in loaded.samples] == [s.metrics for s in records]
+    assert [s.error for s in loaded.samples] == [s.error for s in records]
