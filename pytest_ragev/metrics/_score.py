@@ -82,6 +82,8 @@ def score(
         columns.update(
             zip(GENERATION_METRICS, _generation_columns(samples, profile, tokenizer), strict=True)
         )
+    if not names:
+        return [{} for _ in samples]
     selected = [columns[name] for name in names]
     return [dict(zip(names, values, strict=True)) for values in zip(*selected, strict=True)]
 

@@ -1,0 +1,228 @@
+"""Property tests of the metric engine (hypothesis)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pytest_ragev import GENERATION_METRICS, METRIC_NAMES, RETRIEVAL_METRICS, MetricInput, score
+from pytest_ragev.metrics import retrieval
+from pytest_ragev.metrics._lcs import lcs_length, lcs_tokens
+from pytest_ragev.metrics.text import _tokenize_ascii, _tokenize_unicode
+
+PROFILES = ("weknora", "standard")
+FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+pids = st.integers(min_value=0, max_value=25)
+id_lists = st.lists(pids, max_size=14)
+gt_sets = st.lists(st.lists(pids, max_size=8), max_size=3)
+# Words, punctuation of several scripts, Chinese, sentence ends, spaces and symbols.
+text_pieces = st.sampled_from(
+    ["the", "The", "cat", "sat", "a", "Hello,", "x_1", "42", "、", "，", "(", "—", "$", "é",
+     "计算机", "操作系统", "我们", "天气", "很好", ".", "。", " ", " ", "!", "?"]
+)  # fmt: skip
+texts = st.lists(text_pieces, max_size=30).map("".join) | st.lists(text_pieces, max_size=30).map(
+    " ".join
+)
+
+
+@st.composite
+def metric_inputs(draw: st.DrawFn) -> MetricInput:
+    return MetricInput(
+        retrieval_gt=draw(gt_sets),
+        retrieval_ids=draw(id_lists),
+        generated_text=draw(texts),
+        generated_gt=draw(texts),
+    )
+
+
+@FAST
+@given(st.lists(metric_inputs(), max_size=6), st.sampled_from(PROFILES))
+def test_every_value_is_a_float_in_unit_interval(inputs: list[MetricInput], profile: str) -> None:
+    rows = score(inputs, profile=profile)
+    assert len(rows) == len(inputs)
+    for row in rows:
+        assert list(row) == list(METRIC_NAMES)
+        for value in row.values():
+            assert type(value) is float
+            assert math.isfinite(value)
+            assert 0.0 <= value <= 1.0
+
+
+@FAST
+@given(
+    st.lists(pids, min_size=1, max_size=20, unique=True), st.randoms(), st.sampled_from(PROFILES)
+)
+def test_perfect_retrieval_scores_one(gt: list[int], rng: random.Random, profile: str) -> None:
+    ids = gt[:]
+    rng.shuffle(ids)  # any order of exactly the relevant passages is perfect
+    row = score([MetricInput([gt], ids, "", "")], profile=profile, metrics=RETRIEVAL_METRICS)[0]
+    for name in RETRIEVAL_METRICS:
+        assert math.isclose(row[name], 1.0, abs_tol=1e-12), name
+
+
+@FAST
+@given(st.lists(pids, min_size=1, max_size=10, unique=True), st.sampled_from(PROFILES))
+def test_relevant_first_then_noise_keeps_recall_ndcg_mrr_map_at_one(
+    gt: list[int], profile: str
+) -> None:
+    noise = [100 + index for index in range(5)]
+    row = score([MetricInput([gt], gt + noise, "", "")], profile=profile)[0]
+    for name in ("recall", "mrr", "map", "ndcg10"):
+        assert math.isclose(row[name], 1.0, abs_tol=1e-12), name
+    assert math.isclose(row["precision"], len(gt) / (len(gt) + len(noise)))
+
+
+@FAST
+@given(gt_sets, id_lists, st.randoms(), st.sampled_from(PROFILES))
+def test_order_and_repeats_inside_ground_truth_do_not_matter(
+    gt: list[list[int]], ids: list[int], rng: random.Random, profile: str
+) -> None:
+    shuffled = []
+    for group in gt:
+        copy = group + group[: rng.randint(0, len(group))]  # repeats too
+        rng.shuffle(copy)
+        shuffled.append(copy)
+    rng.shuffle(shuffled)  # and the order of the sets
+    before = score([MetricInput(gt, ids, "", "")], profile=profile, metrics=RETRIEVAL_METRICS)
+    after = score([MetricInput(shuffled, ids, "", "")], profile=profile, metrics=RETRIEVAL_METRICS)
+    for name in RETRIEVAL_METRICS:
+        assert math.isclose(before[0][name], after[0][name], abs_tol=1e-12), name
+
+
+@FAST
+@given(gt_sets, id_lists, st.sampled_from(PROFILES))
+def test_repeated_ids_count_once_at_their_best_rank(
+    gt: list[list[int]], ids: list[int], profile: str
+) -> None:
+    distinct = list(dict.fromkeys(ids))
+    rows = score(
+        [MetricInput(gt, ids, "", ""), MetricInput(gt, distinct, "", "")],
+        profile=profile,
+        metrics=RETRIEVAL_METRICS,
+    )
+    assert rows[0] == rows[1]
+
+
+@FAST
+@given(
+    st.lists(st.tuples(st.lists(pids, max_size=8), id_lists), max_size=12),
+    st.sampled_from(PROFILES),
+    st.randoms(),
+)
+def test_numpy_path_equals_reference_path(
+    cases: list[tuple[list[int], list[int]]], profile: str, rng: random.Random
+) -> None:
+    grades = [{pid: float(rng.choice([0, 1, 2, 3])) for pid in gt} or None for gt, _ in cases]
+    columns = retrieval.score_batch(
+        [ids for _, ids in cases], [gt for gt, _ in cases], profile=profile, grades=grades
+    )
+    for index, (gt, ids) in enumerate(cases):
+        expected = retrieval.score_one(
+            retrieval.dedupe(ids), [gt], profile=profile, grades=grades[index]
+        )
+        for column, value in zip(columns, expected, strict=True):
+            assert math.isclose(float(column[index]), value, abs_tol=1e-12)
+
+
+@FAST
+@given(st.lists(metric_inputs(), max_size=8), st.sampled_from(PROFILES))
+def test_a_batch_scores_like_its_samples_one_by_one(
+    inputs: list[MetricInput], profile: str
+) -> None:
+    together = score(inputs, profile=profile)
+    for sample, row in zip(inputs, together, strict=True):
+        alone = score([sample], profile=profile)[0]
+        for name in METRIC_NAMES:
+            assert math.isclose(row[name], alone[name], abs_tol=1e-12), name
+
+
+@FAST
+@given(texts, texts, st.sampled_from(PROFILES))
+def test_rouge_n_is_symmetric(first: str, second: str, profile: str) -> None:
+    one, two = score(
+        [MetricInput([], [], first, second), MetricInput([], [], second, first)],
+        profile=profile,
+        metrics=("rouge1", "rouge2", "rougel"),
+    )
+    names = ("rouge1", "rouge2", "rougel") if profile == "standard" else ("rouge1", "rouge2")
+    for name in names:
+        assert math.isclose(one[name], two[name], abs_tol=1e-12), name
+
+
+@FAST
+@given(st.lists(st.sampled_from(["a", "b", "c", "D", "e", "f"]), min_size=4, max_size=25))
+def test_identical_texts(tokens: list[str]) -> None:
+    text = " ".join(tokens)
+    weknora, standard = (
+        score([MetricInput([], [], text, text)], profile=profile)[0]
+        for profile in ("weknora", "standard")
+    )
+    for name in ("bleu1", "bleu2", "bleu4"):
+        assert standard[name] == 1.0
+        assert math.isclose(weknora[name], 1.0, abs_tol=1e-12)
+    for name in ("rouge1", "rouge2", "rougel"):
+        assert standard[name] == 1.0
+        assert math.isclose(weknora[name], 2 / (2 + 1e-8), abs_tol=1e-12)
+
+
+def test_empty_inputs() -> None:
+    assert score([]) == []
+    assert score([], profile="standard", metrics=GENERATION_METRICS) == []
+    for profile in PROFILES:
+        for sample in (
+            MetricInput([], [1, 2], "", "x"),
+            MetricInput([[]], [1, 2], "", ""),
+            MetricInput([[1]], [], "", "x y"),
+        ):
+            assert set(score([sample], profile=profile)[0].values()) == {0.0}
+
+
+def test_empty_reference() -> None:
+    # Only add-one smoothed BLEU-1 sees a non-empty answer against an empty reference:
+    # p1 = (0 + 1) / (1 + 1) and no brevity penalty (c > r), as the definition says.
+    weknora = score([MetricInput([], [], "x", "")])[0]
+    assert weknora == {**dict.fromkeys(METRIC_NAMES, 0.0), "bleu1": 0.5}
+    standard = score([MetricInput([], [], "x", "")], profile="standard")[0]
+    assert set(standard.values()) == {0.0}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=60))
+def test_ascii_fast_path_equals_the_pattern_scan(text: str) -> None:
+    assert _tokenize_ascii(text) == _tokenize_unicode(text)
+
+
+def _lcs_table(a: list[str], b: list[str]) -> list[list[int]]:
+    table = [[0] * (len(b) + 1) for _ in range(len(a) + 1)]
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            if a[i - 1] == b[j - 1]:
+                table[i][j] = table[i - 1][j - 1] + 1
+            else:
+                table[i][j] = max(table[i - 1][j], table[i][j - 1])
+    return table
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.sampled_from("abcde"), max_size=70),
+    st.lists(st.sampled_from("abcde"), max_size=70),
+)
+def test_bit_parallel_lcs_equals_the_dynamic_programme(a: list[str], b: list[str]) -> None:
+    table = _lcs_table(a, b)
+    assert lcs_length(a, b) == table[-1][-1]
+    # The spec's backtrack on the full table.
+    i, j, expected = len(a), len(b), []
+    while i > 0 and j > 0:
+        if a[i - 1] == b[j - 1]:
+            expected.append(a[i - 1])
+            i, j = i - 1, j - 1
+        elif table[i - 1][j] > table[i][j - 1]:
+            i -= 1
+        else:
+            j -= 1
+    assert lcs_tokens(a, b) == expected

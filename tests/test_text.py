@@ -1,0 +1,117 @@
+"""The spec tokenizer: sentence splitting, word rules, jieba loading and memoisation."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pytest_ragev.metrics import jieba_tokenizer, tokenize, words
+from pytest_ragev.metrics.text import cache_dir, split_sentences, tokenize_tuples
+
+
+def test_sentences_split_at_every_full_stop() -> None:
+    assert split_sentences("A b. C d。E f") == ["A b", "C d", "E f"]
+    assert split_sentences("  .. 。 a . ") == ["a"]
+    assert split_sentences("") == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Hello, world!", [["Hello,", "world!"]]),  # ASCII word runs keep , ! ?
+        ("why? x_1 42", [["why?", "x_1", "42"]]),
+        ("a(b)c-d", [["a", "(", "b", ")", "c", "-", "d"]]),  # ASCII punctuation: one token each
+        ("Wait: \"yes\"; 'no'", [["Wait", ":", '"', "yes", '"', ";", "'", "no", "'"]]),
+        ("1 + 2 = $3 | ~x", [["1", "2", "3", "x"]]),  # symbols are skipped
+        ("café naïve", [["caf", "na", "ve"]]),  # non-ASCII letters are skipped
+        ("« guillemets » — dash…", [["«", "guillemets", "»", "—", "dash", "…"]]),
+        ("pi is 3.14", [["pi", "is", "3"], ["14"]]),  # "." always ends a sentence
+        ("你好，世界！", [["你好", "，", "世界", "！"]]),
+        ("用Python写。再见", [["用", "Python", "写"], ["再见"]]),
+        ("😀 \t\n", []),
+    ],
+)
+def test_word_rules(text: str, expected: list[list[str]]) -> None:
+    assert tokenize(text) == expected
+    assert words(text) == [token for sentence in expected for token in sentence]
+
+
+def test_han_runs_go_through_jieba_precise_mode_with_hmm() -> None:
+    segmenter = jieba_tokenizer()
+    run = "我来到北京清华大学"
+    assert words(run) == segmenter.lcut(run, HMM=True)
+    assert words(run) == ["我", "来到", "北京", "清华大学"]
+
+
+def test_each_text_is_segmented_once() -> None:
+    text = "缓存测试：同一个参考答案只切分一次。"
+    first = tokenize_tuples(text)
+    assert tokenize_tuples(text) is first
+    # The public forms are fresh lists, so callers cannot alter the memo.
+    sentences = tokenize(text)
+    sentences[0].append("x")
+    assert tokenize(text) != sentences
+
+
+def test_non_text_is_rejected() -> None:
+    with pytest.raises(TypeError, match="tokenize\\(\\) expects a str, got int"):
+        tokenize(3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="words\\(\\) expects a str, got NoneType"):
+        words(None)  # type: ignore[arg-type]
+
+
+def _run(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, **env},
+        check=False,
+    )
+
+
+def test_jieba_loads_once_quietly_with_its_cache_in_the_user_cache_dir(tmp_path: Path) -> None:
+    code = """
+        import sys, threading
+        from pytest_ragev.metrics import words, jieba_tokenizer
+        assert "jieba" not in sys.modules
+        results, instances = [], []
+        start = threading.Barrier(8)
+        def work():
+            start.wait()
+            results.append(words("我们今天去北京看天安门"))
+            instances.append(jieba_tokenizer())
+        threads = [threading.Thread(target=work) for _ in range(8)]
+        for thread in threads: thread.start()
+        for thread in threads: thread.join()
+        assert len(results) == 8 and all(r == results[0] for r in results), results
+        assert len({id(i) for i in instances}) == 1
+        print(jieba_tokenizer().tmp_dir)
+    """
+    done = _run(code, {"XDG_CACHE_HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(tmp_path / "pytest-ragev")
+    assert (tmp_path / "pytest-ragev" / "jieba.cache").is_file()
+    # jieba's "Building prefix dict ..." lines are silenced.
+    assert "prefix dict" not in done.stderr
+    assert done.stderr == ""
+
+
+def test_cache_dir_follows_xdg_and_falls_back_to_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == tmp_path / "xdg" / "pytest-ragev"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/path")  # invalid per the XDG spec
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache_dir() == tmp_path / "home" / ".cache" / "pytest-ragev"
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    assert cache_dir() is None
