@@ -353,6 +353,13 @@ def test_metric_missing_on_one_side_is_no_data() -> None:
     assert item is not None and item.status == "no data" and item.n == 0 and not item.regressed
 
 
+def test_non_finite_values_sit_out_of_the_test() -> None:
+    before = make_run({"custom": {q: 0.5 for q in range(40)}})
+    after = make_run({"custom": {q: (math.nan if q < 5 else 0.5) for q in range(40)}})
+    item = compare(before, after, FAST).metrics[0]
+    assert item.n == 35 and item.status == "unchanged" and item.p == 1.0
+
+
 def test_no_regression_check_object() -> None:
     before, after = _runs(-0.05)
     check = NoRegression("recall", FAST)
