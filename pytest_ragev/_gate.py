@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest_ragev
 from pytest_ragev._types import METRIC_NAMES
@@ -19,6 +19,7 @@ from pytest_ragev.results import RunResult
 if TYPE_CHECKING:
     from pytest_ragev.checks import Comparison, GateRules, QuestionDiff, VariantTable
     from pytest_ragev.evaluate import Evaluation
+    from pytest_ragev.report import ReportModel
     from pytest_ragev.session import RagevSession
 
 
@@ -142,7 +143,7 @@ def summary_lines(session: RagevSession) -> Iterator[str]:
             yield from render_comparison(comparison)
 
 
-def report_model(session: RagevSession, evaluation: Evaluation) -> Any:
+def report_model(session: RagevSession, evaluation: Evaluation) -> ReportModel:
     """The :class:`~pytest_ragev.report.ReportModel` the Markdown and HTML renderers read."""
     from pytest_ragev.report import ReportModel
 
@@ -160,4 +161,6 @@ def report_model(session: RagevSession, evaluation: Evaluation) -> Any:
         fallbacks=evaluation.fallbacks,
         task_id=session.task_id or "",
         start_time=session.progress.start_time,
+        baseline_path=state.baseline_path if state else None,
+        notes=evaluation.notes,
     )

@@ -185,7 +185,6 @@ def run_params(session: RagevSession, variant: str | None) -> dict[str, Any]:
             "pipeline": pipeline,
             "metrics": {"profile": session.profile},
             "thresholds": dict(ragev.thresholds),
-            "variant": variant,
         }
     )
     return params

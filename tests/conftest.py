@@ -5,6 +5,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy  # noqa: F401
 import pyarrow.parquet  # noqa: F401
@@ -63,6 +64,12 @@ ORACLE_CONFTEST = textwrap.dedent(
         return Answer(retrieved=retrieved, text=case.answer or "")
     """
 )
+
+
+@pytest.fixture
+def mini_data() -> dict[str, Any]:
+    """The small dataset's tables, as :func:`write_dataset` keyword arguments."""
+    return {"queries": QUERIES, "corpus": CORPUS, "answers": ANSWERS, "qrels": QRELS, "qas": QAS}
 
 
 @pytest.fixture

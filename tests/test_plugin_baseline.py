@@ -1,0 +1,226 @@
+"""End-to-end tests of the baseline life cycle, the gate, variants and the CI reports."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Callable
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_ragev.dataset import write_dataset
+
+Project = Callable[..., Path]
+
+BASELINE = '[baseline]\npath = "ragev-baseline.json"\n'
+
+
+def set_quality(config: Path, quality: str) -> None:
+    text = config.read_text(encoding="utf-8")
+    if "quality = " in text:
+        text = text.replace('quality = "good"', f'quality = "{quality}"').replace(
+            'quality = "bad"', f'quality = "{quality}"'
+        )
+    else:
+        text = text.replace('name = "oracle"\n', f'name = "oracle"\nquality = "{quality}"\n', 1)
+    config.write_text(text, encoding="utf-8")
+
+
+def test_life_cycle(pytester: pytest.Pytester, make_project: Project) -> None:
+    config = make_project(BASELINE)
+    baseline = pytester.path / "ragev-baseline.json"
+
+    # 1. No baseline: it is created and the run fails, telling what to do.
+    first = pytester.runpytest("--ragev-config", "ragev.toml")
+    assert first.ret == pytest.ExitCode.TESTS_FAILED
+    first.stdout.fnmatch_lines(
+        [f"ragev: baseline not found, created {baseline}; commit it and rerun"]
+    )
+    created = baseline.read_bytes()
+    snapshot = json.loads(created)
+    assert snapshot["schema_version"] == 1 and snapshot["dataset"]["id"] == "mini"
+
+    # 2. Rerun, nothing changed: passes, and the baseline is not rewritten.
+    second = pytester.runpytest("--ragev-config", "ragev.toml")
+    assert second.ret == pytest.ExitCode.OK
+    assert baseline.read_bytes() == created
+
+    # 3. A degraded pipeline fails with one red line per regressed metric.
+    set_quality(config, "bad")
+    third = pytester.runpytest("--ragev-config", "ragev.toml")
+    assert third.ret == pytest.ExitCode.TESTS_FAILED
+    third.stdout.fnmatch_lines(
+        ["ragev: recall 0.000 < baseline 1.000 (Δ −1.000, 90% CI [[]−1.000, −1.000[]], p=0.03*, n=5)"]
+    )
+    obtained = pytester.path / "ragev-baseline.obtained.json"
+    assert obtained.exists()
+    assert baseline.read_bytes() == created  # never overwritten without the flag
+
+    # 4. Accepting the change on purpose.
+    fourth = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-update-baseline")
+    assert fourth.ret == pytest.ExitCode.OK
+    fourth.stdout.fnmatch_lines([f"ragev: baseline written to {baseline}"])
+    assert baseline.read_bytes() != created
+
+    # 5. An improvement over the (now bad) baseline passes.
+    set_quality(config, "good")
+    fifth = pytester.runpytest("--ragev-config", "ragev.toml")
+    assert fifth.ret == pytest.ExitCode.OK
+    fifth.stdout.fnmatch_lines(["*recall*improved*"])
+
+
+def test_other_dataset_is_a_usage_error(
+    pytester: pytest.Pytester, make_project: Project, mini_data: dict[str, Any]
+) -> None:
+    make_project(BASELINE)
+    pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-update-baseline")
+    changed = {**mini_data["corpus"], 7: "Rust is a language that values memory safety."}
+    write_dataset(pytester.path / "data", **dict(mini_data, corpus=changed))
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stdout.fnmatch_lines(["ragev: error: *fingerprint*--ragev-update-baseline*"])
+    report = json.loads((pytester.path / "r.json").read_text())
+    assert report["data"]["task"]["status"] == 3
+
+
+def test_corrupt_baseline_is_a_usage_error_and_kept(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    make_project(BASELINE)
+    baseline = pytester.path / "ragev-baseline.json"
+    baseline.write_text("{not json", encoding="utf-8")
+    result = pytester.runpytest("--ragev-config", "ragev.toml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stdout.fnmatch_lines([f"ragev: error: *{baseline.name}*"])
+    assert baseline.read_text(encoding="utf-8") == "{not json"
+
+
+def test_tolerance_mode_per_metric(pytester: pytest.Pytester, make_project: Project) -> None:
+    config = make_project(
+        BASELINE
+        + textwrap.dedent(
+            """
+            [gate]
+            mode = "tolerance"
+            max_drop = 1.0
+
+            [gate.metrics.precision]
+            max_drop = 0.1
+            """
+        )
+    )
+    pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-update-baseline")
+    set_quality(config, "bad")
+    result = pytester.runpytest("--ragev-config", "ragev.toml")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["ragev: precision 0.000 < baseline 0.833 *"])
+    assert "ragev: recall 0.000 < baseline" not in result.stdout.str()
+
+
+def test_bad_gate_table_is_a_usage_error(pytester: pytest.Pytester, make_project: Project) -> None:
+    make_project(BASELINE + '[gate]\nmode = "sometimes"\n')
+    result = pytester.runpytest("--ragev-config", "ragev.toml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: *[[]gate[]]*mode*"])
+
+
+def test_verdict_parity_under_xdist(pytester: pytest.Pytester, make_project: Project) -> None:
+    config = make_project(BASELINE)
+    pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-update-baseline")
+    set_quality(config, "bad")
+    serial = pytester.runpytest("--ragev-config", "ragev.toml")
+    parallel = pytester.runpytest_subprocess("--ragev-config", "ragev.toml", "-n", "2")
+    assert serial.ret == parallel.ret == pytest.ExitCode.TESTS_FAILED
+
+    def failures(lines: list[str]) -> list[str]:
+        return [line for line in lines if "< baseline" in line]
+
+    assert failures(serial.stdout.lines) == failures(parallel.stdout.lines)
+    assert failures(serial.stdout.lines)
+
+
+VARIANTS = textwrap.dedent(
+    """
+    [[variants]]
+    name = "bad"
+    pipeline.quality = "bad"
+
+    [[variants]]
+    name = "two-knobs"
+    pipeline.quality = "good"
+    pipeline.extra = 1
+    """
+)
+
+
+def test_variants_table_warning_and_kb_sharing(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    make_project(
+        VARIANTS,
+        conftest=textwrap.dedent(
+            """
+            import pytest
+            from pytest_ragev import Answer
+
+            @pytest.hookimpl
+            def pytest_ragev_build_knowledge_base(corpus, settings):
+                with open("kb-builds.txt", "a") as out:
+                    out.write(f"{settings.variant}\\n")
+                return {}
+
+            @pytest.hookimpl
+            def pytest_ragev_answer(case, kb, settings):
+                if settings.options.get("quality") == "bad":
+                    return Answer(retrieved=[7], text="no")
+                return Answer(retrieved=list(case.pids), text=case.answer)
+            """
+        ),
+    )
+    result = pytester.runpytest("--ragev-config", "ragev.toml")
+    result.assert_outcomes(passed=15)
+    result.stdout.fnmatch_lines(
+        [
+            "*variant 'two-knobs' changes 2 knobs (extra, quality)*",
+            "*bad *0.000 −1.000*",
+        ]
+    )
+    # A conftest builder may read any knob: three distinct settings, three builds.
+    assert (pytester.path / "kb-builds.txt").read_text().split() == ["None", "bad", "two-knobs"]
+
+
+class _Collector(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, Any]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+
+def test_markdown_junit_and_html_reports(
+    pytester: pytest.Pytester, make_project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = make_project(BASELINE + '[thresholds]\nrecall = 0.5\n')
+    pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-update-baseline")
+    set_quality(config, "bad")
+    summary = pytester.path / "step-summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    result = pytester.runpytest_subprocess(
+        "--ragev-config", "ragev.toml", "--junitxml", "junit.xml", "--ragev-html", "r.html",
+        "-n", "2",
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    markdown = summary.read_text(encoding="utf-8")
+    assert "recall" in markdown and "regressed" in markdown.lower()
+    junit = (pytester.path / "junit.xml").read_text(encoding="utf-8")
+    assert 'name="ragev.recall"' in junit or "ragev" in junit
+    assert "passed" in junit.lower() or "verdict" in junit.lower()
+    parser = _Collector()
+    parser.feed((pytester.path / "r.html").read_text(encoding="utf-8"))
+    tags = [tag for tag, _ in parser.tags]
+    assert "svg" in tags and "table" in tags
+    assert not [attrs for tag, attrs in parser.tags if tag in ("script", "link")]
