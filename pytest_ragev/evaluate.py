@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -80,6 +80,7 @@ def score_records(
     *,
     profile: str,
     custom: Sequence[CustomMetric] = (),
+    tokenizer: Callable[[str], list[list[str]]] | None = None,
 ) -> list[dict[str, float]]:
     """Per-record metric dicts holding only the metrics that apply to each question."""
     from pytest_ragev.metrics import score
@@ -89,7 +90,7 @@ def score_records(
     grades = [
         {int(pid): float(grade) for pid, grade in r.get("grades", {}).items()} or None for r in ok
     ]
-    rows = score(inputs, profile=profile, grades=grades) if inputs else []
+    rows = score(inputs, profile=profile, grades=grades, tokenizer=tokenizer) if inputs else []
     by_record: dict[int, dict[str, float]] = {}
     for record, metric_input, row in zip(ok, inputs, rows, strict=True):
         has_qrels = bool(record["retrieval_gt"])
@@ -133,7 +134,12 @@ def build_run(session: RagevSession, variant: str | None) -> RunResult:
 
     records = list(iter_records(session, variant))
     custom = session.custom_metrics()
-    metric_rows = score_records(records, profile=session.profile, custom=custom)
+    metric_rows = score_records(
+        records,
+        profile=session.profile,
+        custom=custom,
+        tokenizer=session.config.hook.pytest_ragev_tokenizer(),
+    )
     samples = [
         SampleResult(
             qid=int(record["qid"]),

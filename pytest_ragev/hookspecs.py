@@ -6,7 +6,7 @@ registers its own implementations with ``trylast=True``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pluggy
@@ -67,6 +67,18 @@ def pytest_ragev_metrics() -> Sequence[CustomMetric]:
             return [CustomMetric("short_answer", lambda m: float(len(m.generated_text) < 200))]
     """
     return ()
+
+
+@hookspec(firstresult=True)
+def pytest_ragev_tokenizer() -> Callable[[str], list[list[str]]] | None:
+    """Replace the spec tokenizer of the generation metrics (``text -> sentences of tokens``).
+
+    Example (whitespace tokens, one sentence per line)::
+
+        @pytest.hookimpl
+        def pytest_ragev_tokenizer():
+            return lambda text: [line.split() for line in text.splitlines()]
+    """
 
 
 @hookspec

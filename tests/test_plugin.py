@@ -13,6 +13,17 @@ import pytest
 
 Project = Callable[..., Path]
 
+ORACLE_CONFTEST_TEXT = textwrap.dedent(
+    """
+    import pytest
+    from pytest_ragev import Answer
+
+    @pytest.hookimpl
+    def pytest_ragev_answer(case, kb, settings):
+        return Answer(retrieved=list(case.pids), text=case.answer)
+    """
+)
+
 
 def report_of(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8"))
@@ -428,3 +439,24 @@ def test_variants_get_their_own_items(pytester: pytest.Pytester, make_project: P
     result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-variant", "bda")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*did you mean 'bad'?*"])
+
+
+def test_tokenizer_hook_replaces_the_spec_tokenizer(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    make_project(
+        conftest=ORACLE_CONFTEST_TEXT
+        + textwrap.dedent(
+            """
+            @pytest.hookimpl
+            def pytest_ragev_tokenizer():
+                # Every text is one token: only identical answers score.
+                return lambda text: [[text.lower()]] if text else []
+            """
+        )
+    )
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
+    assert result.ret == pytest.ExitCode.OK
+    metrics = report_of(pytester.path / "r.json")["data"]["metric"]["generation_metrics"]
+    assert metrics["bleu1"] == pytest.approx(1.0)
+    assert metrics["bleu2"] == 0.0  # a single token has no bigram
