@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from pytest_ragev import GENERATION_METRICS, METRIC_NAMES, RETRIEVAL_METRICS, MetricInput, score
 from pytest_ragev.metrics import retrieval
 from pytest_ragev.metrics._lcs import lcs_length, lcs_tokens
+from pytest_ragev.metrics._validate import flat_ids as flat
 from pytest_ragev.metrics.text import _tokenize_ascii, _tokenize_unicode
 
 PROFILES = ("weknora", "standard")
@@ -117,9 +118,10 @@ def test_numpy_path_equals_reference_path(
     cases: list[tuple[list[int], list[int]]], profile: str, rng: random.Random
 ) -> None:
     grades = [{pid: float(rng.choice([0, 1, 2, 3])) for pid in gt} or None for gt, _ in cases]
-    columns = retrieval.score_batch(
-        [ids for _, ids in cases], [gt for gt, _ in cases], profile=profile, grades=grades
-    )
+    flat_ids = flat([ids for _, ids in cases])
+    flat_gt = flat([gt for gt, _ in cases])
+    assert flat_ids is not None and flat_gt is not None
+    columns = retrieval.score_batch(flat_ids, flat_gt, profile=profile, grades=grades)
     for index, (gt, ids) in enumerate(cases):
         expected = retrieval.score_one(
             retrieval.dedupe(ids), [gt], profile=profile, grades=grades[index]

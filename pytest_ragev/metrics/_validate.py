@@ -15,9 +15,20 @@ from collections.abc import Mapping, Sequence
 from itertools import chain
 from typing import Any
 
-from pytest_ragev._types import MetricInput
+import numpy as np
 
-__all__ = ["check_grades", "check_samples", "gt_lists", "id_lists", "texts"]
+from pytest_ragev._types import MetricInput
+from pytest_ragev.metrics.retrieval import FlatIds
+
+__all__ = [
+    "check_grades",
+    "check_samples",
+    "flat_ids",
+    "gt_lists",
+    "id_lists",
+    "plain_flat_ids",
+    "texts",
+]
 
 _ID_CONTAINERS = (list, tuple)
 _SET_CONTAINERS = (list, tuple, set, frozenset)
@@ -36,7 +47,7 @@ def check_samples(inputs: Any) -> list[MetricInput]:
             "wrap a single sample in a list"
         )
     samples = list(inputs)
-    if not all(type(sample) is MetricInput for sample in samples):
+    if not set(map(type, samples)) <= {MetricInput}:
         for index, sample in enumerate(samples):
             if not isinstance(sample, MetricInput):
                 raise TypeError(
@@ -44,6 +55,41 @@ def check_samples(inputs: Any) -> list[MetricInput]:
                     f"{_show(sample)}"
                 )
     return samples
+
+
+def plain_flat_ids(
+    lists: Sequence[Any], containers: frozenset[type] = frozenset({list, tuple})
+) -> FlatIds | None:
+    """``lists`` as :class:`FlatIds` when every list is a plain container of plain ints.
+
+    ``None`` means "look closer" (another container or element type, or an id beyond
+    int64): the caller then runs the per-sample checks. numpy infers the array's
+    type, so one conversion finds floats, strings and None; only bools hide in an
+    int64 array (as 0 and 1), and those cells are looked at one by one.
+    """
+    if not set(map(type, lists)) <= containers:
+        return None
+    lengths = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+    flat = list(chain.from_iterable(lists))
+    if not flat:
+        return FlatIds(np.zeros(0, dtype=np.int64), lengths)
+    values = np.array(flat)
+    if values.dtype != np.int64:
+        return None
+    zeros_and_ones = np.flatnonzero((values & ~1) == 0).tolist()
+    if any(type(flat[index]) is bool for index in zeros_and_ones):
+        return None
+    return FlatIds(values, lengths)
+
+
+def flat_ids(lists: Sequence[Sequence[int]]) -> FlatIds | None:
+    """Checked id lists as :class:`FlatIds`; ``None`` when an id does not fit in int64."""
+    lengths = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+    try:
+        values = np.array(list(chain.from_iterable(lists)), dtype=np.int64)
+    except OverflowError:
+        return None
+    return FlatIds(values, lengths)
 
 
 def _as_id(value: Any, where: str) -> int:

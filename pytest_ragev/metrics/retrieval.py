@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["RetrievalScores", "dedupe", "score_batch", "score_one"]
+__all__ = ["FlatIds", "RetrievalScores", "dedupe", "score_batch", "score_one"]
 
 #: precision, recall, ndcg3, ndcg10, mrr, map.
 RetrievalScores = tuple[float, float, float, float, float, float]
@@ -107,38 +107,65 @@ def score_one(
 # ---------------------------------------------------------------------------------
 # The numpy path.
 
-IntMatrix = npt.NDArray[np.int64]
-FloatMatrix = npt.NDArray[np.float64]
-BoolMatrix = npt.NDArray[np.bool_]
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
 
 #: Cells of the (rows x retrieved x ground truth) comparison cube per chunk.
-_CHUNK_CELLS = 1 << 22
+_CHUNK_CELLS = 1 << 21
+#: Padding values are made from the row maximum; ids this close to 2**63 take the cube.
+_PAD_LIMIT = np.iinfo(np.int64).max - (1 << 20)
 
 
-def _pad(lists: Sequence[Sequence[int]], width: int) -> tuple[IntMatrix, BoolMatrix]:
-    """Row-padded int64 matrix of ``lists`` and its validity mask."""
-    lengths = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
-    total = int(lengths.sum())
-    matrix = np.zeros((len(lists), width), dtype=np.int64)
-    valid = np.arange(width) < lengths[:, None]
-    if total:
-        flat = np.fromiter((value for row in lists for value in row), dtype=np.int64, count=total)
-        matrix[valid] = flat
-    return matrix, valid
+class FlatIds:
+    """Many id lists as one int64 array plus the length of each list."""
+
+    __slots__ = ("lengths", "offsets", "values")
+
+    def __init__(self, values: IntArray, lengths: IntArray) -> None:
+        self.values = values
+        self.lengths = lengths
+        self.offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=self.offsets[1:])
+
+    def padded(self, start: int, stop: int) -> tuple[IntArray, BoolArray]:
+        """Rows ``start:stop`` as a zero-padded matrix and its validity mask."""
+        lengths = self.lengths[start:stop]
+        width = int(lengths.max()) if len(lengths) else 0
+        values = self.values[self.offsets[start] : self.offsets[stop]]
+        if len(values) == width * len(lengths):  # rectangular: no scatter needed
+            return values.reshape(len(lengths), width), np.ones((len(lengths), width), bool)
+        valid = np.arange(width) < lengths[:, None]
+        matrix = np.zeros((len(lengths), width), dtype=np.int64)
+        matrix[valid] = values
+        return matrix, valid
 
 
-def _first_occurrence(matrix: IntMatrix, valid: BoolMatrix) -> BoolMatrix:
+def _first_occurrence(matrix: IntArray, valid: BoolArray) -> BoolArray:
     """Valid cells whose value does not occur earlier in the row."""
     width = matrix.shape[1]
     if width < 2:
-        return valid.copy()
-    equal = matrix[:, :, None] == matrix[:, None, :]
+        return valid
+    if len(matrix) and int(matrix.max()) < _PAD_LIMIT:
+        # Cheap screen: sort each row, padding replaced by values above the row's
+        # maximum (distinct per column), and look for equal neighbours.
+        filler = matrix.max(axis=1, keepdims=True) + 1 + np.arange(width)
+        ordered = np.sort(np.where(valid, matrix, filler), axis=1)
+        suspects = np.flatnonzero((ordered[:, 1:] == ordered[:, :-1]).any(axis=1))
+        if len(suspects) == 0:
+            return valid
+    else:
+        suspects = np.arange(len(matrix))
+    rows, row_valid = matrix[suspects], valid[suspects]
     earlier = np.tri(width, width, -1, dtype=bool).T  # [j, k] = j < k
-    repeated: BoolMatrix = (equal & valid[:, :, None] & earlier[None, :, :]).any(axis=1)
-    return valid & ~repeated
+    equal = rows[:, :, None] == rows[:, None, :]
+    repeated = (equal & row_valid[:, :, None] & earlier[None, :, :]).any(axis=1)
+    keep = valid.copy()
+    keep[suspects] = row_valid & ~repeated
+    return keep
 
 
-def _compact(matrix: IntMatrix, keep: BoolMatrix) -> tuple[IntMatrix, BoolMatrix]:
+def _compact(matrix: IntArray, keep: BoolArray) -> tuple[IntArray, BoolArray]:
     """Shift the kept cells of each row to the left, preserving their order."""
     counts = keep.sum(axis=1)
     new_valid = np.arange(matrix.shape[1]) < counts[:, None]
@@ -148,93 +175,106 @@ def _compact(matrix: IntMatrix, keep: BoolMatrix) -> tuple[IntMatrix, BoolMatrix
 
 
 def score_batch(
-    ids: Sequence[Sequence[int]],
-    gt: Sequence[Sequence[int]],
+    ids: FlatIds,
+    gt: FlatIds,
     *,
     profile: str,
     grades: Sequence[Mapping[int, float] | None] | None = None,
-) -> list[FloatMatrix]:
+) -> list[FloatArray]:
     """The six retrieval metrics of many samples with one ground-truth set each.
 
-    ``ids[i]`` may contain repeats (removed here, first occurrence kept); ``gt[i]``
-    is sample i's single set (empty for none). Returns six float arrays, one per
-    metric, in report order.
+    ``ids`` holds every sample's retrieved ids (repeats are removed here, first
+    occurrence kept); ``gt`` every sample's single set (empty for none). Returns six
+    float arrays, one per metric, in report order.
     """
-    n = len(ids)
-    width_r = max(map(len, ids), default=0)
-    width_g = max(map(len, gt), default=0)
-    columns = [np.zeros(n) for _ in range(6)]
-    if n == 0:
+    count = len(ids.lengths)
+    columns = [np.zeros(count) for _ in range(6)]
+    if count == 0:
         return columns
-    rows_per_chunk = max(1, _CHUNK_CELLS // max(1, width_r * max(width_r, width_g)))
-    for start in range(0, n, rows_per_chunk):
-        stop = min(n, start + rows_per_chunk)
-        chunk_grades = grades[start:stop] if grades is not None else None
-        values = _score_chunk(
-            ids[start:stop], gt[start:stop], width_r, width_g, profile, chunk_grades
-        )
+    width_r = int(ids.lengths.max())
+    width_g = int(gt.lengths.max())
+    graded = profile == "standard" and grades is not None and any(grades)
+    rows_per_chunk = max(1, _CHUNK_CELLS // max(1, width_r * max(width_g, 1)))
+    for start in range(0, count, rows_per_chunk):
+        stop = min(count, start + rows_per_chunk)
+        retrieved, retrieved_valid = ids.padded(start, stop)
+        truth, truth_valid = gt.padded(start, stop)
+        keep = _first_occurrence(retrieved, retrieved_valid)
+        if keep is not retrieved_valid and not np.array_equal(keep, retrieved_valid):
+            retrieved, retrieved_valid = _compact(retrieved, keep)
+        truth_valid = _first_occurrence(truth, truth_valid)
+        gain = None
+        if graded:
+            assert grades is not None
+            gain = _truth_gains(truth, truth_valid, grades[start:stop])
+        values = _score_matrices(retrieved, retrieved_valid, truth, truth_valid, gain, profile)
         for column, value in zip(columns, values, strict=True):
             column[start:stop] = value
     return columns
 
 
-def _score_chunk(
-    ids: Sequence[Sequence[int]],
-    gt: Sequence[Sequence[int]],
-    width_r: int,
-    width_g: int,
+def _truth_gains(
+    truth: IntArray, truth_valid: BoolArray, grades: Sequence[Mapping[int, float] | None]
+) -> FloatArray:
+    gains = truth_valid.astype(np.float64)
+    for row, mapping in enumerate(grades):
+        if mapping:
+            for col in np.flatnonzero(truth_valid[row]).tolist():
+                grade = mapping.get(int(truth[row, col]))
+                if grade is not None:
+                    gains[row, col] = max(grade, 0.0)
+    return gains
+
+
+def _score_matrices(
+    retrieved: IntArray,
+    retrieved_valid: BoolArray,
+    truth: IntArray,
+    truth_valid: BoolArray,
+    truth_gain: FloatArray | None,
     profile: str,
-    grades: Sequence[Mapping[int, float] | None] | None,
-) -> list[FloatMatrix]:
-    retrieved, retrieved_valid = _pad(ids, width_r)
-    keep = _first_occurrence(retrieved, retrieved_valid)
-    if not np.array_equal(keep, retrieved_valid):
-        retrieved, retrieved_valid = _compact(retrieved, keep)
-    truth, truth_valid = _pad(gt, width_g)
-    truth_valid = _first_occurrence(truth, truth_valid)
+) -> list[FloatArray]:
+    rows, width_r = retrieved.shape
+    relevant_truth = truth_valid if truth_gain is None else truth_gain > 0
+    relevant_count = relevant_truth.sum(axis=1)
+    retrieved_count = retrieved_valid.sum(axis=1)
+    if width_r == 0 or truth.shape[1] == 0:
+        zero = np.zeros(rows)
+        return [zero, zero, zero, zero, zero, zero]
 
-    if profile == "standard" and grades is not None and any(grades):
-        truth_gain = np.ones(truth.shape, dtype=np.float64)
-        for row, mapping in enumerate(grades):
-            if mapping:
-                for col, pid in enumerate(gt[row]):
-                    if pid in mapping:
-                        truth_gain[row, col] = mapping[pid]
-        truth_gain = np.where(truth_valid, np.maximum(truth_gain, 0.0), 0.0)
-        relevant_truth = truth_gain > 0
-    else:
-        truth_gain = truth_valid.astype(np.float64)
-        relevant_truth = truth_valid
-
-    # match[i, r, g]: retrieved id r of sample i is ground-truth passage g.
+    # match[i, r, g]: retrieved id r of sample i is relevant ground-truth passage g.
     match = retrieved[:, :, None] == truth[:, None, :]
     match &= relevant_truth[:, None, :]
-    match &= retrieved_valid[:, :, None]
-    gain = (match * truth_gain[:, None, :]).max(axis=2) if width_g else np.zeros(retrieved.shape)
-    hit = gain > 0
-
-    retrieved_count = retrieved_valid.sum(axis=1)
-    relevant_count = relevant_truth.sum(axis=1)
-    hits_so_far = np.cumsum(hit, axis=1)
-    hit_count = hits_so_far[:, -1] if width_r else np.zeros(len(ids), dtype=np.int64)
-
-    with np.errstate(divide="ignore", invalid="ignore"):
-        precision = np.where(retrieved_count > 0, hit_count / retrieved_count, 0.0)
-        recall = np.where(relevant_count > 0, hit_count / relevant_count, 0.0)
-        ranks = np.arange(1, width_r + 1, dtype=np.float64)
-        first_hit = np.argmax(hit, axis=1) if width_r else np.zeros(len(ids), dtype=np.int64)
-        mrr = np.where(hit_count > 0, 1.0 / (first_hit + 1), 0.0)
-        ap_sum = (np.where(hit, hits_so_far, 0) / ranks).sum(axis=1)
-        ap_denominator = hit_count if profile == "weknora" else relevant_count
-        ap = np.where(hit_count > 0, ap_sum / np.maximum(ap_denominator, 1), 0.0)
-
-        ndcgs = []
+    if truth_gain is None:
+        hit = match.any(axis=2) & retrieved_valid
+        gain = hit.astype(np.float64)
+        ideal_gain = None
+    else:
+        gain = np.where(retrieved_valid, (match * truth_gain[:, None, :]).max(axis=2), 0.0)
+        hit = gain > 0
         ideal_gain = -np.sort(-truth_gain, axis=1)
-        for k in _CUTOFFS:
-            discount_r = 1.0 / np.log2(np.arange(min(k, width_r)) + 2)
-            discount_g = 1.0 / np.log2(np.arange(min(k, width_g)) + 2)
-            dcg = gain[:, : len(discount_r)] @ discount_r
-            idcg = ideal_gain[:, : len(discount_g)] @ discount_g
-            ndcgs.append(np.where(idcg > 0, np.minimum(dcg / idcg, 1.0), 0.0))
 
+    hits_so_far = np.cumsum(hit, axis=1)
+    hit_count = hits_so_far[:, -1]
+    found = hit_count > 0
+    safe_hits = np.maximum(hit_count, 1)
+    precision = np.where(found, hit_count / np.maximum(retrieved_count, 1), 0.0)
+    recall = np.where(found, hit_count / np.maximum(relevant_count, 1), 0.0)
+    mrr = np.where(found, 1.0 / (np.argmax(hit, axis=1) + 1), 0.0)
+    ap_sum = (np.where(hit, hits_so_far, 0) / np.arange(1, width_r + 1)).sum(axis=1)
+    ap_denominator = safe_hits if profile == "weknora" else np.maximum(relevant_count, 1)
+    ap = np.where(found, ap_sum / ap_denominator, 0.0)
+
+    ndcgs = []
+    for k in _CUTOFFS:
+        discount = 1.0 / np.log2(np.arange(k) + 2)
+        dcg = gain[:, :k] @ discount[: min(k, width_r)]
+        if ideal_gain is None:
+            # Binary: the ideal list puts min(|G|, k) relevant passages first.
+            cumulative = np.concatenate(([0.0], np.cumsum(discount)))
+            idcg = cumulative[np.minimum(relevant_count, k)]
+        else:
+            idcg = ideal_gain[:, :k] @ discount[: min(k, ideal_gain.shape[1])]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ndcgs.append(np.where(idcg > 0, np.minimum(dcg / idcg, 1.0), 0.0))
     return [precision, recall, ndcgs[0], ndcgs[1], mrr, ap]
