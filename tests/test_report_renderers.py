@@ -182,18 +182,25 @@ def test_terminal_renderers(model: ReportModel) -> None:
     assert any(line.strip().startswith("answer    'answer 1' → ") for line in diff_lines)
 
     table_lines = render_variant_table(model.variant_table)
-    assert table_lines[1].split()[:2] == ["variant", "recall"]
-    k10 = next(line for line in table_lines if line.strip().startswith("k10"))
-    assert "▲" in k10 and k10.rstrip().endswith("pipeline.top_k")
-    # Right-aligned figures: each row's recall cell ends at the same column.
     table = model.variant_table
-    cells = [variant_cell(table.base.cells["recall"].mean, None, "")]
-    cells += [
-        variant_cell(r.cells["recall"].mean, r.cells["recall"].delta, r.cells["recall"].marker or " ")
-        for r in table.rows
-    ]
-    rows = table_lines[2 : 2 + len(cells)]
-    ends = {row.index(cell) + len(cell) for row, cell in zip(rows, cells, strict=True)}
+    names = [str(r.name) for r in table.rows]
+    assert table_lines[1].split()[:2] == ["metric", "(base)"]
+    assert all(name in table_lines[1] for name in names)
+    recall = next(line for line in table_lines if line.strip().startswith("recall"))
+    assert "▲" in recall
+    assert "  k10 changes: pipeline.top_k" in table_lines
+    # Right-aligned figures: every metric row's last cell ends at the same column.
+    first = next(i for i, line in enumerate(table_lines) if line.split()[:1] == [table.metrics[0]])
+    metric_rows = table_lines[first : first + len(table.metrics)]
+    assert [row.split()[0] for row in metric_rows] == list(table.metrics)
+    last = table.rows[-1]
+    ends = {
+        row.index(cell) + len(cell)
+        for row, cell in (
+            (row, variant_cell(last.cells[m].mean, last.cells[m].delta, last.cells[m].marker or " ").rstrip())
+            for row, m in zip(metric_rows, table.metrics, strict=True)
+        )
+    }
     assert len(ends) == 1
 
 

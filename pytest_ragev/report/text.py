@@ -120,19 +120,24 @@ def variant_cell(mean: float | None, delta: float | None, marker: str) -> str:
 
 
 def render_variant_table(variants: VariantTable) -> list[str]:
-    """Variant x metric with Δ against the base run; ▲/▼ mark significant changes."""
-    header = ["variant", *variants.metrics, "changed"]
-    rows = [["(base)", *(variant_cell(variants.base.cells[m].mean, None, "")
-                         for m in variants.metrics), ""]]
-    for row in variants.rows:
-        cells = [
+    """Metric x variant with Δ against the base run; ▲/▼ mark significant changes.
+
+    Metrics are rows and configurations columns: twelve metrics stay readable in a
+    terminal where twelve metric columns would not.
+    """
+    header = ["metric", "(base)", *(str(row.name) for row in variants.rows)]
+    rows = []
+    for metric in variants.metrics:
+        cells = [variant_cell(variants.base.cells[metric].mean, None, "")]
+        for row in variants.rows:
+            cell = row.cells[metric]
             # A blank where the marker would be keeps right-aligned figures in line.
-            variant_cell(row.cells[m].mean, row.cells[m].delta, row.cells[m].marker or " ")
-            for m in variants.metrics
-        ]
-        rows.append([str(row.name), *cells, ", ".join(row.changed_knobs)])
-    right = [False, *([True] * len(variants.metrics)), False]
+            cells.append(variant_cell(cell.mean, cell.delta, cell.marker or " "))
+        rows.append([metric, *cells])
+    right = [False, *([True] * (len(header) - 1))]
     lines = ["ragev: variants against the base configuration:"]
     lines += ["  " + line for line in table(header, rows, right=right)]
+    for row in variants.rows:
+        lines.append(f"  {row.name} changes: {', '.join(row.changed_knobs) or 'nothing'}")
     lines.append("  ▲/▼: significantly better/worse than the base run (paired test, two-sided)")
     return lines
