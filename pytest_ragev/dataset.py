@@ -63,7 +63,7 @@ class Corpus(Mapping[int, str]):
 
     __slots__ = ("_ids", "_texts_arrow", "_texts_list")
 
-    def __init__(self, ids: npt.NDArray[np.int64], texts: pa.Array[Any]) -> None:
+    def __init__(self, ids: npt.NDArray[np.int64], texts: pa.ChunkedArray[Any]) -> None:
         """Wrap sorted, unique ``ids`` and their ``texts`` (same length, same order)."""
         if len(ids) != len(texts):
             raise ValueError(f"Corpus: {len(ids)} ids but {len(texts)} texts")
@@ -87,7 +87,7 @@ class Corpus(Mapping[int, str]):
         return self._texts_list
 
     @property
-    def arrow_texts(self) -> pa.Array[Any]:
+    def arrow_texts(self) -> pa.ChunkedArray[Any]:
         """The texts as an Arrow array, for columnar consumers (no Python copies)."""
         return self._texts_arrow
 
