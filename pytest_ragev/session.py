@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import getpass
+import itertools
 import os
 import secrets
 import sys
@@ -109,6 +110,7 @@ class RagevSession:
         self.config_nodeid: str | None = None
         self.gate_state: Any = None
         self._usage_error: str | None = None
+        self._positions: dict[int, int] | None = None
 
     # ------------------------------------------------------------------ settings
     @property
@@ -507,12 +509,12 @@ class RagevSession:
                 max_workers=self.concurrency, thread_name_prefix="ragev"
             )
         items = item.session.items
-        try:
-            start = items.index(item)
-        except ValueError:
-            start = 0
+        if self._positions is None:
+            # Built once: a list.index per item would make a 10,000-question run quadratic.
+            self._positions = {id(candidate): i for i, candidate in enumerate(items)}
+        start = self._positions.get(id(item), 0)
         window = 0
-        for upcoming in items[start:]:
+        for upcoming in itertools.islice(items, start, None):
             if window >= self.concurrency * 2:
                 break
             if isinstance(upcoming, RagevItem):
