@@ -185,7 +185,8 @@ def test_variants_table_warning_and_kb_sharing(
     result.stdout.fnmatch_lines(
         [
             "*variant 'two-knobs' changes 2 knobs (extra, quality)*",
-            "*bad *0.000 −1.000*",
+            "*metric*(base)*bad*two-knobs",
+            "*recall*1.000*0.000 −1.000*1.000 +0.000*",
         ]
     )
     # A conftest builder may read any knob: three distinct settings, three builds.
