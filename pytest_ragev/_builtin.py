@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import pytest_ragev
+from pytest_ragev._errors import ConfigError
 from pytest_ragev._types import Answer, PipelineSettings, QAPair
 
 if TYPE_CHECKING:
+    from pytest_ragev.answer_cache import AnswerCache
     from pytest_ragev.kb import Pipeline
-    from pytest_ragev.kb.cache import AnswerCache
     from pytest_ragev.session import RagevSession
 
 
@@ -38,9 +39,20 @@ class BuiltinPipelines:
     def pipeline(self, settings: PipelineSettings) -> Pipeline:
         pipe = self._pipes.get(settings.variant)
         if pipe is None:
-            from pytest_ragev.kb import build_pipeline
+            if settings.name == "builtin":
+                from pytest_ragev.kb import build_pipeline
 
-            pipe = build_pipeline(settings)
+                pipe = build_pipeline(settings)
+            elif settings.name == "http" or ":" in settings.name:
+                from pytest_ragev.remote import build_remote_pipeline
+
+                pipe = build_remote_pipeline(settings)
+            else:
+                raise ConfigError(
+                    f"{self._session.ragev.source}: [pipeline] name = {settings.name!r} is not a "
+                    "pipeline and no conftest.py implements pytest_ragev_answer; use \"builtin\", "
+                    "\"http\" or \"module:callable\", or implement the hook"
+                )
             self._pipes[settings.variant] = pipe
         return pipe
 
@@ -98,7 +110,7 @@ class BuiltinPipelines:
         cache = self._answer_cache()
         if cache is None:
             return None, None
-        from pytest_ragev.kb.cache import answer_cache_key
+        from pytest_ragev.answer_cache import answer_cache_key
 
         settings_key = f"{pytest_ragev.__version__}:{self.pipeline(settings).answer_key()}"
         key = answer_cache_key(self._session.dataset.fingerprint, settings_key, case.qid)
@@ -109,7 +121,7 @@ class BuiltinPipelines:
             self._cache_ready = True
             cache_provider = getattr(self._session.config, "cache", None)
             if cache_provider is not None:
-                from pytest_ragev.kb.cache import AnswerCache
+                from pytest_ragev.answer_cache import AnswerCache
 
                 self._cache = AnswerCache(Path(cache_provider.mkdir("ragev")) / "answers")
         return self._cache

@@ -7,6 +7,6 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    pass
+    from pytest_ragev.session import RagevSession
 
-ragev_session_key = pytest.StashKey["RagevSession"]()
+ragev_session_key: pytest.StashKey[RagevSession] = pytest.StashKey()
