@@ -164,31 +164,24 @@ def _stats(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    dataset = _load(args.path)
-    if args.qid:
-        pairs = [dataset.pair(qid) for qid in args.qid] if _known(dataset, args.qid) else []
-    else:
-        if args.n < 0:
-            from pytest_ragev._errors import ConfigError
-
-            raise ConfigError(f"-n must be 0 or more, got {args.n}")
-        pairs = list(dataset.pairs[: args.n])
-    _print_pairs(pairs, sys.stdout)
-    return 0
-
-
-def _known(dataset: Dataset, qids: list[int]) -> bool:
     from pytest_ragev._errors import ConfigError
 
-    for qid in qids:
-        try:
-            dataset.pair(qid)
-        except KeyError:
-            raise ConfigError(
-                f"--qid {qid}: {dataset.path} has no question with that id "
-                f"(ids run from {dataset.pairs[0].qid} to {dataset.pairs[-1].qid})"
-            ) from None
-    return True
+    dataset = _load(args.path)
+    if args.n < 0:
+        raise ConfigError(f"-n must be 0 or more, got {args.n}")
+    pairs = list(dataset.pairs[: args.n])
+    if args.qid:
+        pairs = []
+        for qid in args.qid:
+            try:
+                pairs.append(dataset.pair(qid))
+            except KeyError:
+                raise ConfigError(
+                    f"--qid {qid}: {dataset.path} has no question with that id "
+                    f"(ids run from {dataset.pairs[0].qid} to {dataset.pairs[-1].qid})"
+                ) from None
+    _print_pairs(pairs, sys.stdout)
+    return 0
 
 
 def _print_pairs(pairs: Sequence[Any], out: TextIO) -> None:

@@ -20,7 +20,7 @@ when it loads; the columnar work lives in :mod:`pytest_ragev._dataset_load` and
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import ItemsView, Iterable, Iterator, Mapping, Sequence, ValuesView
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -115,11 +115,35 @@ class Corpus(Mapping[int, str]):
     def __iter__(self) -> Iterator[int]:
         return iter(self._ids.tolist())
 
+    def items(self) -> ItemsView[int, str]:
+        """(id, text) pairs in id order, streamed from the columns (no per-key lookup)."""
+        return _CorpusItems(self)
+
+    def values(self) -> ValuesView[str]:
+        """Texts in id order (the cached :attr:`texts` list)."""
+        return _CorpusValues(self)
+
     def __len__(self) -> int:
         return len(self._ids)
 
     def __repr__(self) -> str:
         return f"Corpus({len(self)} passages)"
+
+
+class _CorpusItems(ItemsView[int, str]):
+    # The generic ItemsView looks every key up again; with a million passages that would
+    # cost a binary search and an Arrow scalar per row.
+    _mapping: Corpus
+
+    def __iter__(self) -> Iterator[tuple[int, str]]:
+        return zip(self._mapping.ids.tolist(), self._mapping.texts, strict=True)
+
+
+class _CorpusValues(ValuesView[str]):
+    _mapping: Corpus
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._mapping.texts)
 
 
 @dataclass(frozen=True)

@@ -369,6 +369,10 @@ def test_corpus_is_a_mapping_in_id_order(tmp_path: Path) -> None:
     assert corpus.texts is corpus.texts  # cached
     assert corpus[12] == CORPUS[12]  # served from the cached list now
     assert corpus.arrow_texts.to_pylist() == corpus.texts
+    assert list(corpus.items()) == sorted(CORPUS.items())
+    assert list(corpus.values()) == [CORPUS[pid] for pid in sorted(CORPUS)]
+    assert (11, CORPUS[11]) in corpus.items() and (11, "other") not in corpus.items()
+    assert len(corpus.items()) == 5 and CORPUS[12] in corpus.values()
     assert repr(corpus) == "Corpus(5 passages)"
 
 
