@@ -15,7 +15,7 @@ from pytest_ragev.metrics._validate import flat_ids as flat
 from pytest_ragev.metrics.text import _tokenize_ascii, _tokenize_unicode
 
 PROFILES = ("weknora", "standard")
-FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 pids = st.integers(min_value=0, max_value=25)
 id_lists = st.lists(pids, max_size=14)

@@ -9,9 +9,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_ragev.metrics import jieba_tokenizer, tokenize, words
-from pytest_ragev.metrics.text import cache_dir, split_sentences, tokenize_tuples
+from pytest_ragev.metrics.text import _han_segmenter, cache_dir, split_sentences, tokenize_tuples
 
 
 def test_sentences_split_at_every_full_stop() -> None:
@@ -115,3 +117,19 @@ def test_cache_dir_follows_xdg_and_falls_back_to_home(
     blocker.write_text("not a folder")
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
     assert cache_dir() is None
+
+
+_HAN = st.text(
+    alphabet=st.sampled_from(
+        list("我来到北京清华大学今天天气很好的了是不一个人计算机操作系统〇㐀𠀀⺀")
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_HAN)
+def test_han_runs_segment_as_jieba_lcut(run: str) -> None:
+    # The shortcut past lcut's own block splitting must not change a single word.
+    expected = jieba_tokenizer().lcut(run, HMM=True)
+    assert list(_han_segmenter()(run)) == expected

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["lcs_length", "lcs_table_rows", "lcs_tokens"]
+__all__ = ["lcs_length", "lcs_table_rows", "lcs_tokens", "match_masks"]
 
 
-def _match_masks(b: Sequence[str]) -> dict[str, int]:
+def match_masks(b: Sequence[str]) -> dict[str, int]:
+    """For each token of ``b``, the bit set of its positions."""
     masks: dict[str, int] = {}
     bit = 1
     for token in b:
@@ -31,7 +32,7 @@ def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
     """Length of a longest common subsequence of ``a`` and ``b``."""
     if not a or not b:
         return 0
-    masks = _match_masks(b)
+    masks = match_masks(b)
     full = (1 << len(b)) - 1
     row = full
     get = masks.get
@@ -48,7 +49,7 @@ def lcs_table_rows(a: Sequence[str], b: Sequence[str]) -> list[int]:
 
     Only bits ``0 .. len(b) - 1`` are meaningful; higher bits may hold carries.
     """
-    masks = _match_masks(b)
+    masks = match_masks(b)
     row = (1 << len(b)) - 1
     rows = [row]
     get = masks.get
@@ -62,7 +63,11 @@ def lcs_table_rows(a: Sequence[str], b: Sequence[str]) -> list[int]:
     return rows
 
 
-def lcs_tokens(reference: Sequence[str], hypothesis: Sequence[str]) -> list[str]:
+def lcs_tokens(
+    reference: Sequence[str],
+    hypothesis: Sequence[str],
+    hypothesis_masks: dict[str, int] | None = None,
+) -> list[str]:
     """One LCS of ``reference`` (table rows) and ``hypothesis`` (table columns).
 
     The backtrack of the spec (and of WeKnora): from the bottom-right cell, on equal
@@ -72,21 +77,35 @@ def lcs_tokens(reference: Sequence[str], hypothesis: Sequence[str]) -> list[str]
     With unequal tokens ``T[i][j] = max(T[i-1][j], T[i][j-1])``, so the rule needs
     one bit: when ``T[i][j-1] == T[i][j]`` (bit ``j-1`` of ``V_i`` set) the up cell
     cannot exceed the left one and we go left; otherwise the up cell holds
-    ``T[i][j]`` and the left one ``T[i][j] - 1``, and we go up.
+    ``T[i][j]`` and the left one ``T[i][j] - 1``, and we go up. ``hypothesis_masks``
+    may pass :func:`match_masks` of ``hypothesis`` when the caller reuses them.
     """
     if not reference or not hypothesis:
         return []
-    rows = lcs_table_rows(reference, hypothesis)
+    get = (hypothesis_masks or match_masks(hypothesis)).get
+    row = (1 << len(hypothesis)) - 1
+    rows = [row]
+    append = rows.append
+    for token in reference:
+        matches = row & get(token, 0)
+        if matches:
+            row = (row + matches) | (row - matches)
+        append(row)
     i, j = len(reference), len(hypothesis)
     taken: list[str] = []
     while i > 0 and j > 0:
         token = reference[i - 1]
-        if token == hypothesis[j - 1]:
-            taken.append(token)
-            i -= 1
-            j -= 1
-        elif (rows[i] >> (j - 1)) & 1:
-            j -= 1
+        token_mask = get(token, 0)
+        # Walking left along row i continues while the tokens differ and V_i's bit is
+        # set; jump straight to the first column where either stops being true.
+        stops = (token_mask | ~rows[i]) & ((1 << j) - 1)
+        if not stops:
+            break  # the walk reaches column 0
+        column = stops.bit_length() - 1
+        i -= 1
+        if (token_mask >> column) & 1:
+            taken.append(token)  # equal tokens: diagonal
+            j = column
         else:
-            i -= 1
+            j = column + 1  # T[i-1][j] > T[i][j-1]: up
     return taken

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from itertools import chain, pairwise
 
-from pytest_ragev.metrics._lcs import lcs_length, lcs_tokens
+from pytest_ragev.metrics._lcs import lcs_length, lcs_tokens, match_masks
 
 __all__ = ["GenerationScores", "score_standard", "score_weknora"]
 
@@ -29,50 +29,56 @@ GenerationScores = tuple[float, float, float, float, float, float]
 
 Sentences = Sequence[Sequence[str]]
 
-_BLEU_WEIGHTS: tuple[tuple[float, ...], ...] = (
-    (1.0, 0.0, 0.0, 0.0),
-    (0.5, 0.5, 0.0, 0.0),
-    (0.25, 0.25, 0.25, 0.25),
-)
-
 
 def _flatten(sentences: Sentences) -> tuple[str, ...]:
     if len(sentences) == 1:
-        return tuple(sentences[0])
+        only = sentences[0]
+        return only if isinstance(only, tuple) else tuple(only)
     return tuple(chain.from_iterable(sentences))
 
 
-def _ngrams(tokens: tuple[str, ...], n: int) -> Sequence[Hashable]:
-    """The n-grams of ``tokens`` in order (tokens themselves for n = 1), n <= 4."""
+def _ngrams(tokens: tuple[str, ...], n: int) -> Iterable[Hashable]:
+    """The n-grams of ``tokens`` in order (the tokens themselves for n = 1), n <= 4."""
     if n == 1:
         return tokens
     if n == 2:
-        return list(pairwise(tokens))
+        return pairwise(tokens)
     if n == 3:
-        return list(zip(tokens, tokens[1:], tokens[2:], strict=False))
-    return list(zip(tokens, tokens[1:], tokens[2:], tokens[3:], strict=False))
+        return zip(tokens, tokens[1:], tokens[2:], strict=False)
+    return zip(tokens, tokens[1:], tokens[2:], tokens[3:], strict=False)
 
 
 def _clipped(
-    candidate: Sequence[Hashable],
-    reference: Sequence[Hashable],
+    candidate: tuple[str, ...],
+    reference: tuple[str, ...],
+    n: int,
     candidate_set: set[Hashable] | None = None,
     reference_set: set[Hashable] | None = None,
 ) -> int:
-    """Σ over distinct n-grams of min(count in candidate, count in reference)."""
+    """Σ over distinct n-grams of min(count in candidate, count in reference).
+
+    The n-gram sets may be passed when the caller has them already.
+    """
     if candidate_set is None:
-        candidate_set = set(candidate)
+        candidate_set = set(_ngrams(candidate, n))
     if reference_set is None:
-        reference_set = set(reference)
+        reference_set = set(_ngrams(reference, n))
     common = candidate_set & reference_set
     if not common:
         return 0
-    if len(candidate_set) == len(candidate) or len(reference_set) == len(reference):
+    if len(candidate_set) == len(candidate) - n + 1 or len(reference_set) == len(reference) - n + 1:
         # One side has no repeated n-gram: every shared n-gram clips to exactly 1.
         return len(common)
-    candidate_counts = Counter(candidate)
-    reference_counts = Counter(reference)
-    return sum(min(candidate_counts[gram], reference_counts[gram]) for gram in common)
+    candidate_counts = Counter(_ngrams(candidate, n))
+    reference_counts = Counter(_ngrams(reference, n))
+    # map() keeps the per-n-gram work in C (no generator frame per n-gram).
+    return sum(
+        map(
+            min,
+            map(candidate_counts.__getitem__, common),
+            map(reference_counts.__getitem__, common),
+        )
+    )
 
 
 def _bleu_counts(
@@ -90,12 +96,10 @@ def _bleu_counts(
         if len(candidate) < n or len(reference) < n or (clipped and clipped[-1] == 0):
             # No (n-1)-gram matched, so no n-gram can: skip counting.
             clipped.append(0)
-            continue
-        candidate_grams, reference_grams = _ngrams(candidate, n), _ngrams(reference, n)
-        if n <= len(known_sets):
-            clipped.append(_clipped(candidate_grams, reference_grams, *known_sets[n - 1]))
+        elif n <= len(known_sets):
+            clipped.append(_clipped(candidate, reference, n, *known_sets[n - 1]))
         else:
-            clipped.append(_clipped(candidate_grams, reference_grams))
+            clipped.append(_clipped(candidate, reference, n))
     return clipped
 
 
@@ -119,24 +123,32 @@ def _bleu_standard(clipped: list[int], candidate_length: int, reference_length: 
 def _bleu_combine(
     precisions: list[float], candidate_length: int, reference_length: int, *, standard: bool
 ) -> list[float]:
+    """BLEU-1, -2, -4 = BP * exp(sum of w_n * ln p_n); 0 when a weighted p_n is 0.
+
+    A zero precision with positive weight makes the geometric mean 0 (WeKnora's
+    v0.9.0 fix; NLTK without smoothing returns ~1e-77 and warns, i.e. 0 to 1e-9).
+    """
     if candidate_length > reference_length:
         brevity = 1.0
+    elif candidate_length:
+        brevity = math.exp(1 - reference_length / candidate_length)
     else:
-        brevity = math.exp(1 - reference_length / candidate_length) if candidate_length else 0.0
-    scores: list[float] = []
-    for weights in _BLEU_WEIGHTS:
-        if any(weight > 0 and p == 0 for weight, p in zip(weights, precisions, strict=True)):
-            # A zero precision with positive weight makes the geometric mean 0 (v0.9.0
-            # fix; NLTK without smoothing returns ~1e-77 and warns, i.e. 0 to 1e-9).
-            scores.append(0.0)
-            continue
-        terms = [
-            weight * math.log(p) for weight, p in zip(weights, precisions, strict=True) if weight
-        ]
-        # NLTK sums with fsum; WeKnora adds in order. Same digits to ~1 ulp.
-        log_mean = math.fsum(terms) if standard else sum(terms)
-        scores.append(brevity * math.exp(log_mean))
-    return scores
+        brevity = 0.0
+    p1, p2, p3, p4 = precisions
+    if p1 == 0:
+        return [0.0, 0.0, 0.0]
+    log1 = math.log(p1)
+    bleu1 = brevity * math.exp(log1)
+    if p2 == 0:
+        return [bleu1, 0.0, 0.0]
+    log2 = math.log(p2)
+    bleu2 = brevity * math.exp(0.5 * log1 + 0.5 * log2)
+    if p3 == 0 or p4 == 0:
+        return [bleu1, bleu2, 0.0]
+    terms = [0.25 * log1, 0.25 * log2, 0.25 * math.log(p3), 0.25 * math.log(p4)]
+    # NLTK sums with fsum, WeKnora in order: the same digits to ~1 ulp.
+    log_mean = math.fsum(terms) if standard else terms[0] + terms[1] + terms[2] + terms[3]
+    return [bleu1, bleu2, brevity * math.exp(log_mean)]
 
 
 def _f1_weknora(precision: float, recall: float) -> float:
@@ -162,16 +174,20 @@ def _rougel_weknora(
     if not shared:
         return 0.0
     union: set[Hashable] = set()
+    masks: dict[int, dict[str, int]] = {}
     for reference_sentence in reference:
         sentence_shared = shared.intersection(reference_sentence)
         if not sentence_shared:
             continue
-        for hypothesis_sentence in hypothesis:
+        for position, hypothesis_sentence in enumerate(hypothesis):
             common = sentence_shared.intersection(hypothesis_sentence)
             # An LCS only holds tokens both sentences share: when those are all in
             # the union already, this pair cannot add anything.
             if common and not common <= union:
-                union.update(lcs_tokens(reference_sentence, hypothesis_sentence))
+                sentence_masks = masks.get(position)
+                if sentence_masks is None:
+                    sentence_masks = masks[position] = match_masks(hypothesis_sentence)
+                union.update(lcs_tokens(reference_sentence, hypothesis_sentence, sentence_masks))
         if len(union) == len(shared):
             break
     precision = len(union) / len(hypothesis_words)
@@ -224,16 +240,13 @@ def score_standard(hypothesis: Sentences, reference: Sentences) -> GenerationSco
     ref = _flatten(reference)
     hyp_words: set[Hashable] = set(hyp)
     ref_words: set[Hashable] = set(ref)
-    hyp_bigram_list, ref_bigram_list = _ngrams(hyp, 2), _ngrams(ref, 2)
-    hyp_bigrams: set[Hashable] = set(hyp_bigram_list)
-    ref_bigrams: set[Hashable] = set(ref_bigram_list)
+    hyp_bigrams: set[Hashable] = set(pairwise(hyp))
+    ref_bigrams: set[Hashable] = set(pairwise(ref))
 
-    matched_words = _clipped(hyp, ref, hyp_words, ref_words)
-    matched_bigrams = (
-        _clipped(hyp_bigram_list, ref_bigram_list, hyp_bigrams, ref_bigrams) if matched_words else 0
-    )
+    matched_words = _clipped(hyp, ref, 1, hyp_words, ref_words)
+    matched_bigrams = _clipped(hyp, ref, 2, hyp_bigrams, ref_bigrams) if matched_words else 0
     rouge1 = _rouge_n_standard(matched_words, len(hyp), len(ref))
-    rouge2 = _rouge_n_standard(matched_bigrams, len(hyp_bigram_list), len(ref_bigram_list))
+    rouge2 = _rouge_n_standard(matched_bigrams, max(len(hyp) - 1, 0), max(len(ref) - 1, 0))
     if matched_words:
         lcs = lcs_length(ref, hyp)
         rougel = _f1_standard(lcs / len(hyp), lcs / len(ref))

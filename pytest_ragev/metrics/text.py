@@ -16,17 +16,19 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 import unicodedata
 import warnings
 from functools import lru_cache
 from pathlib import Path
+from sys import intern
 from typing import TYPE_CHECKING, Any, Protocol
 
 import regex
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
 __all__ = [
     "Tokenizer",
@@ -59,32 +61,41 @@ class Tokenizer(Protocol):
 _SCAN = regex.compile(r"(\p{Han}+)|([a-zA-Z0-9_,!?]+)|([。.])|(\p{P})")
 _SENTENCE_END = regex.compile(r"[。.]")
 
-# Pure-ASCII texts (the common English case) take a str.translate + str.split path that
-# does in C what the scan does: separators become spaces, punctuation characters
-# become space-padded single tokens, "." becomes a sentence break.
+# Pure-ASCII texts (the common English case) take a bytes.translate + split path that
+# does in C what the scan does: separators become spaces, "." a sentence break, and
+# each punctuation character present is padded with spaces to stand alone.
 _ASCII_WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_,!?")
 _SENTENCE_BREAK = "\x00"
 
 
-def _ascii_table() -> dict[int, str]:
-    table: dict[int, str] = {}
-    for code in range(128):
+def _ascii_tables() -> tuple[bytes, bytes]:
+    """(byte map: separators to space, "." to the break; bytes that are not punctuation)."""
+    mapping = bytearray(range(256))
+    not_punctuation = bytearray()
+    for code in range(256):
         char = chr(code)
-        if char in _ASCII_WORD_CHARS:
-            continue
+        is_punctuation = (
+            code < 128
+            and char not in _ASCII_WORD_CHARS
+            and char != "."
+            and unicodedata.category(char).startswith("P")
+        )
+        if not is_punctuation:
+            not_punctuation.append(code)
         if char == ".":
-            table[code] = f" {_SENTENCE_BREAK} "
-        elif unicodedata.category(char).startswith("P"):
-            table[code] = f" {char} "
-        else:
-            table[code] = " "
-    return table
+            mapping[code] = ord(_SENTENCE_BREAK)
+        elif char not in _ASCII_WORD_CHARS and not is_punctuation:
+            mapping[code] = ord(" ")
+    return bytes(mapping), bytes(not_punctuation)
 
 
-_ASCII_TABLE = _ascii_table()
+_ASCII_MAP, _NOT_ASCII_PUNCTUATION = _ascii_tables()
 
 _jieba_lock = threading.Lock()
 _jieba_instance: Any = None
+_segmenter: Callable[[str], Iterable[str]] | None = None
+#: jieba's own Han character class (``jieba.re_han_default`` without its ASCII part).
+_JIEBA_BLOCK = re.compile("[\u4e00-\u9fd5]+")
 
 
 def cache_dir() -> Path | None:
@@ -147,29 +158,60 @@ def split_sentences(text: str) -> list[str]:
 
 
 def _tokenize_ascii(text: str) -> Sentences:
-    pieces = text.translate(_ASCII_TABLE).split(_SENTENCE_BREAK)
-    return tuple(tokens for tokens in map(tuple, map(str.split, pieces)) if tokens)
+    raw = text.encode("ascii")
+    mapped = raw.translate(_ASCII_MAP)
+    for code in set(raw.translate(None, _NOT_ASCII_PUNCTUATION)):
+        char = bytes((code,))
+        mapped = mapped.replace(char, b" " + char + b" ")
+    pieces = mapped.decode("ascii").split(_SENTENCE_BREAK)
+    # Interned tokens: a memo of many texts holds each distinct word once.
+    return tuple(tokens for tokens in (tuple(map(intern, p.split())) for p in pieces) if tokens)
+
+
+def _han_segmenter() -> Callable[[str], Iterable[str]]:
+    """``run -> words`` equal to ``jieba_tokenizer().lcut(run, HMM=True)`` for a Han run.
+
+    ``lcut`` first splits its input at jieba's own Han class ``[\u4e00-\u9fd5]`` and
+    then segments each block with its DAG + HMM cutter; a run wholly inside that
+    class is a single block, so it goes to the cutter directly (a third of jieba's
+    per-call overhead on short runs). Other runs, or a jieba without that cutter,
+    use ``lcut`` itself.
+    """
+    global _segmenter
+    if _segmenter is None:
+        instance = jieba_tokenizer()
+        lcut = instance.lcut
+        dag_cut = getattr(instance, "_Tokenizer__cut_DAG", None)
+        whole_block = _JIEBA_BLOCK.fullmatch
+
+        def segment(run: str) -> Iterable[str]:
+            if dag_cut is not None and whole_block(run):
+                return dag_cut(run)  # type: ignore[no-any-return]
+            return lcut(run, HMM=True)  # type: ignore[no-any-return]
+
+        _segmenter = segment
+    return _segmenter
 
 
 def _tokenize_unicode(text: str) -> Sentences:
-    cut: Callable[..., list[str]] | None = None
+    cut: Callable[[str], Iterable[str]] | None = None
     sentences: list[tuple[str, ...]] = []
     current: list[str] = []
     for han, word, sentence_end, punctuation in _SCAN.findall(text):
         if han:
             if cut is None:
-                cut = jieba_tokenizer().lcut
-            current.extend(cut(han, HMM=True))
+                cut = _han_segmenter()
+            current.extend(cut(han))
         elif word:
             current.append(word)
         elif sentence_end:
             if current:
-                sentences.append(tuple(current))
+                sentences.append(tuple(map(intern, current)))
                 current = []
         else:
             current.append(punctuation)
     if current:
-        sentences.append(tuple(current))
+        sentences.append(tuple(map(intern, current)))
     return tuple(sentences)
 
 
