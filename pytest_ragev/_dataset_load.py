@@ -72,9 +72,9 @@ class _TextTable:
         """The texts in id order."""
         if self.order is None:
             return self.file_texts
-        # Taking straight from the chunks costs about what combining them first would, and
-        # keeps one fewer copy of the text data in memory.
-        return self.file_texts.take(self.order)
+        # A full permutation is several times faster on one contiguous array than across
+        # the per-row-group chunks (and pyarrow concatenates them for a chunked take anyway).
+        return pa.chunked_array([self.file_texts.combine_chunks().take(self.order)])
 
 
 def read_dataset_folder(folder: Path) -> LoadedDataset:
