@@ -156,9 +156,10 @@ def test_ragev_record_requires_ragev_case(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:
     make_project()
-    pytester.makepyfile("def test_rag(ragev_record):\n    pass\n")
-    result = pytester.runpytest("--ragev-config", "ragev.toml", "test_rag_record.py")
-    assert result.ret != pytest.ExitCode.OK
+    pytester.makepyfile(test_rag="def test_rag(ragev_record):\n    pass\n")
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "test_rag.py")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*ragev_record needs the ragev_case fixture in the same test*"])
 
 
 def test_custom_metrics_and_report_hook(pytester: pytest.Pytester, make_project: Project) -> None:
