@@ -217,9 +217,15 @@ def test_markdown_junit_and_html_reports(
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     markdown = summary.read_text(encoding="utf-8")
     assert "recall" in markdown and "regressed" in markdown.lower()
-    junit = (pytester.path / "junit.xml").read_text(encoding="utf-8")
-    assert 'name="ragev.recall"' in junit or "ragev" in junit
-    assert "passed" in junit.lower() or "verdict" in junit.lower()
+    import xml.etree.ElementTree as ET
+
+    suite = ET.parse(pytester.path / "junit.xml").getroot().find("testsuite")
+    assert suite is not None
+    props = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert props["ragev.verdict"] == "failed"
+    assert props["ragev.recall"] == "0.000000"
+    assert props["ragev.recall.baseline"] == "1.000000"
+    assert props["ragev.recall.status"] == "regressed"
     parser = _Collector()
     parser.feed((pytester.path / "r.html").read_text(encoding="utf-8"))
     tags = [tag for tag, _ in parser.tags]
