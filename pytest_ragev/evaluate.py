@@ -25,7 +25,7 @@ from pytest_ragev.results import RunResult, SampleResult
 from pytest_ragev.settings import RagevConfig, redact, settings_hash
 
 if TYPE_CHECKING:
-    from pytest_ragev.checks import ThresholdResult
+    from pytest_ragev.checks import Comparison, QuestionDiff, ThresholdResult
     from pytest_ragev.session import RagevSession
 
 _STATUS_RUNNING = 1
@@ -313,6 +313,13 @@ def final_report(
             "fallbacks": evaluation.fallbacks,
         },
     }
+    state = session.gate_state
+    if state is not None and state.comparisons:
+        data["baseline"] = {
+            "path": str(state.baseline_path),
+            "comparisons": [_comparison_json(c) for c in state.comparisons],
+            "regressions": [_diff_json(d) for d in state.regressions],
+        }
     variants = [run for run in evaluation.runs if run.variant is not None]
     if variants:
         data["variants"] = {
@@ -324,6 +331,53 @@ def final_report(
             for run in variants
         }
     return {"success": not interrupted, "data": data}
+
+
+def _finite(value: float | None) -> float | None:
+    # JSON has no inf/NaN: an error that appeared counts as the largest worsening.
+    return value if value is None or math.isfinite(value) else None
+
+
+def _comparison_json(comparison: Comparison) -> dict[str, Any]:
+    return {
+        "variant": comparison.variant,
+        "common_questions": len(comparison.common_qids),
+        "added": list(comparison.added),
+        "removed": list(comparison.removed),
+        "metrics": {
+            m.metric: {
+                "baseline": m.baseline_mean,
+                "current": m.current_mean,
+                "delta": m.delta,
+                "ci": [m.ci_low, m.ci_high],
+                "ci_level": m.ci_level,
+                "p": m.p,
+                "n": m.n,
+                "status": m.status,
+            }
+            for m in comparison.metrics
+        },
+    }
+
+
+def _diff_json(diff: QuestionDiff) -> dict[str, Any]:
+    return {
+        "qid": diff.qid,
+        "variant": diff.variant,
+        "question": diff.question,
+        "worsening": _finite(diff.worsening),
+        "metrics": {
+            name: {"before": d.before, "after": d.after, "delta": d.delta}
+            for name, d in diff.metrics.items()
+        },
+        "retrieved_before": diff.retrieved_before,
+        "retrieved_after": diff.retrieved_after,
+        "relevant": sorted(diff.relevant),
+        "answer_before": diff.answer_before,
+        "answer_after": diff.answer_after,
+        "error_before": diff.error_before,
+        "error_after": diff.error_after,
+    }
 
 
 def _write_reports(session: RagevSession, evaluation: Evaluation) -> None:

@@ -50,11 +50,18 @@ def test_life_cycle(pytester: pytest.Pytester, make_project: Project) -> None:
 
     # 3. A degraded pipeline fails with one red line per regressed metric.
     set_quality(config, "bad")
-    third = pytester.runpytest("--ragev-config", "ragev.toml")
+    third = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json", "-v")
+    third.stdout.fnmatch_lines(["*most regressed question*"])
     assert third.ret == pytest.ExitCode.TESTS_FAILED
     third.stdout.fnmatch_lines(
         ["ragev: recall 0.000 < baseline 1.000 (Δ −1.000, 90% CI [[]−1.000, −1.000[]], p=0.03*, n=5)"]
     )
+    report = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))
+    gate = report["data"]["baseline"]
+    assert gate["comparisons"][0]["metrics"]["recall"]["status"] == "regressed"
+    worst = gate["regressions"][0]
+    assert worst["metrics"]["recall"] == {"before": 1.0, "after": 0.0, "delta": -1.0}
+    assert worst["retrieved_after"] == [7, 6] and worst["answer_after"] == "I do not know."
     obtained = pytester.path / "ragev-baseline.obtained.json"
     assert obtained.exists()
     assert baseline.read_bytes() == created  # never overwritten without the flag
