@@ -46,7 +46,7 @@ class BuiltinPipelines:
             elif settings.name == "http" or ":" in settings.name:
                 from pytest_ragev.remote import build_remote_pipeline
 
-                pipe = build_remote_pipeline(settings)
+                pipe = build_remote_pipeline(settings, source=self._session.ragev.source)
             else:
                 raise ConfigError(
                     f"{self._session.ragev.source}: [pipeline] name = {settings.name!r} is not a "
