@@ -228,3 +228,45 @@ def test_bit_parallel_lcs_equals_the_dynamic_programme(a: list[str], b: list[str
         else:
             j -= 1
     assert lcs_tokens(a, b) == expected
+
+
+def _spec_lcs_tokens(reference: list[str], hypothesis: list[str]) -> list[str]:
+    table = _lcs_table(reference, hypothesis)
+    i, j, taken = len(reference), len(hypothesis), []
+    while i > 0 and j > 0:
+        if reference[i - 1] == hypothesis[j - 1]:
+            taken.append(reference[i - 1])
+            i, j = i - 1, j - 1
+        elif table[i - 1][j] > table[i][j - 1]:
+            i -= 1
+        else:
+            j -= 1
+    return taken
+
+
+sentence_lists = st.lists(
+    st.lists(st.sampled_from(["a", "b", "c", "d", "e", "f", "g"]), min_size=1, max_size=9),
+    max_size=4,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(sentence_lists, sentence_lists)
+def test_weknora_rougel_is_the_plain_union_lcs(
+    hypothesis: list[list[str]], reference: list[list[str]]
+) -> None:
+    # The engine skips pairs and tables where the result is known; the plain
+    # definition computes every pair's LCS by the full table.
+    union: set[str] = set()
+    for reference_sentence in reference:
+        for hypothesis_sentence in hypothesis:
+            union.update(_spec_lcs_tokens(reference_sentence, hypothesis_sentence))
+    hyp_words = {t for s in hypothesis for t in s}
+    ref_words = {t for s in reference for t in s}
+    p = len(union) / len(hyp_words) if hyp_words else 0.0
+    r = len(union) / len(ref_words) if ref_words else 0.0
+    expected = 2.0 * ((p * r) / (p + r + 1e-8))
+    text = ". ".join(" ".join(s) for s in hypothesis)
+    gold = ". ".join(" ".join(s) for s in reference)
+    row = score([MetricInput([], [], text, gold)], metrics=["rougel"])[0]
+    assert row["rougel"] == expected

@@ -161,6 +161,16 @@ def _f1_standard(precision: float, recall: float) -> float:
     return 0.0
 
 
+def _same_order(first: Sequence[str], second: Sequence[str], shared: set[Hashable]) -> bool:
+    """Whether both sequences, reduced to their ``shared`` tokens, are equal.
+
+    The reduced sequence is a common subsequence of both; when they are equal it is
+    the longest one, so any LCS holds exactly the shared tokens.
+    """
+    keep = shared.__contains__
+    return list(filter(keep, first)) == list(filter(keep, second))
+
+
 def _rougel_weknora(
     hypothesis: Sentences,
     reference: Sentences,
@@ -183,11 +193,16 @@ def _rougel_weknora(
             common = sentence_shared.intersection(hypothesis_sentence)
             # An LCS only holds tokens both sentences share: when those are all in
             # the union already, this pair cannot add anything.
-            if common and not common <= union:
-                sentence_masks = masks.get(position)
-                if sentence_masks is None:
-                    sentence_masks = masks[position] = match_masks(hypothesis_sentence)
-                union.update(lcs_tokens(reference_sentence, hypothesis_sentence, sentence_masks))
+            if not common or common <= union:
+                continue
+            if len(common) == 1 or _same_order(reference_sentence, hypothesis_sentence, common):
+                # Then every LCS uses all shared tokens: no table needed.
+                union |= common
+                continue
+            sentence_masks = masks.get(position)
+            if sentence_masks is None:
+                sentence_masks = masks[position] = match_masks(hypothesis_sentence)
+            union.update(lcs_tokens(reference_sentence, hypothesis_sentence, sentence_masks))
         if len(union) == len(shared):
             break
     precision = len(union) / len(hypothesis_words)
