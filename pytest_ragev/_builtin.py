@@ -39,21 +39,22 @@ class BuiltinPipelines:
     def pipeline(self, settings: PipelineSettings) -> Pipeline:
         pipe = self._pipes.get(settings.variant)
         if pipe is None:
+            built: Pipeline
             if settings.name == "builtin":
                 from pytest_ragev.kb import build_pipeline
 
-                pipe = build_pipeline(settings)
+                built = build_pipeline(settings, source=self._session.ragev.source)
             elif settings.name == "http" or ":" in settings.name:
                 from pytest_ragev.remote import build_remote_pipeline
 
-                pipe = build_remote_pipeline(settings, source=self._session.ragev.source)
+                built = build_remote_pipeline(settings, source=self._session.ragev.source)
             else:
                 raise ConfigError(
                     f"{self._session.ragev.source}: [pipeline] name = {settings.name!r} is not a "
                     "pipeline and no conftest.py implements pytest_ragev_answer; use \"builtin\", "
                     "\"http\" or \"module:callable\", or implement the hook"
                 )
-            self._pipes[settings.variant] = pipe
+            self._pipes[settings.variant] = pipe = built
         return pipe
 
     def validate(self, all_settings: Sequence[PipelineSettings]) -> None:
@@ -138,9 +139,11 @@ class BuiltinPipelines:
     ) -> Any | None:
         if not self._builtin_builds_kb(settings):
             return None
+        from pytest_ragev.kb import BuiltinPipeline
+
         pipe = self.pipeline(settings)
-        if pipe.kb_key() is None:
-            return None
+        if not isinstance(pipe, BuiltinPipeline):
+            return None  # remote pipelines retrieve on their side
         return pipe.build_knowledge_base(
             corpus,
             fingerprint=self._session.dataset.fingerprint,

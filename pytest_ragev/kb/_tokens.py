@@ -1,0 +1,71 @@
+"""The tokenizer of keyword retrieval: jieba words for Han text, lowercased words otherwise.
+
+This is deliberately not the metric tokenizer: retrieval wants case-folded words without
+punctuation, the metrics want the text as written. jieba is imported on first use only,
+under a lock (its dictionary load is not safe to start twice at once), with its log quiet.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import unicodedata
+from collections.abc import Callable
+from typing import Any
+
+#: A tokenizer: text in, tokens out.
+Tokenizer = Callable[[str], list[str]]
+
+# CJK Unified Ideographs, Extension A, Compatibility Ideographs and Extensions B-F.
+_HAN_RUN = re.compile(
+    r"([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ebef]+)"
+)
+# Letters and digits of any script; underscore and punctuation separate words.
+_WORD = re.compile(r"[^\W_]+")
+
+_jieba_lock = threading.Lock()
+_jieba: Any = None
+
+
+def _jieba_module() -> Any:
+    global _jieba
+    if _jieba is None:
+        with _jieba_lock:
+            if _jieba is None:
+                import jieba
+
+                # jieba prints "Building prefix dict..." at INFO on first use; keep terminals clean.
+                jieba.setLogLevel(logging.WARNING)
+                logging.getLogger("jieba").setLevel(logging.WARNING)
+                jieba.initialize()
+                _jieba = jieba
+    return _jieba
+
+
+def bm25_tokens(text: str) -> list[str]:
+    """Split ``text`` into retrieval tokens.
+
+    Runs of Han characters go through ``jieba.lcut(run, HMM=True)``; everything else is
+    NFKC-normalised, case-folded and split into runs of letters and digits. Punctuation
+    and whitespace never become tokens.
+
+    >>> bm25_tokens("BM25 Retrieval, 2024!")
+    ['bm25', 'retrieval', '2024']
+    """
+    tokens: list[str] = []
+    normalised = unicodedata.normalize("NFKC", text)
+    for index, part in enumerate(_HAN_RUN.split(normalised)):
+        if not part:
+            continue
+        if index % 2 == 1:
+            # re.split with one group puts the Han runs at odd positions.
+            tokens.extend(word for word in _jieba_module().lcut(part, HMM=True) if word.strip())
+        else:
+            tokens.extend(_WORD.findall(part.casefold()))
+    return tokens
+
+
+def has_han(text: str) -> bool:
+    """Whether ``text`` contains a Han character (decides jieba's use and sentence joins)."""
+    return _HAN_RUN.search(text) is not None

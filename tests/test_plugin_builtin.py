@@ -1,0 +1,77 @@
+"""End-to-end tests of the built-in pipeline through the plugin."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+Project = Callable[..., Path]
+REPO = Path(__file__).resolve().parents[1]
+BUILTIN = '[pipeline]\nname = "builtin"\n'
+
+
+def test_readme_first_command_evaluates_the_sample_offline(pytester: pytest.Pytester) -> None:
+    # The same files as the README's quick start, copied so the test writes nothing in the repo.
+    shutil.copytree(REPO / "dataset", pytester.path / "dataset")
+    result = pytester.runpytest_subprocess(
+        "--ragev-config", "dataset/ragev.toml", "--ragev-report", "r.json", "-p", "no:cacheprovider"
+    )
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-3000:]
+    report = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))
+    samples = report["data"]["samples"]
+    assert len(samples) >= 60
+    assert all(s["error"] is None for s in samples)
+    retrieval = report["data"]["metric"]["retrieval_metrics"]
+    generation = report["data"]["metric"]["generation_metrics"]
+    # A real evaluation: retrieval finds much, but not everything; answers overlap the references.
+    assert 0.3 < retrieval["recall"] < 1.0
+    assert 0.0 < generation["rougel"] < 1.0
+    result.stdout.fnmatch_lines(["ragev: samples (base configuration), * questions*", "*recall*"])
+    # Chinese questions were segmented and retrieved too.
+    chinese = [s for s in samples if re.search(r"[\u4e00-\u9fff]", s["question"])]
+    assert chinese and sum(bool(set(s["retrieval_ids"]) & set(s["retrieval_gt"][0]))
+                           for s in chinese) > len(chinese) // 2
+
+
+def test_unknown_pipeline_without_hooks_is_a_usage_error(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    make_project(conftest=None)
+    result = pytester.runpytest("--ragev-config", "ragev.toml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: *[[]pipeline[]] name = 'oracle' is not a pipeline*"])
+
+
+def test_bad_builtin_knob_is_a_usage_error(pytester: pytest.Pytester, make_project: Project) -> None:
+    make_project(conftest=None, pipeline=BUILTIN + "chunk_sise = 100\n")
+    result = pytester.runpytest("--ragev-config", "ragev.toml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: *chunk_sise*chunk_size*"])
+
+
+def test_answer_cache_hits_misses_and_invalidation(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    config = make_project(conftest=None, pipeline=BUILTIN)
+    first = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "a.json")
+    assert first.ret == pytest.ExitCode.OK
+    first.stdout.fnmatch_lines(["*answer cache 0 hits / 5 misses*"])
+    second = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "b.json")
+    second.stdout.fnmatch_lines(["*answer cache 5 hits / 0 misses*"])
+
+    def data(name: str) -> object:
+        report = json.loads((pytester.path / name).read_text(encoding="utf-8"))
+        return report["data"]["samples"]
+
+    assert data("a.json") == data("b.json")
+    config.write_text(config.read_text() + "chunk_size = 40\nchunk_overlap = 10\n", encoding="utf-8")
+    third = pytester.runpytest("--ragev-config", "ragev.toml")
+    third.stdout.fnmatch_lines(["*answer cache 0 hits / 5 misses*"])
+    bypass = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-no-cache")
+    assert "answer cache" not in bypass.stdout.str()
+
