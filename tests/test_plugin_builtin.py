@@ -75,3 +75,21 @@ def test_answer_cache_hits_misses_and_invalidation(
     bypass = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-no-cache")
     assert "answer cache" not in bypass.stdout.str()
 
+
+
+def test_xdist_workers_share_one_knowledge_base(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    # Answers uncached, so every run needs the knowledge base.
+    make_project("[run]\ncache = false\n", conftest=None, pipeline=BUILTIN)
+    first = pytester.runpytest_subprocess("--ragev-config", "ragev.toml", "-n", "2")
+    assert first.ret == pytest.ExitCode.OK
+    entries = list((pytester.path / ".pytest_cache" / "d" / "ragev" / "kb").glob("*/kb.json"))
+    # Two workers started together: one built, the other waited on the lock and loaded.
+    assert len(entries) == 1
+    stamp = entries[0].stat().st_mtime_ns
+    again = pytester.runpytest_subprocess(
+        "--ragev-config", "ragev.toml", "-n", "2", "--ragev-report", "r.json"
+    )
+    assert again.ret == pytest.ExitCode.OK
+    assert entries[0].stat().st_mtime_ns == stamp  # loaded, not rebuilt

@@ -19,7 +19,7 @@ import math
 import os
 import re
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -388,11 +388,28 @@ class BuiltinPipeline:
     ) -> KnowledgeBase:
         """Chunk and index the whole corpus, or load the cached KB of the same inputs."""
         key = _digest({"fingerprint": fingerprint, "kb": self.kb_key()})
-        folder = cache_dir / key[:16] if cache_dir is not None else None
-        if folder is not None:
+        if cache_dir is None:
+            return self._build(corpus, key, progress)
+        folder = cache_dir / key[:16]
+        cached = KnowledgeBase.load(folder, key)
+        if cached is not None:
+            return cached
+        folder.mkdir(parents=True, exist_ok=True)
+        # xdist workers start together: the first builds, the others wait and load.
+        with _file_lock(folder / ".lock"):
             cached = KnowledgeBase.load(folder, key)
             if cached is not None:
                 return cached
+            kb = self._build(corpus, key, progress)
+            # Every file is replaced atomically and kb.json, written last, marks the entry
+            # complete. A read-only cache must not fail the run.
+            with contextlib.suppress(OSError):
+                kb.save(folder)
+            return kb
+
+    def _build(
+        self, corpus: Mapping[int, str], key: str, progress: Progress | None
+    ) -> KnowledgeBase:
         from pytest_ragev.kb.bm25 import BM25Index
 
         config = self.config
@@ -411,16 +428,9 @@ class BuiltinPipeline:
         if config.retrieval != "keyword":
             assert config.embedding_model is not None
             vectors = self.embedder().encode([c.text for c in chunks])
-        kb = KnowledgeBase(chunks, index, vectors, key=key)
-        if folder is not None:
-            # Two processes may build at once: every file is replaced atomically and
-            # kb.json, written last, marks the entry complete. A read-only cache must not
-            # fail the run.
-            with contextlib.suppress(OSError):
-                kb.save(folder)
         if progress is not None:
             progress(len(chunks), len(chunks))
-        return kb
+        return KnowledgeBase(chunks, index, vectors, key=key)
 
     def embedder(self) -> Any:
         with self._lock:
@@ -521,6 +531,22 @@ class BuiltinPipeline:
     def close(self) -> None:
         self._embedder = None
         self._reranker = None
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    """An exclusive advisory lock across processes (a no-op where fcntl is missing)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: concurrent builders stay safe through atomic writes
+        yield
+        return
+    with open(path, "a+b") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 def reciprocal_rank_fusion(
