@@ -147,7 +147,10 @@ class BM25Index:
                 hits = np.concatenate([indices[a:b] for a, b, _ in spans])
                 weights = np.concatenate([data[a:b] * c for a, b, c in spans])
                 candidates, inverse = np.unique(hits, return_inverse=True)
-                partial = np.bincount(inverse, weights=weights, minlength=len(candidates))
+                partial = np.asarray(
+                    np.bincount(inverse, weights=weights, minlength=len(candidates)),
+                    dtype=np.float64,
+                )
             if len(candidates) >= top_k:
                 kth = np.partition(partial, len(partial) - top_k)[len(partial) - top_k]
                 if kth > reach:
