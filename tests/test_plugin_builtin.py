@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -93,3 +94,30 @@ def test_xdist_workers_share_one_knowledge_base(
     )
     assert again.ret == pytest.ExitCode.OK
     assert entries[0].stat().st_mtime_ns == stamp  # loaded, not rebuilt
+
+
+def test_builtin_variants_share_a_knowledge_base_when_kb_knobs_are_equal(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    make_project(
+        textwrap.dedent(
+            """
+            [[variants]]
+            name = "top3"
+            pipeline.embedding_top_k = 3
+
+            [[variants]]
+            name = "chunk-40"
+            pipeline.chunk_size = 40
+            pipeline.chunk_overlap = 5
+            """
+        ),
+        conftest=None,
+        pipeline=BUILTIN,
+    )
+    result = pytester.runpytest("--ragev-config", "ragev.toml")
+    result.assert_outcomes(passed=15)
+    entries = list((pytester.path / ".pytest_cache" / "d" / "ragev" / "kb").glob("*/kb.json"))
+    # base and top3 differ only in a retrieval knob: one KB; chunk-40 needs its own.
+    assert len(entries) == 2
+    result.stdout.fnmatch_lines(["*top3 changes: pipeline.embedding_top_k*"])
