@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import re
-import textwrap
 import shutil
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
