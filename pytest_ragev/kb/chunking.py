@@ -79,7 +79,24 @@ def _pieces(
         for piece_start, piece_end in sentences:
             out.extend(_pieces(text, piece_start, piece_end, chunk_size, ()))
         return out
-    return [(cut, min(cut + chunk_size, end)) for cut in range(start, end, chunk_size)]
+    return _hard_cut(text, start, end, chunk_size)
+
+
+def _hard_cut(text: str, start: int, end: int, width: int) -> list[tuple[int, int]]:
+    # Slices of at most ``width`` characters, ending after a space when one sits in the
+    # second half of the slice, so Latin words are rarely cut in two.
+    pieces: list[tuple[int, int]] = []
+    position = start
+    while end - position > width:
+        cut = position + width
+        space = text.rfind(" ", position + width // 2, cut)
+        if space >= 0:
+            cut = space + 1
+        pieces.append((position, cut))
+        position = cut
+    if position < end:
+        pieces.append((position, end))
+    return pieces
 
 
 def _overlap_start(
@@ -120,7 +137,9 @@ def chunk_spans(
         raise ValueError("chunk_size must be >= 1")
     if not 0 <= chunk_overlap < chunk_size:
         raise ValueError("chunk_overlap must be >= 0 and smaller than chunk_size")
-    pieces = _pieces(text, 0, len(text), chunk_size, tuple(separators))
+    # Pieces leave room for the overlap, so a chunk can open with the previous one's tail.
+    width = max(chunk_size - chunk_overlap, 1)
+    pieces = _pieces(text, 0, len(text), width, tuple(separators))
     raw: list[tuple[int, int]] = []
     current: list[tuple[int, int]] = []
     current_start = 0
@@ -145,7 +164,8 @@ def chunk_spans(
             start += 1
         while end > start and text[end - 1].isspace():
             end -= 1
-        if start < end and (not spans or spans[-1] != (start, end)):
+        # A chunk that trimming left inside the previous one adds nothing: drop it.
+        if start < end and (not spans or end > spans[-1][1]):
             spans.append((start, end))
     return spans
 
