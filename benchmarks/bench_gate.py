@@ -95,7 +95,9 @@ def rate(kind: str, level: float, drop: float, seeds: int, rules: GateRules) -> 
                 pairs[str(index)] = score_runs(seed, sd=level, drop=drop)
         alpha = rules.default.significance
         stats = paired_stats(
-            pairs, alphas=dict.fromkeys(pairs, alpha), resamples=rules.resamples,
+            pairs,
+            alphas=dict.fromkeys(pairs, alpha),
+            resamples=rules.resamples,
             seed=rules.seed,
         )
         for name in pairs:
@@ -109,8 +111,10 @@ def rate(kind: str, level: float, drop: float, seeds: int, rules: GateRules) -> 
 def soundness(seeds: int, resamples: int) -> None:
     rules = GateRules(default=MetricRule(), resamples=resamples)
     alpha = rules.default.significance
-    print(f"soundness: n={N_QUESTIONS} questions, {seeds} seeds, {resamples} resamples, "
-          f"alpha={alpha}, mode=significant, max_drop=0")
+    print(
+        f"soundness: n={N_QUESTIONS} questions, {seeds} seeds, {resamples} resamples, "
+        f"alpha={alpha}, mode=significant, max_drop=0"
+    )
     print("  rates over the seeds, ± 1.96 standard errors of the simulation itself")
     print(f"  {'scenario':<28} {'false alarms':>15} {'power (Δ −0.05)':>16}")
     for kind, levels, name in (
@@ -128,23 +132,25 @@ def soundness(seeds: int, resamples: int) -> None:
             else:
                 verdict = "ABOVE ALPHA"
             power_margin = 1.96 * (power * (1 - power) / seeds) ** 0.5
-            print(f"  {name.format(level):<28} {false_alarms:>7.3f} ± {margin:.3f} "
-                  f"{power:>8.3f} ± {power_margin:.3f}  {verdict}")
+            print(
+                f"  {name.format(level):<28} {false_alarms:>7.3f} ± {margin:.3f} "
+                f"{power:>8.3f} ± {power_margin:.3f}  {verdict}"
+            )
 
 
 def speed(repeats: int) -> None:
     rng = np.random.default_rng(0)
-    pairs = {
-        f"m{i}": (rng.random(400), np.clip(rng.random(400) - 0.01, 0, 1)) for i in range(12)
-    }
+    pairs = {f"m{i}": (rng.random(400), np.clip(rng.random(400) - 0.01, 0, 1)) for i in range(12)}
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         ours = paired_stats(pairs, resamples=10_000, seed=0)
         times.append(time.perf_counter() - start)
     ours_median = statistics.median(times)
-    print(f"speed: paired_stats 400 questions x 12 metrics x 10,000 resamples: "
-          f"median {ours_median * 1000:.0f} ms over {repeats} repeats")
+    print(
+        f"speed: paired_stats 400 questions x 12 metrics x 10,000 resamples: "
+        f"median {ours_median * 1000:.0f} ms over {repeats} repeats"
+    )
     try:
         from scipy import stats as scipy_stats
     except ImportError:
@@ -156,12 +162,22 @@ def speed(repeats: int) -> None:
         for name, (before, after) in pairs.items():
             diff = after - before
             result = scipy_stats.permutation_test(
-                (diff,), np.mean, permutation_type="samples", n_resamples=10_000,
-                alternative="less", vectorized=True, random_state=0,
+                (diff,),
+                np.mean,
+                permutation_type="samples",
+                n_resamples=10_000,
+                alternative="less",
+                vectorized=True,
+                random_state=0,
             )
             scipy_stats.bootstrap(
-                (diff,), np.mean, n_resamples=10_000, confidence_level=0.9,
-                method="percentile", vectorized=True, random_state=0,
+                (diff,),
+                np.mean,
+                n_resamples=10_000,
+                confidence_level=0.9,
+                method="percentile",
+                vectorized=True,
+                random_state=0,
             )
             p_values[name] = float(result.pvalue)
         return p_values
@@ -172,11 +188,15 @@ def speed(repeats: int) -> None:
         peer = scipy_all()
         peer_times.append(time.perf_counter() - start)
     peer_median = statistics.median(peer_times)
-    print(f"  scipy permutation_test + bootstrap, same work: median {peer_median * 1000:.0f} ms; "
-          f"ratio scipy/ours {peer_median / ours_median:.1f}x")
+    print(
+        f"  scipy permutation_test + bootstrap, same work: median {peer_median * 1000:.0f} ms; "
+        f"ratio scipy/ours {peer_median / ours_median:.1f}x"
+    )
     worst = max(abs(ours[name].p_lower - peer[name]) for name in pairs)
-    print(f"  largest |p ours - p scipy| over the 12 metrics: {worst:.4f} (both are "
-          "Monte-Carlo estimates: their difference has sd of about 0.007 at p=0.5)")
+    print(
+        f"  largest |p ours - p scipy| over the 12 metrics: {worst:.4f} (both are "
+        "Monte-Carlo estimates: their difference has sd of about 0.007 at p=0.5)"
+    )
 
 
 def main() -> None:

@@ -133,7 +133,6 @@ def pytest_configure(config: pytest.Config) -> None:
         variants=tuple(config.getoption("ragev_variant") or ()),
         no_cache=bool(config.getoption("ragev_no_cache")),
         profile=config.getoption("ragev_profile"),
-        explicit_paths=explicit,
     )
     if from_cli and not explicit:
         # `pytest --ragev-config ragev.toml` with no test paths: run only the evaluation.

@@ -54,7 +54,6 @@ class RunOptions:
     variants: tuple[str, ...] = ()
     no_cache: bool = False
     profile: str | None = None
-    explicit_paths: bool = False
 
 
 @dataclass
@@ -106,8 +105,6 @@ class RagevSession:
         self.cache_misses = 0
         self._builtin: BuiltinPipelines | None = None
         self._custom_metrics: tuple[CustomMetric, ...] | None = None
-        self._expected_ids: set[str] = set()
-        self.config_nodeid: str | None = None
         self.gate_state: Any = None
         self._usage_error: str | None = None
         self._positions: dict[int, int] | None = None
@@ -251,9 +248,7 @@ class RagevSession:
         if file_path.resolve() == self.ragev.source:
             from pytest_ragev.collect import RagevFile
 
-            node = RagevFile.from_parent(parent, path=file_path)
-            self.config_nodeid = node.nodeid
-            return node
+            return RagevFile.from_parent(parent, path=file_path)
         return None
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
@@ -333,9 +328,6 @@ class RagevSession:
                 terminalreporter.write_line(line, **markup)
         except Exception as exc:  # never raise from the terminal summary
             terminalreporter.write_line(f"ragev: could not print the summary: {exc!r}", red=True)
-
-    def pytest_keyboard_interrupt(self, excinfo: Any) -> None:
-        self._progress.last_write = 0.0
 
     # ------------------------------------------------------------------ records
     @property
