@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pytest_ragev.report.model import ReportModel
 
 _MINUS = "−"  # U+2212: figures line up and read as numbers, not dashes
 
@@ -60,3 +64,25 @@ def seconds(value: float | None) -> str:
         return f"{value:.1f} s"
     minutes, rest = divmod(round(value), 60)
     return f"{minutes} min {rest:02d} s"
+
+
+def run_facts(model: ReportModel, *, value: Callable[[str], str]) -> list[str]:
+    """The headline facts of a report (task, dataset, profile, counts, duration, start).
+
+    ``value`` renders a user-supplied value for the target format (escaping, code spans).
+    """
+    facts = []
+    base = model.base
+    if model.task_id:
+        facts.append(f"task {value(model.task_id)}")
+    if base is not None:
+        facts.append(f"dataset {value(base.dataset_id)} ({base.fingerprint[:12]})")
+        facts.append(f"profile {value(base.profile)}")
+        facts.append(f"{len(base.samples)} questions")
+    if model.variants:
+        facts.append(f"{len(model.variants)} variant(s)")
+    facts.append(f"{model.errors} error(s)")
+    facts.append(f"{model.fallbacks} fallback(s)")
+    if model.duration_s is not None:
+        facts.append(seconds(model.duration_s))
+    return facts

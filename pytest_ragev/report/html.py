@@ -63,20 +63,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], *, numeric: Seq
 def _header(model: ReportModel) -> str:
     badge = ('<span class="badge pass">passed</span>' if model.verdict.passed
              else '<span class="badge fail">failed</span>')
-    facts = []
-    base = model.base
-    if model.task_id:
-        facts.append(f"task {_e(model.task_id)}")
-    if base is not None:
-        facts.append(f"dataset {_e(base.dataset_id)} ({_e(base.fingerprint[:12])})")
-        facts.append(f"profile {_e(base.profile)}")
-        facts.append(f"{len(base.samples)} questions")
-    if model.variants:
-        facts.append(f"{len(model.variants)} variant(s)")
-    facts.append(f"{model.errors} error(s)")
-    facts.append(f"{model.fallbacks} fallback(s)")
-    if model.duration_s is not None:
-        facts.append(_e(fmt.seconds(model.duration_s)))
+    facts = fmt.run_facts(model, value=_e)
     if model.started_at:
         facts.append(f"started {_e(model.started_at)}")
     if model.baseline_path:

@@ -37,20 +37,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str) -> 
 def _headline(model: ReportModel) -> list[str]:
     mark = "✅ passed" if model.verdict.passed else "❌ failed"
     lines = [f"## {model.title}: {mark}", ""]
-    facts = []
-    base = model.base
-    if model.task_id:
-        facts.append(f"task {code(model.task_id)}")
-    if base is not None:
-        facts.append(f"dataset {code(base.dataset_id)} ({base.fingerprint[:12]})")
-        facts.append(f"profile {code(base.profile)}")
-        facts.append(f"{len(base.samples)} questions")
-    if model.variants:
-        facts.append(f"{len(model.variants)} variant(s)")
-    facts.append(f"{model.errors} error(s)")
-    facts.append(f"{model.fallbacks} fallback(s)")
-    if model.duration_s is not None:
-        facts.append(fmt.seconds(model.duration_s))
+    facts = fmt.run_facts(model, value=code)
     if model.started_at:
         facts.append(f"started {model.started_at}")
     lines.append(" · ".join(facts))
