@@ -81,6 +81,10 @@ class BuiltinPipelines:
             if key is not None:
                 return key
         # A user's builder may read any knob: only identical settings share a KB.
+        return self._options_digest(settings)
+
+    @staticmethod
+    def _options_digest(settings: PipelineSettings) -> str:
         canonical = json.dumps(dict(settings.options), sort_keys=True, default=str)
         return hashlib.sha256(f"{settings.name}\0{canonical}".encode()).hexdigest()
 
@@ -113,7 +117,12 @@ class BuiltinPipelines:
             return None, None
         from pytest_ragev.answer_cache import answer_cache_key
 
-        settings_key = f"{pytest_ragev.__version__}:{self.pipeline(settings).answer_key()}"
+        if self._user_implements("pytest_ragev_answer"):
+            # A conftest pipeline (opted in with [run] cache = true): its knobs are all we know.
+            answer_key = self._options_digest(settings)
+        else:
+            answer_key = self.pipeline(settings).answer_key()
+        settings_key = f"{pytest_ragev.__version__}:{answer_key}"
         key = answer_cache_key(self._session.dataset.fingerprint, settings_key, case.qid)
         return cache, key
 

@@ -121,3 +121,33 @@ def test_builtin_variants_share_a_knowledge_base_when_kb_knobs_are_equal(
     # base and top3 differ only in a retrieval knob: one KB; chunk-40 needs its own.
     assert len(entries) == 2
     result.stdout.fnmatch_lines(["*top3 changes: pipeline.embedding_top_k*"])
+
+
+def test_pipeline_errors_are_never_cached(
+    pytester: pytest.Pytester, make_project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_project(
+        "[run]\ncache = true\n",
+        conftest=textwrap.dedent(
+            """
+            import os
+            import pytest
+            from pytest_ragev import Answer
+
+            @pytest.hookimpl
+            def pytest_ragev_answer(case, kb, settings):
+                if case.qid == 3 and os.environ.get("RAGEV_TEST_FAIL") == "1":
+                    raise ConnectionError("backend down")
+                return Answer(retrieved=list(case.pids), text=case.answer)
+            """
+        ),
+    )
+    monkeypatch.setenv("RAGEV_TEST_FAIL", "1")
+    failing = pytester.runpytest("--ragev-config", "ragev.toml")
+    monkeypatch.delenv("RAGEV_TEST_FAIL")
+    failing.assert_outcomes(passed=4, failed=1)
+    failing.stdout.fnmatch_lines(["*answer cache 0 hits / 4 misses*"])
+    healed = pytester.runpytest("--ragev-config", "ragev.toml")
+    healed.assert_outcomes(passed=5)
+    # The four good answers come from the cache; q3 is asked again, not replayed as an error.
+    healed.stdout.fnmatch_lines(["*answer cache 4 hits / 1 misses*"])
