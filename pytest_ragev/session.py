@@ -463,7 +463,9 @@ class RagevSession:
                 # Build the KB synchronously, before any question runs in a thread.
                 self.knowledge_base(self.pipeline_settings(variant))
                 self._prefetch(item)
-                answer = self._futures.pop(f"{variant}:{case.qid}").result()
+                future = self._future(case, variant)  # already submitted by the prefetch
+                self._futures.pop(f"{variant}:{case.qid}", None)
+                answer = future.result()
             else:
                 answer = self.answer(case, variant)
             record = make_record(
