@@ -54,12 +54,12 @@ class Evaluation:
         return self.runs[0] if self.runs else None
 
 
-def validate_gate(ragev: RagevConfig) -> None:
+def validate_gate(ragev: RagevConfig, metric_names: Sequence[str]) -> None:
     """Reject a malformed ``[gate]`` table before any question runs."""
     if ragev.gate:
         from pytest_ragev.checks import GateRules
 
-        GateRules.from_table(ragev.gate, source=str(ragev.source), metric_names=METRIC_NAMES)
+        GateRules.from_table(ragev.gate, source=str(ragev.source), metric_names=metric_names)
 
 
 # ---------------------------------------------------------------------- scoring

@@ -204,17 +204,16 @@ class RagevSession:
         from pytest_ragev.settings import check_metric_names
 
         _ = self.dataset
+        names = [*METRIC_NAMES, *(m.name for m in self.custom_metrics())]
         try:
-            check_metric_names(
-                self.ragev, [*METRIC_NAMES, *(m.name for m in self.custom_metrics())]
-            )
+            check_metric_names(self.ragev, names)
             self.builtin.validate(
                 [self.pipeline_settings(v) for v in self.selected_variants()]
             )
             if not self.is_worker:
                 from pytest_ragev.evaluate import validate_gate
 
-                validate_gate(self.ragev)
+                validate_gate(self.ragev, names)
         except RagevError as exc:
             raise pytest.UsageError(str(exc)) from None
         if not self.is_worker:
