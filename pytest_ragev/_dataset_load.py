@@ -74,7 +74,9 @@ class _TextTable:
             return self.file_texts
         # A full permutation is several times faster on one contiguous array than across
         # the per-row-group chunks (and pyarrow concatenates them for a chunked take anyway).
-        return pa.chunked_array([self.file_texts.combine_chunks().take(self.order)])
+        # 32-bit indices when they fit: Arrow's take gathers about twice as fast with them.
+        combined = self.file_texts.combine_chunks()
+        return pa.chunked_array([combined.take(_take_indices(self.order))])
 
 
 def read_dataset_folder(folder: Path) -> LoadedDataset:
@@ -462,13 +464,15 @@ def _assemble_pairs(
     # Relevant qrels are sorted by qid, so each question's rows are one contiguous slice.
     per_question = np.bincount(rel_query_pos, minlength=question_count)
     bounds = np.concatenate(([0], np.cumsum(per_question))).tolist()
-    passage_texts = python_strings(corpus.file_texts.take(corpus.file_rows(rel_corpus_pos)))
+    passage_rows = _take_indices(corpus.file_rows(rel_corpus_pos))
+    passage_texts = python_strings(corpus.file_texts.take(passage_rows))
     pid_list: list[int] = rel_pids.tolist()
     grade_list: list[float] = rel_grades.tolist()
 
     answer_slot = np.full(question_count, -1, dtype=np.int64)
     answer_slot[qas_query_pos] = np.arange(len(qas_query_pos))
-    answer_texts = python_strings(answers.file_texts.take(answers.file_rows(qas_answer_pos)))
+    answer_rows = _take_indices(answers.file_rows(qas_answer_pos))
+    answer_texts = python_strings(answers.file_texts.take(answer_rows))
     aid_list: list[int] = qas_aids.tolist()
     slots: list[int] = answer_slot.tolist()
 
@@ -505,8 +509,21 @@ def _assemble_pairs(
 
 
 def python_strings(texts: TextArray) -> list[str]:
-    """A text column as a Python list (the loader has already rejected nulls)."""
-    return cast("list[str]", texts.to_pylist())
+    """A text column as a Python list (the loader has already rejected nulls).
+
+    ``to_numpy`` builds the ``str`` objects in C++; ``to_pylist`` goes through one Arrow
+    scalar per row and is 1.5-2.5x slower.
+    """
+    if len(texts) == 0:
+        return []
+    return cast("list[str]", texts.to_numpy(zero_copy_only=False).tolist())
+
+
+def _take_indices(positions: npt.NDArray[np.intp]) -> pa.Array[Any]:
+    """``positions`` as an Arrow index array, 32-bit when every value fits."""
+    if len(positions) and int(positions.max()) < 2**31:
+        return pa.array(positions.astype(np.int32))
+    return pa.array(positions)
 
 
 def _first_line(exc: BaseException) -> str:
