@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import gc
 import hashlib
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias, cast
@@ -91,80 +93,107 @@ def read_dataset_folder(folder: Path) -> LoadedDataset:
             f"dataset path {folder} is a file, not a folder; pass the folder that holds "
             "the five Parquet files"
         )
-    # Putting the corpus in id order and hashing it are the biggest single costs, and both
-    # release the GIL: a worker thread does them while this thread reads and checks the
-    # other files and builds the QAPair objects. If a later check fails, the worker's
-    # result is simply dropped.
+    # Decoding the corpus texts, putting them in id order and hashing them are the biggest
+    # single costs, and all release the GIL: a worker thread does them while this thread
+    # reads and checks the other files and builds the QAPair objects. The corpus ids are
+    # read first (cheap) so that every check runs in the same order as a serial load; a
+    # corpus text error still wins over any later one, as if it had been raised first.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragev-corpus") as pool:
-        corpus = _read_text_table(folder / "corpus.parquet", allow_empty=False)
-        corpus_work = pool.submit(_sorted_with_digest, "corpus", corpus)
-        queries = _read_text_table(folder / "queries.parquet", allow_empty=False)
-        answers = _read_text_table(folder / "answers.parquet", allow_empty=True)
+        corpus_path = folder / "corpus.parquet"
+        corpus_ids, corpus_order = _read_id_index(corpus_path, allow_empty=False)
+        text_work = pool.submit(_read_text_column, corpus_path)
+        try:
+            return _assemble_loaded(
+                folder, pool, text_work, corpus_ids=corpus_ids, corpus_order=corpus_order
+            )
+        except DatasetError:
+            text_error = text_work.exception()
+            if isinstance(text_error, DatasetError):
+                raise text_error from None
+            raise
 
-        qrels_path = folder / "qrels.parquet"
-        qrels = _read_columns(qrels_path, ("qid", "pid"), optional=("score",))
-        qrel_qids = _id_column(qrels, qrels_path, "qid")
-        qrel_pids = _id_column(qrels, qrels_path, "pid")
-        grades = _grade_column(qrels, qrels_path)
-        qrel_query_pos = _positions(
-            qrel_qids, queries.ids, qrels_path, "qid", "queries.parquet", "question"
-        )
-        qrel_corpus_pos = _positions(
-            qrel_pids, corpus.ids, qrels_path, "pid", "corpus.parquet", "passage"
-        )
-        # Sort by (question, passage) so each question's relevant pids are ascending.
-        qrel_order = np.lexsort((qrel_pids, qrel_qids))
-        _check_unique_pairs(qrel_qids, qrel_pids, qrel_order, qrels_path)
 
-        qas_path = folder / "qas.parquet"
-        qas = _read_columns(qas_path, ("qid", "aid"))
-        qas_qids = _id_column(qas, qas_path, "qid")
-        qas_aids = _id_column(qas, qas_path, "aid")
-        qas_query_pos = _positions(
-            qas_qids, queries.ids, qas_path, "qid", "queries.parquet", "question"
-        )
-        qas_answer_pos = _positions(
-            qas_aids, answers.ids, qas_path, "aid", "answers.parquet", "answer"
-        )
-        qas_order = np.argsort(qas_qids, kind="stable")
-        _check_unique(qas_qids, qas_order, qas_path, "qid", "keep one answer row per question")
+def _assemble_loaded(
+    folder: Path,
+    pool: ThreadPoolExecutor,
+    text_work: Future[TextArray],
+    *,
+    corpus_ids: IntArray,
+    corpus_order: npt.NDArray[np.intp] | None,
+) -> LoadedDataset:
+    sorted_corpus_ids = corpus_ids if corpus_order is None else corpus_ids[corpus_order]
+    queries = _read_text_table(folder / "queries.parquet", allow_empty=False)
+    answers = _read_text_table(folder / "answers.parquet", allow_empty=True)
 
-        relevant = qrel_order[grades[qrel_order] > 0]
-        rel_qids = qrel_qids[relevant]
-        rel_pids = qrel_pids[relevant]
-        rel_grades = grades[relevant]
-        pairs = _assemble_pairs(
-            queries,
-            corpus,
-            answers,
-            rel_query_pos=qrel_query_pos[relevant],
-            rel_corpus_pos=qrel_corpus_pos[relevant],
-            rel_pids=rel_pids,
-            rel_grades=rel_grades,
-            qas_query_pos=qas_query_pos,
-            qas_answer_pos=qas_answer_pos,
-            qas_aids=qas_aids,
-        )
-        parts = [
-            _sorted_with_digest("queries", queries)[1],
-            _sorted_with_digest("answers", answers)[1],
-            _links_digest(
-                rel_qids, rel_pids, rel_grades, qas_qids[qas_order], qas_aids[qas_order]
-            ),
-        ]
-        corpus_texts, corpus_digest = corpus_work.result()
+    qrels_path = folder / "qrels.parquet"
+    qrels = _read_columns(qrels_path, ("qid", "pid"), optional=("score",))
+    qrel_qids = _id_column(qrels, qrels_path, "qid")
+    qrel_pids = _id_column(qrels, qrels_path, "pid")
+    grades = _grade_column(qrels, qrels_path)
+    qrel_query_pos = _positions(
+        qrel_qids, queries.ids, qrels_path, "qid", "queries.parquet", "question"
+    )
+    qrel_corpus_pos = _positions(
+        qrel_pids, sorted_corpus_ids, qrels_path, "pid", "corpus.parquet", "passage"
+    )
+    # Sort by (question, passage) so each question's relevant pids are ascending.
+    qrel_order = np.lexsort((qrel_pids, qrel_qids))
+    _check_unique_pairs(qrel_qids, qrel_pids, qrel_order, qrels_path)
+
+    qas_path = folder / "qas.parquet"
+    qas = _read_columns(qas_path, ("qid", "aid"))
+    qas_qids = _id_column(qas, qas_path, "qid")
+    qas_aids = _id_column(qas, qas_path, "aid")
+    qas_query_pos = _positions(
+        qas_qids, queries.ids, qas_path, "qid", "queries.parquet", "question"
+    )
+    qas_answer_pos = _positions(
+        qas_aids, answers.ids, qas_path, "aid", "answers.parquet", "answer"
+    )
+    qas_order = np.argsort(qas_qids, kind="stable")
+    _check_unique(qas_qids, qas_order, qas_path, "qid", "keep one answer row per question")
+
+    relevant = qrel_order[grades[qrel_order] > 0]
+    rel_qids = qrel_qids[relevant]
+    rel_pids = qrel_pids[relevant]
+    rel_grades = grades[relevant]
+    rel_query_pos = qrel_query_pos[relevant]
+    rel_corpus_pos = qrel_corpus_pos[relevant]
+    pairs, bounds = _pairs_without_passages(
+        queries,
+        answers,
+        rel_query_pos=rel_query_pos,
+        rel_pids=rel_pids,
+        rel_grades=rel_grades,
+        qas_query_pos=qas_query_pos,
+        qas_answer_pos=qas_answer_pos,
+        qas_aids=qas_aids,
+    )
+    parts = [
+        _sorted_with_digest("queries", queries)[1],
+        _sorted_with_digest("answers", answers)[1],
+        _links_digest(rel_qids, rel_pids, rel_grades, qas_qids[qas_order], qas_aids[qas_order]),
+    ]
+    corpus = _TextTable(ids=sorted_corpus_ids, file_texts=text_work.result(), order=corpus_order)
+    corpus_work = pool.submit(_sorted_with_digest, "corpus", corpus)
+    passage_rows = _take_indices(corpus.file_rows(rel_corpus_pos))
+    _fill_passages(pairs, bounds, python_strings(corpus.file_texts.take(passage_rows)))
+    referenced = np.bincount(rel_corpus_pos, minlength=len(sorted_corpus_ids))
+    without_answer = np.ones(len(queries.ids), dtype=bool)
+    without_answer[qas_query_pos] = False
+    corpus_texts, corpus_digest = corpus_work.result()
     return LoadedDataset(
-        pairs=pairs,
-        corpus_ids=corpus.ids,
+        pairs=tuple(pairs),
+        corpus_ids=sorted_corpus_ids,
         corpus_texts=corpus_texts,
         answer_count=len(answers.ids),
         fingerprint=_combine_digests([corpus_digest, *parts]),
         relevant_qrels=len(rel_pids),
-        referenced_passages=int(np.unique(rel_pids).size),
+        referenced_passages=int(np.count_nonzero(referenced)),
         qids_without_qrels=queries.ids[
-            np.bincount(qrel_query_pos[relevant], minlength=len(queries.ids)) == 0
+            np.bincount(rel_query_pos, minlength=len(queries.ids)) == 0
         ],
-        qids_without_answer=np.setdiff1d(queries.ids, qas_qids),
+        qids_without_answer=queries.ids[without_answer],
     )
 
 
@@ -172,9 +201,17 @@ def read_dataset_folder(folder: Path) -> LoadedDataset:
 
 
 def _read_columns(
-    path: Path, required: tuple[str, ...], optional: tuple[str, ...] = ()
+    path: Path,
+    required: tuple[str, ...],
+    optional: tuple[str, ...] = (),
+    *,
+    read: tuple[str, ...] | None = None,
 ) -> pa.Table:
-    """Read only the columns we use (extra columns are never decoded)."""
+    """Read only the columns we use (extra columns are never decoded).
+
+    ``read`` narrows the decoded columns to a subset of ``required`` (the others are only
+    checked to exist).
+    """
     if not path.is_file():
         raise DatasetError(
             f"{path} is missing; a dataset folder holds queries.parquet, corpus.parquet, "
@@ -195,7 +232,7 @@ def _read_columns(
                 f"{path} has no column {column!r} (columns: {found}); "
                 f"the file needs columns {', '.join(required)}"
             )
-    columns = [*required, *(name for name in optional if name in names)]
+    columns = [*(required if read is None else read), *(n for n in optional if n in names)]
     try:
         return pq.read_table(path, columns=columns)
     except (pa.ArrowException, OSError) as exc:
@@ -205,20 +242,36 @@ def _read_columns(
 
 
 def _read_text_table(path: Path, *, allow_empty: bool) -> _TextTable:
-    table = _read_columns(path, ("id", "text"))
+    ids, order = _read_id_index(path, allow_empty=allow_empty)
+    texts = _read_text_column(path)
+    return _TextTable(ids=ids if order is None else ids[order], file_texts=texts, order=order)
+
+
+def _read_id_index(
+    path: Path, *, allow_empty: bool
+) -> tuple[IntArray, npt.NDArray[np.intp] | None]:
+    """The file's ``id`` column (file order) and its sorting permutation (``None`` if sorted).
+
+    Checks that the file has both ``id`` and ``text`` columns and that the ids are unique.
+    """
+    table = _read_columns(path, ("id", "text"), read=("id",))
     if table.num_rows == 0 and not allow_empty:
         raise DatasetError(
             f"{path} has no rows; a dataset needs at least one "
             f"{'question' if path.name == 'queries.parquet' else 'passage'}"
         )
     ids = _id_column(table, path, "id")
-    texts = _text_column(table, path)
     if len(ids) <= 1 or bool(np.all(ids[1:] > ids[:-1])):
         # Already sorted and unique, the common case: no copy of the text data.
-        return _TextTable(ids=ids, file_texts=texts, order=None)
+        return ids, None
     order = np.argsort(ids, kind="stable")
     _check_unique(ids, order, path, "id", "give every row its own id")
-    return _TextTable(ids=ids[order], file_texts=texts, order=order)
+    return ids, order
+
+
+def _read_text_column(path: Path) -> TextArray:
+    """The file's checked ``text`` column, in file order."""
+    return _text_column(_read_columns(path, ("text",)), path)
 
 
 def _id_column(table: pa.Table, path: Path, column: str) -> IntArray:
@@ -447,25 +500,26 @@ def _hash_texts(digest: Any, texts: TextArray) -> None:
 # --- assembly ------------------------------------------------------------------------------
 
 
-def _assemble_pairs(
+def _pairs_without_passages(
     queries: _TextTable,
-    corpus: _TextTable,
     answers: _TextTable,
     *,
     rel_query_pos: npt.NDArray[np.intp],
-    rel_corpus_pos: npt.NDArray[np.intp],
     rel_pids: IntArray,
     rel_grades: npt.NDArray[np.float64],
     qas_query_pos: npt.NDArray[np.intp],
     qas_answer_pos: npt.NDArray[np.intp],
     qas_aids: IntArray,
-) -> tuple[QAPair, ...]:
+) -> tuple[list[QAPair], list[int]]:
+    """One ``QAPair`` per question, ordered by qid, with ``passages`` still empty.
+
+    Built while the worker thread is still decoding the corpus texts; :func:`_fill_passages`
+    completes them. Also returns the bounds of each question's slice of the relevant qrels.
+    """
     question_count = len(queries.ids)
     # Relevant qrels are sorted by qid, so each question's rows are one contiguous slice.
     per_question = np.bincount(rel_query_pos, minlength=question_count)
-    bounds = np.concatenate(([0], np.cumsum(per_question))).tolist()
-    passage_rows = _take_indices(corpus.file_rows(rel_corpus_pos))
-    passage_texts = python_strings(corpus.file_texts.take(passage_rows))
+    bounds: list[int] = np.concatenate(([0], np.cumsum(per_question))).tolist()
     pid_list: list[int] = rel_pids.tolist()
     grade_list: list[float] = rel_grades.tolist()
 
@@ -483,11 +537,7 @@ def _assemble_pairs(
     # hash) about 3x faster, which matters at 100k questions.
     new_pair = QAPair.__new__
     pairs: list[QAPair] = []
-    # Hundreds of thousands of new tuples would trigger repeated full cyclic-GC passes over
-    # a heap that only grows here (nothing to collect); pausing the collector halves the time.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with _collector_paused():
         for index, qid in enumerate(qids):
             start, end = bounds[index], bounds[index + 1]
             slot = slots[index]
@@ -496,16 +546,36 @@ def _assemble_pairs(
                 qid=qid,
                 question=questions[index],
                 pids=tuple(pid_list[start:end]),
-                passages=tuple(passage_texts[start:end]),
+                passages=(),
                 aid=aid_list[slot] if slot >= 0 else None,
                 answer=answer_texts[slot] if slot >= 0 else None,
                 grades=tuple(grade_list[start:end]),
             )
             pairs.append(pair)
+    return pairs, bounds
+
+
+def _fill_passages(pairs: list[QAPair], bounds: list[int], passage_texts: list[str]) -> None:
+    """Set each pair's ``passages`` (the relevant qrels' texts, in the order of its pids)."""
+    with _collector_paused():
+        for index, pair in enumerate(pairs):
+            start, end = bounds[index], bounds[index + 1]
+            if end > start:
+                # Same dict slot as the placeholder, so the instance dict keeps field order.
+                pair.__dict__["passages"] = tuple(passage_texts[start:end])
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    # Hundreds of thousands of new tuples would trigger repeated full cyclic-GC passes over
+    # a heap that only grows here (nothing to collect); pausing the collector halves the time.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
     finally:
         if collecting:
             gc.enable()
-    return tuple(pairs)
 
 
 def python_strings(texts: TextArray) -> list[str]:
