@@ -41,8 +41,11 @@ class LoadedDataset:
     """The raw result of :func:`read_dataset_folder`, wrapped by ``dataset.load_dataset``."""
 
     pairs: tuple[QAPair, ...]
+    #: Sorted corpus ids; the texts are in file order, ``corpus_order`` maps the former to
+    #: the latter (``None`` when the file was already in id order).
     corpus_ids: IntArray
     corpus_texts: TextArray
+    corpus_order: npt.NDArray[np.intp] | None
     answer_count: int
     fingerprint: str
     #: Relevant qrels rows (``score > 0``) in total.
@@ -52,6 +55,14 @@ class LoadedDataset:
     #: Ascending qids of the questions without relevant qrels resp. without an answer.
     qids_without_qrels: IntArray
     qids_without_answer: IntArray
+
+
+def reordered(texts: TextArray, order: npt.NDArray[np.intp]) -> TextArray:
+    """``texts`` permuted so that row ``i`` is ``texts[order[i]]``."""
+    # A full permutation is several times faster on one contiguous array than across
+    # the per-row-group chunks (and pyarrow concatenates them for a chunked take anyway).
+    combined = texts.combine_chunks()
+    return pa.chunked_array([combined.take(_take_indices(order))])
 
 
 @dataclass(frozen=True)
@@ -175,17 +186,18 @@ def _assemble_loaded(
         _links_digest(rel_qids, rel_pids, rel_grades, qas_qids[qas_order], qas_aids[qas_order]),
     ]
     corpus = _TextTable(ids=sorted_corpus_ids, file_texts=text_work.result(), order=corpus_order)
-    corpus_work = pool.submit(_sorted_with_digest, "corpus", corpus)
+    corpus_work = pool.submit(_streamed_digest, "corpus", corpus)
     passage_rows = _take_indices(corpus.file_rows(rel_corpus_pos))
     _fill_passages(pairs, bounds, python_strings(corpus.file_texts.take(passage_rows)))
     referenced = np.bincount(rel_corpus_pos, minlength=len(sorted_corpus_ids))
     without_answer = np.ones(len(queries.ids), dtype=bool)
     without_answer[qas_query_pos] = False
-    corpus_texts, corpus_digest = corpus_work.result()
+    corpus_digest = corpus_work.result()
     return LoadedDataset(
         pairs=tuple(pairs),
         corpus_ids=sorted_corpus_ids,
-        corpus_texts=corpus_texts,
+        corpus_texts=corpus.file_texts,
+        corpus_order=corpus_order,
         answer_count=len(answers.ids),
         fingerprint=_combine_digests([corpus_digest, *parts]),
         relevant_qrels=len(rel_pids),
@@ -450,6 +462,29 @@ def _sorted_with_digest(name: str, table: _TextTable) -> tuple[TextArray, bytes]
     return texts, digest.digest()
 
 
+#: Rows per block when hashing a shuffled table in id order (a few MiB of text per block).
+_DIGEST_BLOCK_ROWS = 1 << 15
+
+
+def _streamed_digest(name: str, table: _TextTable) -> bytes:
+    """The same digest as :func:`_sorted_with_digest`, without keeping a reordered copy.
+
+    A shuffled table is gathered into id order one block at a time: each block is hashed
+    and dropped, so the full reorder never sits in memory.
+    """
+    if table.order is None:
+        return _sorted_with_digest(name, table)[1]
+    digest = hashlib.sha256()
+    _hash_ints(digest, name, table.ids)
+    combined = table.file_texts.combine_chunks()
+    lengths = pc.binary_length(cast(Any, combined)).cast(pa.int64()).to_numpy()
+    digest.update(np.ascontiguousarray(lengths[table.order], dtype="<i8").tobytes())
+    for start in range(0, len(table.order), _DIGEST_BLOCK_ROWS):
+        block = combined.take(_take_indices(table.order[start : start + _DIGEST_BLOCK_ROWS]))
+        _hash_text_bytes(digest, pa.chunked_array([block]))
+    return digest.digest()
+
+
 def _links_digest(
     rel_qids: IntArray,
     rel_pids: IntArray,
@@ -484,6 +519,11 @@ def _hash_texts(digest: Any, texts: TextArray) -> None:
     # how Arrow chunked the column or whether its offsets are 32 or 64 bit.
     lengths = pc.binary_length(cast(Any, texts)).cast(pa.int64()).to_numpy()
     digest.update(np.ascontiguousarray(lengths, dtype="<i8").tobytes())
+    _hash_text_bytes(digest, texts)
+
+
+def _hash_text_bytes(digest: Any, texts: TextArray) -> None:
+    """All UTF-8 bytes of ``texts`` back to back, straight from the Arrow data buffers."""
     for chunk in texts.chunks:
         if len(chunk) == 0:
             continue

@@ -61,7 +61,7 @@ class Corpus(Mapping[int, str]):
     them (``texts`` materialises the Python list once and caches it).
     """
 
-    __slots__ = ("_ids", "_texts_arrow", "_texts_list")
+    __slots__ = ("_file_order", "_ids", "_texts_arrow", "_texts_list")
 
     def __init__(self, ids: npt.NDArray[np.int64], texts: pa.ChunkedArray[Any]) -> None:
         """Wrap sorted, unique ``ids`` and their ``texts`` (same length, same order)."""
@@ -71,6 +71,26 @@ class Corpus(Mapping[int, str]):
         self._ids = ids
         self._texts_arrow = texts
         self._texts_list: list[str] | None = None
+        #: id position -> row of ``_texts_arrow`` while the texts are still in file order.
+        self._file_order: npt.NDArray[np.intp] | None = None
+
+    @classmethod
+    def _in_file_order(
+        cls,
+        ids: npt.NDArray[np.int64],
+        file_texts: pa.ChunkedArray[Any],
+        order: npt.NDArray[np.intp] | None,
+    ) -> Corpus:
+        """A corpus over texts still in file order: ``file_texts[order[i]]`` is ``ids[i]``'s.
+
+        Lookups go through ``order``; the texts are physically put in id order only when
+        a caller asks for them all (:attr:`arrow_texts`, :attr:`texts`).
+        """
+        corpus = cls(ids, file_texts)
+        if order is not None:
+            order.flags.writeable = False
+            corpus._file_order = order
+        return corpus
 
     @property
     def ids(self) -> npt.NDArray[np.int64]:
@@ -83,12 +103,17 @@ class Corpus(Mapping[int, str]):
         if self._texts_list is None:
             from pytest_ragev._dataset_load import python_strings
 
-            self._texts_list = python_strings(self._texts_arrow)
+            self._texts_list = python_strings(self.arrow_texts)
         return self._texts_list
 
     @property
     def arrow_texts(self) -> pa.ChunkedArray[Any]:
-        """The texts as an Arrow array, for columnar consumers (no Python copies)."""
+        """The texts as an Arrow array in id order, for columnar consumers (no Python copies)."""
+        if self._file_order is not None:
+            from pytest_ragev._dataset_load import reordered
+
+            self._texts_arrow = reordered(self._texts_arrow, self._file_order)
+            self._file_order = None
         return self._texts_arrow
 
     def _position(self, pid: object) -> int | None:
@@ -106,6 +131,8 @@ class Corpus(Mapping[int, str]):
             raise KeyError(pid)
         if self._texts_list is not None:
             return self._texts_list[position]
+        if self._file_order is not None:
+            position = int(self._file_order[position])
         text: str = self._texts_arrow[position].as_py()
         return text
 
@@ -334,7 +361,7 @@ def load_dataset(path: str | os.PathLike[str], dataset_id: str | None = None) ->
 
     folder = Path(path)
     loaded = read_dataset_folder(folder)
-    corpus = Corpus(loaded.corpus_ids, loaded.corpus_texts)
+    corpus = Corpus._in_file_order(loaded.corpus_ids, loaded.corpus_texts, loaded.corpus_order)
     stats = _stats(
         questions=len(loaded.pairs),
         passages=len(corpus),
