@@ -479,9 +479,22 @@ def _streamed_digest(name: str, table: _TextTable) -> bytes:
     combined = table.file_texts.combine_chunks()
     lengths = pc.binary_length(cast(Any, combined)).cast(pa.int64()).to_numpy()
     digest.update(np.ascontiguousarray(lengths[table.order], dtype="<i8").tobytes())
-    for start in range(0, len(table.order), _DIGEST_BLOCK_ROWS):
-        block = combined.take(_take_indices(table.order[start : start + _DIGEST_BLOCK_ROWS]))
-        _hash_text_bytes(digest, pa.chunked_array([block]))
+    order = table.order
+
+    def gather(start: int) -> TextArray:
+        rows = _take_indices(order[start : start + _DIGEST_BLOCK_ROWS])
+        return pa.chunked_array([combined.take(rows)])
+
+    # Gathering the next block (Arrow's take) overlaps hashing this one (hashlib): both
+    # release the GIL, so on two cores the pass costs about the larger of the two.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragev-gather") as gatherer:
+        pending = gatherer.submit(gather, 0)
+        for start in range(_DIGEST_BLOCK_ROWS, len(order) + _DIGEST_BLOCK_ROWS,
+                           _DIGEST_BLOCK_ROWS):
+            block = pending.result()
+            if start < len(order):
+                pending = gatherer.submit(gather, start)
+            _hash_text_bytes(digest, block)
     return digest.digest()
 
 

@@ -376,6 +376,28 @@ def test_corpus_is_a_mapping_in_id_order(tmp_path: Path) -> None:
     assert repr(corpus) == "Corpus(5 passages)"
 
 
+def test_shuffled_corpus_serves_lookups_and_arrow_texts_in_id_order(tmp_path: Path) -> None:
+    shuffled = dict(reversed(list(CORPUS.items())))
+    corpus = load_dataset(_write_basic(tmp_path / "d", corpus=shuffled)).corpus
+    assert [corpus[pid] for pid in corpus] == [CORPUS[pid] for pid in sorted(CORPUS)]
+    assert corpus.arrow_texts.to_pylist() == [CORPUS[pid] for pid in sorted(CORPUS)]
+    assert corpus[13] == CORPUS[13]  # after the lazy reorder
+    assert corpus.texts == corpus.arrow_texts.to_pylist()
+
+
+def test_fingerprint_hashed_in_blocks_matches_sorted_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_ragev import _dataset_load
+
+    monkeypatch.setattr(_dataset_load, "_DIGEST_BLOCK_ROWS", 2)  # 5 passages, 3 blocks
+    in_order = load_dataset(_write_basic(tmp_path / "a")).fingerprint
+    shuffled = dict(reversed(list(CORPUS.items())))
+    assert load_dataset(_write_basic(tmp_path / "b", corpus=shuffled)).fingerprint == in_order
+    changed = {**shuffled, 12: CORPUS[12] + "!"}
+    assert load_dataset(_write_basic(tmp_path / "c", corpus=changed)).fingerprint != in_order
+
+
 def test_pair_lookup_and_limit(tmp_path: Path) -> None:
     ds = load_dataset(_write_basic(tmp_path / "d", queries={**QUERIES, 4: "unanswered"}))
     with pytest.raises(KeyError, match="no question with qid 7"):
