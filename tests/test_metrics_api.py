@@ -96,6 +96,13 @@ def test_bad_options() -> None:
         (MetricInput([1, 2], [1], "", ""), r"inputs\[1\]\.retrieval_gt\[0\]: .*\[\[1, 2\]\]"),  # type: ignore[list-item]
         (MetricInput("12", [1], "", ""), r"inputs\[1\]\.retrieval_gt: .* got str"),  # type: ignore[arg-type]
         (MetricInput([[1, None]], [1], "", ""), r"inputs\[1\]\.retrieval_gt\[0\]: .* NoneType"),  # type: ignore[list-item]
+        # Nested lists: numpy would read them as a 2-d or ragged array, not as ids.
+        (MetricInput([[1]], [[1]], "", ""), r"inputs\[1\]\.retrieval_ids\[0\]: .* got list \[1\]"),  # type: ignore[list-item]
+        (MetricInput([[1, 2]], [[1, 2], [3, 4]], "", ""), r"inputs\[1\]\.retrieval_ids\[0\]: .* got list"),  # type: ignore[list-item]
+        (MetricInput([[1]], [1, [2, 3]], "", ""), r"inputs\[1\]\.retrieval_ids\[1\]: .* got list \[2, 3\]"),  # type: ignore[list-item]
+        (MetricInput([[1]], [(1,)], "", ""), r"inputs\[1\]\.retrieval_ids\[0\]: .* got tuple"),  # type: ignore[list-item]
+        (MetricInput([[[1], [2]]], [1, 2], "", ""), r"inputs\[1\]\.retrieval_gt\[0\]: .* got list \[1\]"),  # type: ignore[list-item]
+        (MetricInput([[1, [2, 3]]], [1], "", ""), r"inputs\[1\]\.retrieval_gt\[0\]: .* got list \[2, 3\]"),  # type: ignore[list-item]
         (MetricInput([[1]], [1], None, ""), r"inputs\[1\]\.generated_text: expected str, got NoneType"),  # type: ignore[arg-type]
         (MetricInput([[1]], [1], "", b"x"), r"inputs\[1\]\.generated_gt: expected str, got bytes"),  # type: ignore[arg-type]
     ],
@@ -104,6 +111,21 @@ def test_bad_samples_are_named_by_index_and_field(sample: object, message: str) 
     good = MetricInput([[1]], [1], "a", "a")
     with pytest.raises(TypeError, match=message):
         score([good, sample, good])  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize(
+    ("sample", "message"),
+    [
+        (MetricInput([[1]], [[1]], "", ""), r"inputs\[0\]\.retrieval_ids\[0\]: .* got list"),  # type: ignore[list-item]
+        (MetricInput([[[1], [2]]], [1, 2], "", ""), r"inputs\[0\]\.retrieval_gt\[0\]: .* got list"),  # type: ignore[list-item]
+        (MetricInput([[1, 2]], [[1, 2], [3, 4]], "", ""), r"inputs\[0\]\.retrieval_ids\[0\]: .* got list"),  # type: ignore[list-item]
+    ],
+)  # fmt: skip
+def test_a_lone_nested_sample_is_named_too(sample: MetricInput, message: str) -> None:
+    # Alone in the batch, a nested list makes a rectangular 2-d array, not a ragged one.
+    for profile in ("weknora", "standard"):
+        with pytest.raises(TypeError, match=message):
+            score([sample], profile=profile, metrics=RETRIEVAL_METRICS)
 
 
 def test_other_integer_types_are_ids() -> None:

@@ -73,9 +73,12 @@ def plain_flat_ids(
     flat = list(chain.from_iterable(lists))
     if not flat:
         return FlatIds(np.zeros(0, dtype=np.int64), lengths)
-    values = np.array(flat)
-    if values.dtype != np.int64:
+    try:
+        values = np.array(flat)
+    except ValueError:  # ragged nested lists: numpy cannot shape them
         return None
+    if values.dtype != np.int64 or values.ndim != 1:
+        return None  # floats, strings, None, big ints or nested lists: look closer
     zeros_and_ones = np.flatnonzero((values & ~1) == 0).tolist()
     if any(type(flat[index]) is bool for index in zeros_and_ones):
         return None
@@ -87,7 +90,9 @@ def flat_ids(lists: Sequence[Sequence[int]]) -> FlatIds | None:
     lengths = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
     try:
         values = np.array(list(chain.from_iterable(lists)), dtype=np.int64)
-    except OverflowError:
+    except (OverflowError, ValueError, TypeError):
+        return None
+    if values.ndim != 1:
         return None
     return FlatIds(values, lengths)
 
