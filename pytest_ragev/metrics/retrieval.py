@@ -98,8 +98,12 @@ def score_one(
             grade_of.update(grades)
         relevant = {pid for pid, grade in grade_of.items() if grade > 0}
         precision, recall, mrr, ap = _binary_set_scores(ids, relevant, ap_by_found=False)
-        gains = [max(grade_of.get(pid, 0.0), 0.0) for pid in ids]
-        ideal = sorted((grade_of[pid] for pid in relevant), reverse=True)
+        # nDCG is scale-invariant: grades divided by the largest one keep DCG and IDCG
+        # finite (grades near the float maximum would overflow their sums to inf/inf).
+        top = max(grade_of.values(), default=0.0)
+        scale = top if top > 0 else 1.0
+        gains = [max(grade_of.get(pid, 0.0), 0.0) / scale for pid in ids]
+        ideal = sorted((grade_of[pid] / scale for pid in relevant), reverse=True)
     ndcg3, ndcg10 = (_ndcg(gains, ideal, k) for k in _CUTOFFS)
     return (precision, recall, ndcg3, ndcg10, mrr, ap)
 
@@ -204,10 +208,11 @@ def score_batch(
             retrieved, retrieved_valid = _compact(retrieved, keep)
         truth_valid = _first_occurrence(truth, truth_valid)
         gain = None
+        relevant = truth_valid
         if graded:
             assert grades is not None
-            gain = _truth_gains(truth, truth_valid, grades[start:stop])
-        values = _score_matrices(retrieved, retrieved_valid, truth, truth_valid, gain, profile)
+            gain, relevant = _truth_gains(truth, truth_valid, grades[start:stop])
+        values = _score_matrices(retrieved, retrieved_valid, truth, relevant, gain, profile)
         for column, value in zip(columns, values, strict=True):
             column[start:stop] = value
     return columns
@@ -215,7 +220,13 @@ def score_batch(
 
 def _truth_gains(
     truth: IntArray, truth_valid: BoolArray, grades: Sequence[Mapping[int, float] | None]
-) -> FloatArray:
+) -> tuple[FloatArray, BoolArray]:
+    """(gain of each GT cell divided by its row's largest grade, cell has grade > 0).
+
+    nDCG is scale-invariant, and the division keeps every DCG sum finite: grades
+    near the float maximum would overflow to inf / inf = NaN. Relevance (grade > 0)
+    is read before the division, which could underflow a tiny grade to 0.
+    """
     gains = truth_valid.astype(np.float64)
     for row, mapping in enumerate(grades):
         if mapping:
@@ -223,19 +234,23 @@ def _truth_gains(
                 grade = mapping.get(int(truth[row, col]))
                 if grade is not None:
                     gains[row, col] = max(grade, 0.0)
-    return gains
+    relevant = gains > 0
+    top = gains.max(axis=1, keepdims=True) if gains.shape[1] else np.ones((len(gains), 1))
+    gains /= np.where(top > 0, top, 1.0)
+    return gains, relevant
 
 
 def _score_matrices(
     retrieved: IntArray,
     retrieved_valid: BoolArray,
     truth: IntArray,
-    truth_valid: BoolArray,
+    relevant_truth: BoolArray,
     truth_gain: FloatArray | None,
     profile: str,
 ) -> list[FloatArray]:
+    """The six metrics; ``relevant_truth`` marks the relevant GT cells, ``truth_gain``
+    (graded nDCG only) their gains, scaled so that each row's largest is 1."""
     rows, width_r = retrieved.shape
-    relevant_truth = truth_valid if truth_gain is None else truth_gain > 0
     relevant_count = relevant_truth.sum(axis=1)
     retrieved_count = retrieved_valid.sum(axis=1)
     if width_r == 0 or truth.shape[1] == 0:
@@ -245,14 +260,13 @@ def _score_matrices(
     # match[i, r, g]: retrieved id r of sample i is relevant ground-truth passage g.
     match = retrieved[:, :, None] == truth[:, None, :]
     match &= relevant_truth[:, None, :]
+    hit = match.any(axis=2) & retrieved_valid
     if truth_gain is None:
-        hit = match.any(axis=2) & retrieved_valid
         gain = hit.astype(np.float64)
         ideal_gain = None
     else:
-        gain = np.where(retrieved_valid, (match * truth_gain[:, None, :]).max(axis=2), 0.0)
-        hit = gain > 0
-        ideal_gain = -np.sort(-truth_gain, axis=1)
+        gain = np.where(hit, (match * truth_gain[:, None, :]).max(axis=2), 0.0)
+        ideal_gain = -np.sort(-np.where(relevant_truth, truth_gain, 0.0), axis=1)
 
     hits_so_far = np.cumsum(hit, axis=1)
     hit_count = hits_so_far[:, -1]
