@@ -133,11 +133,15 @@ def test_vector_and_hybrid_retrieval_with_the_hashing_embedder() -> None:
         assert answer.retrieved[0].passage_id == 4, mode
 
 
-def test_missing_embedding_model_is_a_clear_error(tmp_path: Path) -> None:
-    pytest.importorskip("sentence_transformers")
-    pipe = pipeline(tmp_path, retrieval="vector", embedding_model="no-such-model-dir")
+def test_missing_embedding_model_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Caught when the config is read (before any KB build), with or without the extra.
+    import pytest_ragev.kb.builtin as builtin
+
+    monkeypatch.setattr(builtin, "_extra_installed", lambda: True)
     with pytest.raises(ConfigError, match="never downloaded"):
-        kb_of(pipe)
+        pipeline(tmp_path, retrieval="vector", embedding_model="no-such-model-dir")
 
 
 def test_lexical_rerank_and_its_fallback() -> None:

@@ -55,6 +55,46 @@ def test_bad_builtin_knob_is_a_usage_error(pytester: pytest.Pytester, make_proje
     result.stderr.fnmatch_lines(["ERROR: *chunk_sise*chunk_size*"])
 
 
+def test_missing_model_is_a_usage_error_before_any_question(
+    pytester: pytest.Pytester, make_project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pytest_ragev.kb.builtin as builtin
+
+    # Runs whether or not sentence-transformers is installed: the extra is hidden.
+    monkeypatch.setattr(builtin, "_ST_MODULE", "no_such_sentence_transformers_module")
+    config = make_project(conftest=None, pipeline=BUILTIN + 'retrieval = "vector"\n'
+                          'embedding_model = "models/nope"\n')
+    result = pytester.runpytest("--ragev-config", "ragev.toml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
+    assert errors == [
+        f"ERROR: {config}: [pipeline] embedding_model = 'models/nope' needs the embeddings "
+        "extra: pip install 'pytest-ragev[embeddings]' (or use embedding_model = 'hashing', "
+        "which needs nothing)"
+    ]
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert "q1" not in result.stdout.str()  # no question ran
+
+
+def test_empty_model_folder_in_a_variant_is_a_usage_error(
+    pytester: pytest.Pytester, make_project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pytest_ragev.kb.builtin as builtin
+
+    monkeypatch.setattr(builtin, "_extra_installed", lambda: True)
+    (pytester.path / "models" / "empty").mkdir(parents=True)
+    config = make_project(
+        '[[variants]]\nname = "rerank"\npipeline.rerank_model = "models/empty"\n',
+        conftest=None, pipeline=BUILTIN,
+    )
+    result = pytester.runpytest("--ragev-config", "ragev.toml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([
+        f"ERROR: {config}: variant 'rerank': [[]pipeline[]] rerank_model = '*empty' "
+        "holds no config.json or modules.json*"
+    ])
+
+
 def test_answer_cache_hits_misses_and_invalidation(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:

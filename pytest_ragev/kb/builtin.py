@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import json
 import math
 import os
@@ -109,8 +110,69 @@ def _resolve_model_path(value: str, base_dir: Path) -> str:
     return value
 
 
+#: The package the ``embeddings`` extra installs; looked up, never imported, at validation.
+_ST_MODULE = "sentence_transformers"
+
+
+def _extra_installed() -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(_ST_MODULE) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def check_model(value: str, *, key: str, builtin: str, source: Path | str) -> None:
+    """Fail fast (one-line :class:`ConfigError`) unless model ``value`` can be loaded offline.
+
+    ``value`` is already resolved against the config's folder. It must be the built-in
+    choice ``builtin``, or — with the ``embeddings`` extra installed — a folder holding a
+    model (``config.json`` or ``modules.json``) or an installed model package. Nothing is
+    loaded or downloaded here: this runs once per variant at session start.
+    """
+    if value == builtin:
+        return
+    setting = f"{source}: [pipeline] {key} = {value!r}"
+    if not _extra_installed():
+        raise ConfigError(
+            f"{setting} needs the embeddings extra: pip install 'pytest-ragev[embeddings]' "
+            f"(or use {key} = {builtin!r}, which needs nothing)"
+        )
+    path = Path(value)
+    if path.exists():
+        if not path.is_dir():
+            raise ConfigError(f"{setting} is a file, not a model folder; give the folder "
+                              "that holds config.json / modules.json")
+        if not any((path / name).is_file() for name in _MODEL_MARKERS):
+            raise ConfigError(
+                f"{setting}: the folder {str(path)!r} holds no config.json or modules.json, "
+                "so it is not a downloaded model; point at the model's own folder"
+            )
+        return
+    installed_model_folder(value, key=f"{source}: [pipeline] {key}")
+
+
+_MODEL_MARKERS = ("modules.json", "config.json")
+
+
 def parse_config(settings: PipelineSettings, *, source: Path | str) -> BuiltinConfig:
-    """Validate the ``[pipeline]`` table of a ``builtin`` pipeline."""
+    """Validate the ``[pipeline]`` table of a ``builtin`` pipeline.
+
+    Errors name the variant when ``settings`` belong to one (``[[variants]]``).
+    """
+    try:
+        return _parse_config(settings, source=source)
+    except ConfigError as error:
+        if settings.variant is None:
+            raise
+        message = str(error)
+        prefix = f"{source}: "
+        rest = message[len(prefix):] if message.startswith(prefix) else message
+        raise ConfigError(f"{prefix}variant {settings.variant!r}: {rest}") from None
+
+
+def _parse_config(settings: PipelineSettings, *, source: Path | str) -> BuiltinConfig:
     opts = Options(settings.options, where="[pipeline]", source=source)
     opts.check_keys(_PIPELINE_KEYS)
     chunk_size = opts.integer("chunk_size", DEFAULT_CHUNK_SIZE, low=1, example="512")
@@ -137,9 +199,12 @@ def parse_config(settings: PipelineSettings, *, source: Path | str) -> BuiltinCo
         )
     if embedding_model and embedding_model != "hashing":
         embedding_model = _resolve_model_path(embedding_model, settings.base_dir)
+    if embedding_model and retrieval != "keyword":
+        check_model(embedding_model, key="embedding_model", builtin="hashing", source=source)
     rerank_model = opts.string("rerank_model")
     if rerank_model and rerank_model != "lexical":
         rerank_model = _resolve_model_path(rerank_model, settings.base_dir)
+        check_model(rerank_model, key="rerank_model", builtin="lexical", source=source)
 
     chat_opts = Options(settings.options.get("chat", {}), where="[pipeline.chat]", source=source)
     chat_model = chat_opts.string("model", "extractive") or "extractive"
@@ -228,18 +293,8 @@ class HashingEmbedder:
 class SentenceTransformerEmbedder:
     """A sentence-transformers model from a local folder; never downloads."""
 
-    def __init__(self, model: str) -> None:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        try:
-            from sentence_transformers import SentenceTransformer
-        except ImportError:
-            raise ConfigError(
-                f"[pipeline] embedding_model = {model!r} needs sentence-transformers; "
-                "pip install 'pytest-ragev[embeddings]' or use embedding_model = \"hashing\""
-            ) from None
-        folder = installed_model_folder(model, key="[pipeline] embedding_model")
-        self._model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
+    def __init__(self, model: str, *, key: str = "[pipeline] embedding_model") -> None:
+        self._model = _load_model("SentenceTransformer", model, key=key)
         self._lock = threading.Lock()
 
     def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
@@ -249,6 +304,55 @@ class SentenceTransformerEmbedder:
             vectors = self._model.encode(list(texts), normalize_embeddings=True,
                                          show_progress_bar=False)
         return np.asarray(vectors, dtype=np.float32)
+
+
+_OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+_ENV_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _offline() -> Iterator[None]:
+    """``HF_HUB_OFFLINE=1`` / ``TRANSFORMERS_OFFLINE=1`` while a model loads, then restored.
+
+    The user's environment is left as it was: only the model load runs offline.
+    """
+    with _ENV_LOCK:
+        saved = {name: os.environ.get(name) for name in _OFFLINE_VARIABLES}
+        for name in _OFFLINE_VARIABLES:
+            os.environ[name] = "1"
+        try:
+            yield
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+
+
+def _load_model(kind: str, model: str, *, key: str) -> Any:
+    """A ``sentence_transformers`` ``kind`` (class name) from a folder, offline, on the CPU."""
+    builtin = "hashing" if kind == "SentenceTransformer" else "lexical"
+    with _offline():
+        try:
+            sentence_transformers = importlib.import_module(_ST_MODULE)
+        except ImportError:
+            raise ConfigError(
+                f"{key} = {model!r} needs the embeddings extra: pip install "
+                f"'pytest-ragev[embeddings]' (or use {builtin!r})"
+            ) from None
+        folder = installed_model_folder(model, key=key)
+        try:
+            return getattr(sentence_transformers, kind)(
+                str(folder), device="cpu", local_files_only=True
+            )
+        except (OSError, ValueError, KeyError, RuntimeError) as error:
+            first = " ".join(str(error).split())[:200]
+            raise ConfigError(
+                f"{key} = {model!r}: the model in {str(folder)!r} did not load "
+                f"({type(error).__name__}: {first}); check that the folder holds a complete "
+                "sentence-transformers model"
+            ) from None
 
 
 def installed_model_folder(model: str, *, key: str) -> Path:
@@ -265,7 +369,13 @@ def installed_model_folder(model: str, *, key: str) -> Path:
 
     module_name = model.replace("-", "_")
     if module_name.isidentifier() and importlib.util.find_spec(module_name) is not None:
-        module = importlib.import_module(module_name)
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as error:  # a broken package: say so instead of a traceback
+            raise ConfigError(
+                f"{key} = {model!r}: importing the model package {module_name!r} failed "
+                f"({type(error).__name__}: {error}); reinstall it"
+            ) from None
         getter = getattr(module, "get_model_path", None)
         candidates = [getter()] if callable(getter) else []
         candidates += [getattr(module, name, None) for name in ("MODEL_PATH", "MODEL_DIR")]
@@ -278,13 +388,15 @@ def installed_model_folder(model: str, *, key: str) -> Path:
                     return folder
     raise ConfigError(
         f"{key} = {model!r} is neither a local model folder nor an installed model package; "
-        "models are never downloaded at run time: give a downloaded folder or pip install "
-        "the model's package"
+        "models are never downloaded at run time: give a downloaded folder (relative paths "
+        "resolve against the config file) or pip install the model's package"
     )
 
 
-def make_embedder(model: str) -> HashingEmbedder | SentenceTransformerEmbedder:
-    return HashingEmbedder() if model == "hashing" else SentenceTransformerEmbedder(model)
+def make_embedder(
+    model: str, *, key: str = "[pipeline] embedding_model"
+) -> HashingEmbedder | SentenceTransformerEmbedder:
+    return HashingEmbedder() if model == "hashing" else SentenceTransformerEmbedder(model, key=key)
 
 
 # ---------------------------------------------------------------------- the KB
@@ -367,6 +479,9 @@ class BuiltinPipeline:
     def __init__(self, settings: PipelineSettings, *, source: Path | str) -> None:
         self.settings = settings
         self.config = parse_config(settings, source=source)
+        self._where = f"{source}: " + (
+            "" if settings.variant is None else f"variant {settings.variant!r}: "
+        ) + "[pipeline]"
         self._embedder: Any = None
         self._reranker: Any = None
         self._chat: ChatClient | None = None
@@ -464,7 +579,8 @@ class BuiltinPipeline:
         with self._lock:
             if self._embedder is None:
                 assert self.config.embedding_model is not None
-                self._embedder = make_embedder(self.config.embedding_model)
+                self._embedder = make_embedder(self.config.embedding_model,
+                                               key=f"{self._where} embedding_model")
             return self._embedder
 
     # -- retrieval
@@ -528,7 +644,8 @@ class BuiltinPipeline:
                 model = self.config.rerank_model
                 assert model is not None
                 self._reranker = (
-                    lexical_rerank if model == "lexical" else _cross_encoder(model)
+                    lexical_rerank if model == "lexical"
+                    else _cross_encoder(model, key=f"{self._where} rerank_model")
                 )
             return self._reranker  # type: ignore[no-any-return]
 
@@ -597,17 +714,8 @@ def lexical_rerank(question: str, texts: Sequence[str]) -> list[float]:
     return [len(query & set(bm25_tokens(text))) / len(query) for text in texts]
 
 
-def _cross_encoder(model: str) -> Callable[[str, Sequence[str]], list[float]]:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    try:
-        from sentence_transformers import CrossEncoder
-    except ImportError:
-        raise ConfigError(
-            f"[pipeline] rerank_model = {model!r} needs sentence-transformers; pip install "
-            "'pytest-ragev[embeddings]' or use rerank_model = \"lexical\""
-        ) from None
-    folder = installed_model_folder(model, key="[pipeline] rerank_model")
-    encoder = CrossEncoder(str(folder), device="cpu", local_files_only=True)
+def _cross_encoder(model: str, *, key: str) -> Callable[[str, Sequence[str]], list[float]]:
+    encoder = _load_model("CrossEncoder", model, key=key)
     lock = threading.Lock()
 
     def score(question: str, texts: Sequence[str]) -> list[float]:
