@@ -1,15 +1,14 @@
 """The tokenizer of keyword retrieval: jieba words for Han text, lowercased words otherwise.
 
 This is deliberately not the metric tokenizer: retrieval wants case-folded words without
-punctuation, the metrics want the text as written. jieba is imported on first use only,
-under a lock (its dictionary load is not safe to start twice at once), with its log quiet.
+punctuation, the metrics want the text as written. Both segment Han text with the same
+jieba instance (:func:`pytest_ragev.metrics.jieba_tokenizer`: loaded once per process on
+first use, under a lock, log quiet, dictionary cache in the user cache folder).
 """
 
 from __future__ import annotations
 
-import logging
 import re
-import threading
 import unicodedata
 from collections.abc import Callable
 from typing import Any
@@ -18,29 +17,26 @@ from typing import Any
 Tokenizer = Callable[[str], list[str]]
 
 # CJK Unified Ideographs, Extension A, Compatibility Ideographs and Extensions B-F.
-_HAN_RUN = re.compile(
-    r"([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ebef]+)"
-)
+_HAN_RUN = re.compile(r"([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ebef]+)")
 # Letters and digits of any script; underscore and punctuation separate words.
 _WORD = re.compile(r"[^\W_]+")
 
-_jieba_lock = threading.Lock()
-_jieba: Any = None
+_lcut: Callable[..., list[str]] | None = None
 
 
-def _jieba_module() -> Any:
-    global _jieba
-    if _jieba is None:
-        with _jieba_lock:
-            if _jieba is None:
-                import jieba
+def _jieba_lcut() -> Callable[..., list[str]]:
+    """``lcut`` of the metric engine's jieba instance (one dictionary load per process).
 
-                # jieba prints "Building prefix dict..." at INFO on first use; keep terminals clean.
-                jieba.setLogLevel(logging.WARNING)
-                logging.getLogger("jieba").setLevel(logging.WARNING)
-                jieba.initialize()
-                _jieba = jieba
-    return _jieba
+    ``jieba_tokenizer`` loads under its own lock; two threads racing here get the same
+    bound method.
+    """
+    global _lcut
+    if _lcut is None:
+        from pytest_ragev.metrics.text import jieba_tokenizer
+
+        instance: Any = jieba_tokenizer()
+        _lcut = instance.lcut
+    return _lcut
 
 
 def bm25_tokens(text: str) -> list[str]:
@@ -60,7 +56,7 @@ def bm25_tokens(text: str) -> list[str]:
             continue
         if index % 2 == 1:
             # re.split with one group puts the Han runs at odd positions.
-            tokens.extend(word for word in _jieba_module().lcut(part, HMM=True) if word.strip())
+            tokens.extend(word for word in _jieba_lcut()(part, HMM=True) if word.strip())
         else:
             tokens.extend(_WORD.findall(part.casefold()))
     return tokens
