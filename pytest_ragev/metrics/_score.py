@@ -13,7 +13,7 @@ import numpy as np
 
 from pytest_ragev._types import GENERATION_METRICS, METRIC_NAMES, RETRIEVAL_METRICS, MetricInput
 from pytest_ragev.metrics import _validate, generation, retrieval
-from pytest_ragev.metrics.text import Sentences, Tokenizer, tokenize_tuples
+from pytest_ragev.metrics.text import Sentences, Tokenizer, custom_memo, tokenize_tuples
 from pytest_ragev.results import Direction, MetricSummary
 
 __all__ = ["PROFILES", "aggregate", "score"]
@@ -67,7 +67,9 @@ def score(
     ``"weknora"`` is binary by definition and ignores them.
 
     ``tokenizer`` replaces the spec tokenizer (``text -> sentences of tokens``) for
-    the generation metrics; each distinct text is tokenized once per call.
+    the generation metrics. It must be a pure function of the text: its results are
+    memoised across calls for as long as the tokenizer object lives (for a bound
+    method, its instance), so each distinct text is tokenized once.
 
     Wrong types raise ``TypeError`` and wrong values ``ValueError``, naming the input
     index and field. Every value is a float in [0, 1].
@@ -194,13 +196,14 @@ def _generation_columns(
 
 
 def _checked_tokenizer(tokenizer: Tokenizer) -> Callable[[str], Sentences]:
-    """Wrap a custom tokenizer: memoise per call, check and freeze what it returns."""
+    """Wrap a custom tokenizer: memoise (across calls, while the tokenizer object lives),
+    check and freeze what it returns."""
     if not callable(tokenizer):
         raise TypeError(
             f"tokenizer: expected a callable text -> list of sentences of tokens, got "
             f"{type(tokenizer).__name__}"
         )
-    memo: dict[str, Sentences] = {}
+    memo = custom_memo(tokenizer)
 
     def segment(text: str) -> Sentences:
         cached = memo.get(text)

@@ -8,8 +8,10 @@ other punctuation character is one token, everything else is skipped.
 jieba is imported and its dictionary loaded on the first Chinese text only, once
 per process, under a lock (pipelines run in a thread pool and the knowledge base
 tokenizes with the same instance). Its cache file lives in the user cache folder.
-Each distinct text is segmented once per process (memoised), because comparison
-runs score the same reference answers many times.
+Segmentations are memoised, because comparison runs score the same reference answers
+many times: the built-in tokenizer keeps the last :data:`MEMO_SIZE` distinct texts of
+the process (least recently used forgotten first), a custom tokenizer passed to
+``score`` gets a memo of its own that lives as long as that tokenizer object.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ import logging
 import os
 import re
 import threading
+import types
 import unicodedata
 import warnings
+import weakref
 from functools import lru_cache
 from pathlib import Path
 from sys import intern
@@ -31,6 +35,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
 __all__ = [
+    "MEMO_SIZE",
     "Tokenizer",
     "cache_dir",
     "clear_cache",
@@ -42,6 +47,12 @@ __all__ = [
 
 #: A text's sentences, each a tuple of tokens (the memoised, immutable form).
 Sentences = tuple[tuple[str, ...], ...]
+
+#: Distinct texts a segmentation memo keeps (the built-in one: least recently used
+#: forgotten first; a custom tokenizer's: starts over when full). At ~40 words a text
+#: this is at most a few hundred MB, and more distinct texts than this in one run
+#: are rare.
+MEMO_SIZE = 1 << 18
 
 
 class Tokenizer(Protocol):
@@ -215,7 +226,7 @@ def _tokenize_unicode(text: str) -> Sentences:
     return tuple(sentences)
 
 
-@lru_cache(maxsize=1 << 18)
+@lru_cache(maxsize=MEMO_SIZE)
 def _tokenize_cached(text: str) -> Sentences:
     if text.isascii():
         return _tokenize_ascii(text)
@@ -248,6 +259,42 @@ def words(text: str) -> list[str]:
     return [token for sentence in _tokenize_cached(text) for token in sentence]
 
 
+# Memos of custom tokenizers, keyed by the identity of the tokenizer's owner (the
+# callable itself, or a bound method's instance) and then by the function (None for
+# the callable itself); an entry goes when its owner is garbage-collected.
+_custom_memos: dict[int, dict[object, dict[str, Sentences]]] = {}
+_custom_memos_lock = threading.Lock()
+
+
+def custom_memo(tokenizer: object) -> dict[str, Sentences]:
+    """The memo ``text -> sentences`` of a custom ``tokenizer``, shared across calls.
+
+    It lives as long as the tokenizer object (for a bound method: its instance, so
+    ``score(..., tokenizer=obj.cut)`` twice shares one memo). A callable that takes no
+    weak reference (e.g. a builtin function) gets a fresh memo each time.
+    """
+    owner: object = tokenizer
+    function: object = None
+    if isinstance(tokenizer, types.MethodType):
+        owner, function = tokenizer.__self__, tokenizer.__func__
+    key = id(owner)
+    with _custom_memos_lock:
+        per_owner = _custom_memos.get(key)
+        if per_owner is None:
+            try:
+                weakref.finalize(owner, _custom_memos.pop, key, None)
+            except TypeError:  # no weak references: no way to see it go
+                return {}
+            per_owner = _custom_memos[key] = {}
+        memo = per_owner.get(function)
+        if memo is None or len(memo) >= MEMO_SIZE:
+            memo = per_owner[function] = {}
+        return memo
+
+
 def clear_cache() -> None:
-    """Forget the memoised segmentations (the jieba dictionary stays loaded)."""
+    """Forget the memoised segmentations, built-in and custom (jieba stays loaded)."""
     _tokenize_cached.cache_clear()
+    with _custom_memos_lock:
+        for per_owner in _custom_memos.values():
+            per_owner.clear()
