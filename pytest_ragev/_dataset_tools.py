@@ -8,7 +8,12 @@ the five Parquet files. Both write through :func:`pytest_ragev.dataset.write_dat
 from __future__ import annotations
 
 import json
+import os
+import re
+import secrets
+import shutil
 from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +26,8 @@ from pytest_ragev.dataset import DATASET_FILES, Dataset, write_dataset
 
 #: The share of distractor passages ``sample`` adds, relative to the relevant ones (the seed's 20%).
 DEFAULT_DISTRACTOR_SHARE = 0.2
+#: Where a conversion that renumbered ids records them (``table``, ``id``, ``source_id``).
+ID_MAP_FILE = "id_map.parquet"
 
 
 def check_destination(source: Path, destination: Path, *, force: bool) -> None:
@@ -31,7 +38,7 @@ def check_destination(source: Path, destination: Path, *, force: bool) -> None:
         raise ConfigError(
             f"destination {destination} is the source folder; write to another folder"
         )
-    existing = [name for name in DATASET_FILES if (destination / name).exists()]
+    existing = [name for name in (*DATASET_FILES, ID_MAP_FILE) if (destination / name).exists()]
     if existing and not force:
         raise ConfigError(
             f"destination {destination} already holds {existing[0]}; "
@@ -120,6 +127,8 @@ def _plain_number(grade: float) -> int | float:
 
 def _json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for every non-blank line; ``DatasetError`` for bad lines."""
+    if path.is_dir():
+        raise DatasetError(f"{path} is a folder, not a JSONL file; pass the file itself")
     if not path.is_file():
         raise DatasetError(f"{path} does not exist; pass an existing JSONL file")
     with path.open(encoding="utf-8") as handle:
@@ -151,32 +160,83 @@ def _text_field(path: Path, number: int, item: dict[str, Any], key: str) -> str:
     return value
 
 
+#: An integer id as the loader reads one from a string: optional sign, ASCII digits.
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
+def _as_integer(text: str) -> int | None:
+    """``text`` as an int64 value when it holds an integer (blanks around allowed), else None."""
+    stripped = text.strip()
+    if _INTEGER.fullmatch(stripped) is None:
+        return None
+    value = int(stripped)
+    return value if -(2**63) <= value < 2**63 else None
+
+
+class _SourceIds:
+    """The source ids of one JSONL file in file order; a repeated id is a ``DatasetError``."""
+
+    def __init__(self, path: Path, key: str, noun: str) -> None:
+        self._path, self._key, self._noun = path, key, noun
+        self._lines: dict[str, int] = {}
+
+    def add(self, number: int, source_id: str, raw: object) -> None:
+        """Record ``source_id`` (from the JSON value ``raw``) found on line ``number``."""
+        first = self._lines.setdefault(source_id, number)
+        if first != number:
+            raise DatasetError(
+                f"{self._path} line {number}: {self._key} {raw!r} appears twice "
+                f"(first on line {first}); give every {self._noun} its own {self._key}"
+            )
+
+    def id_map(self) -> _IdMap:
+        return _IdMap(list(self._lines))
+
+
 class _IdMap:
-    """Source ids (strings) -> int64 ids: kept when every id is an integer, else 1..n."""
+    """Unique source ids (strings) -> int64 ids.
+
+    The ids are kept when every source id holds an integer that fits in int64 and no two
+    of them hold the same integer (``"7"`` and ``"007"``); otherwise the table is
+    renumbered 1..n in file order.
+    """
 
     def __init__(self, source_ids: list[str]) -> None:
         self.source_ids = source_ids
-        try:
-            numbers = [int(value) for value in source_ids]
-            self.renumbered = not all(-(2**63) <= n < 2**63 for n in numbers)
-        except ValueError:
-            self.renumbered = True
-        if self.renumbered:
-            numbers = list(range(1, len(source_ids) + 1))
-        self.ids = numbers
-        self._index = dict(zip(source_ids, numbers, strict=True))
+        numbers = [_as_integer(value) for value in source_ids]
+        kept = [number for number in numbers if number is not None]
+        self.renumbered = len(kept) != len(source_ids) or len(set(kept)) != len(kept)
+        self.ids = list(range(1, len(source_ids) + 1)) if self.renumbered else kept
+        self._index = dict(zip(source_ids, self.ids, strict=True))
 
     def get(self, source_id: str) -> int | None:
         return self._index.get(source_id)
 
 
 def _id_text(value: Any) -> str | None:
+    """A JSON id (string or integer) as the string that identifies it; None if unusable."""
     if isinstance(value, bool) or not isinstance(value, str | int):
         return None
-    return str(value)
+    text = str(value)
+    return text if text.strip() else None
 
 
-# --- BEIR --------------------------------------------------------------------------------------
+def _write_id_map(destination: Path, maps: dict[str, _IdMap], renumbered: tuple[str, ...]) -> None:
+    if not renumbered:
+        return
+    from pytest_ragev._dataset_write import write_table
+
+    tables, ids, source_ids = [], [], []
+    for name in renumbered:
+        id_map = maps[name]
+        tables += [name] * len(id_map.ids)
+        ids += id_map.ids
+        source_ids += id_map.source_ids
+    destination.mkdir(parents=True, exist_ok=True)
+    write_table(
+        destination / ID_MAP_FILE,
+        pa.table({"table": tables, "id": pa.array(ids, pa.int64()), "source_id": source_ids}),
+    )
 
 
 @dataclass(frozen=True)
@@ -190,75 +250,120 @@ class ConvertSummary:
     renumbered: tuple[str, ...]  # tables whose source ids were replaced by 1..n
 
 
+# --- writing through a staging folder ----------------------------------------------------------
+
+
+@contextmanager
+def staged_folder(destination: Path) -> Iterator[Path]:
+    """A fresh folder beside ``destination`` to write (and validate) a dataset in.
+
+    When the ``with`` body finishes, the staged files replace those of ``destination``
+    (each with an atomic rename; a stale ``id_map.parquet`` the new output lacks is
+    removed); if it raises, the staging folder and any parent folders created for it are
+    removed, and ``destination`` is left exactly as it was.
+    """
+    parent = destination.absolute().parent
+    created: list[Path] = []
+    ancestor = parent
+    while not ancestor.exists():
+        created.append(ancestor)
+        ancestor = ancestor.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    staging = parent / f".{destination.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    staging.mkdir()
+    try:
+        yield staging
+        _publish(staging, destination)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        for folder in created:  # deepest first
+            with suppress(OSError):
+                folder.rmdir()
+        raise
+
+
+def _publish(staging: Path, destination: Path) -> None:
+    if not destination.exists():
+        os.replace(staging, destination)
+        return
+    written = {path.name for path in staging.iterdir()}
+    for name in (*DATASET_FILES, ID_MAP_FILE):
+        if name in written:
+            os.replace(staging / name, destination / name)
+        elif (destination / name).exists():
+            (destination / name).unlink()  # e.g. an id_map.parquet of an earlier conversion
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+# --- BEIR --------------------------------------------------------------------------------------
+
+
 def convert_beir(source: Path, destination: Path, *, split: str | None = None) -> ConvertSummary:
     """Convert a BEIR folder (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``).
 
     Corpus texts become ``title + "\\n" + text`` when a title is present. Only queries that
     have a line in the split's qrels are kept (BEIR's ``queries.jsonl`` covers all splits).
     A query's reference answer is taken from an ``answer`` field (or ``metadata.answer``)
-    when there is one. Non-integer ids are renumbered 1..n in file order and the mapping
-    is written to ``id_map.parquet`` next to the five files.
+    when it is a non-blank string. A table whose ids are not all distinct integers is
+    renumbered 1..n in file order and the mapping is written to ``id_map.parquet`` next to
+    the five files. Repeated ids and repeated qrels pairs are errors naming file and line.
     """
+    if source.is_file():
+        raise DatasetError(
+            f"{source} is a file; --from beir takes a BEIR folder (corpus.jsonl, queries.jsonl, "
+            "qrels/<split>.tsv); for a JSONL QA file use --from jsonl"
+        )
     if not source.is_dir():
-        raise DatasetError(f"BEIR folder {source} does not exist; pass the folder of corpus.jsonl")
+        raise DatasetError(
+            f"BEIR folder {source} does not exist; pass the folder that holds corpus.jsonl, "
+            "queries.jsonl and qrels/"
+        )
+    for name in ("corpus.jsonl", "queries.jsonl"):
+        if not (source / name).is_file():
+            raise DatasetError(
+                f"{source / name} is missing; a BEIR folder holds corpus.jsonl, queries.jsonl "
+                "and qrels/<split>.tsv"
+            )
     qrels_path = _beir_split(source, split)
 
     corpus_path = source / "corpus.jsonl"
-    corpus_source: list[str] = []
+    corpus_source = _SourceIds(corpus_path, "_id", "passage")
     corpus_texts: list[str] = []
     for number, item in _json_lines(corpus_path):
         source_id = _id_text(item.get("_id"))
         if source_id is None:
-            raise DatasetError(f"{corpus_path} line {number}: field '_id' is missing or not a "
-                               "string/integer; give every passage an _id")
+            raise DatasetError(f"{corpus_path} line {number}: field '_id' is missing, blank or "
+                               "not a string/integer; give every passage an _id")
         text = _text_field(corpus_path, number, item, "text")
         title = item.get("title")
-        corpus_source.append(source_id)
+        corpus_source.add(number, source_id, item["_id"])
         corpus_texts.append(f"{title}\n{text}" if isinstance(title, str) and title else text)
-    corpus_ids = _IdMap(corpus_source)
+    corpus_ids = corpus_source.id_map()
 
     queries_path = source / "queries.jsonl"
-    query_rows: list[tuple[str, str, str | None]] = []
+    query_source = _SourceIds(queries_path, "_id", "query")
+    query_rows: list[tuple[str, str | None]] = []
     for number, item in _json_lines(queries_path):
         source_id = _id_text(item.get("_id"))
         if source_id is None:
-            raise DatasetError(f"{queries_path} line {number}: field '_id' is missing or not a "
-                               "string/integer; give every query an _id")
+            raise DatasetError(f"{queries_path} line {number}: field '_id' is missing, blank or "
+                               "not a string/integer; give every query an _id")
         answer = item.get("answer")
         metadata = item.get("metadata")
         if answer is None and isinstance(metadata, dict):
             answer = metadata.get("answer")
+        query_source.add(number, source_id, item["_id"])
         query_rows.append(
-            (source_id, _text_field(queries_path, number, item, "text"),
+            (_text_field(queries_path, number, item, "text"),
              answer if isinstance(answer, str) and answer.strip() else None)
         )
-    query_ids = _IdMap([row[0] for row in query_rows])
+    query_ids = query_source.id_map()
 
-    judged: list[tuple[int, int, int]] = []
-    judged_queries: set[int] = set()
-    with qrels_path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            fields = line.rstrip("\n").split("\t")
-            if not line.strip() or (number == 1 and not _is_int(fields[-1])):
-                continue  # blank line or the "query-id corpus-id score" header
-            if len(fields) not in (2, 3) or (len(fields) == 3 and not _is_int(fields[2])):
-                raise DatasetError(
-                    f"{qrels_path} line {number}: expected 'query-id<TAB>corpus-id<TAB>score', "
-                    f"got {line.strip()!r}"
-                )
-            qid, pid = query_ids.get(fields[0]), corpus_ids.get(fields[1])
-            if qid is None:
-                raise DatasetError(f"{qrels_path} line {number}: query-id {fields[0]!r} is not "
-                                   f"in {queries_path.name}; fix the id or add the query")
-            if pid is None:
-                raise DatasetError(f"{qrels_path} line {number}: corpus-id {fields[1]!r} is not "
-                                   f"in {corpus_path.name}; fix the id or add the passage")
-            judged.append((qid, pid, int(fields[2]) if len(fields) == 3 else 1))
-            judged_queries.add(qid)
-
+    judged = _read_qrels(qrels_path, query_ids, corpus_ids)
+    judged_queries = {qid for qid, _, _ in judged}
     kept = [
         (qid, text, answer)
-        for qid, (_, text, answer) in zip(query_ids.ids, query_rows, strict=True)
+        for qid, (text, answer) in zip(query_ids.ids, query_rows, strict=True)
         if qid in judged_queries
     ]
     renumbered = tuple(
@@ -284,6 +389,77 @@ def convert_beir(source: Path, destination: Path, *, split: str | None = None) -
     )
 
 
+#: Column names a qrels header line uses (BEIR's ``query-id corpus-id score``, TREC's, ...).
+_HEADER_NAME = re.compile(
+    r"(query|corpus|doc|document|passage)?[-_ ]?id|qid|pid|docno|iter|iteration|score|"
+    r"rel|relevance|label|grade",
+    re.IGNORECASE,
+)
+_QRELS_FORMAT = "'query-id<TAB>corpus-id<TAB>score' (BEIR) or 'query-id 0 corpus-id score' (TREC)"
+
+
+def _read_qrels(path: Path, query_ids: _IdMap, corpus_ids: _IdMap) -> list[tuple[int, int, int]]:
+    """The (qid, pid, score) judgements of a BEIR or TREC qrels file, checked line by line.
+
+    Lines hold ``query-id corpus-id [score]`` (BEIR, tab-separated) or
+    ``query-id iteration corpus-id score`` (TREC, tabs or spaces). The first line is skipped
+    as a header only when it looks like one: neither of its ids is known and it names
+    columns (``query-id``, ``corpus-id``, ``score``, ...) or has a non-integer score.
+    """
+    judged: list[tuple[int, int, int]] = []
+    first_line: dict[tuple[int, int], int] = {}
+    seen_line = False
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            stripped = line.strip()
+            fields = [field.strip() for field in stripped.split("\t")] if "\t" in stripped \
+                else stripped.split()
+            if len(fields) == 4:
+                query_field, corpus_field, score_field = fields[0], fields[2], fields[3]
+            elif len(fields) in (2, 3):
+                query_field, corpus_field = fields[0], fields[1]
+                score_field = fields[2] if len(fields) == 3 else "1"
+            else:
+                raise DatasetError(
+                    f"{path} line {number}: expected {_QRELS_FORMAT}, got {stripped!r}"
+                )
+            qid, pid = query_ids.get(query_field), corpus_ids.get(corpus_field)
+            if not seen_line:
+                seen_line = True
+                if qid is None and pid is None and (
+                    any(_HEADER_NAME.fullmatch(field) for field in fields)
+                    or (len(fields) > 2 and _as_integer(score_field) is None)
+                ):
+                    continue  # the header line
+            score = _as_integer(score_field)
+            if score is None:
+                raise DatasetError(
+                    f"{path} line {number}: score {score_field!r} is not an integer; "
+                    f"expected {_QRELS_FORMAT}"
+                )
+            if qid is None:
+                raise DatasetError(f"{path} line {number}: query-id {query_field!r} is not "
+                                   "in queries.jsonl; fix the id or add the query")
+            if pid is None:
+                raise DatasetError(f"{path} line {number}: corpus-id {corpus_field!r} is not "
+                                   "in corpus.jsonl; fix the id or add the passage")
+            first = first_line.setdefault((qid, pid), number)
+            if first != number:
+                raise DatasetError(
+                    f"{path} line {number}: query-id {query_field!r} and corpus-id "
+                    f"{corpus_field!r} are judged twice (first on line {first}); "
+                    "keep one line per pair"
+                )
+            judged.append((qid, pid, score))
+    if not judged:
+        raise DatasetError(
+            f"{path} holds no judgements; add lines {_QRELS_FORMAT}"
+        )
+    return judged
+
+
 def _beir_split(source: Path, split: str | None) -> Path:
     folder = source / "qrels"
     available = sorted(path.stem for path in folder.glob("*.tsv")) if folder.is_dir() else []
@@ -306,33 +482,28 @@ def _beir_split(source: Path, split: str | None) -> Path:
     )
 
 
-def _is_int(text: str) -> bool:
-    try:
-        int(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _write_id_map(destination: Path, maps: dict[str, _IdMap], renumbered: tuple[str, ...]) -> None:
-    if not renumbered:
-        return
-    from pytest_ragev._dataset_write import write_table
-
-    tables, ids, source_ids = [], [], []
-    for name in renumbered:
-        id_map = maps[name]
-        tables += [name] * len(id_map.ids)
-        ids += id_map.ids
-        source_ids += id_map.source_ids
-    destination.mkdir(parents=True, exist_ok=True)
-    write_table(
-        destination / "id_map.parquet",
-        pa.table({"table": tables, "id": pa.array(ids, pa.int64()), "source_id": source_ids}),
-    )
-
-
 # --- simple JSONL QA ---------------------------------------------------------------------------
+
+#: The keys of a line of a JSONL QA file.
+QA_KEYS = ("id", "question", "answer", "passages", "passage_ids")
+#: Keys other tools use (ragas, ...) and the QA key that means the same.
+_KEY_ALIASES = {
+    "contexts": "passages",
+    "context": "passages",
+    "reference_contexts": "passages",
+    "ground_truth": "answer",
+    "ground_truths": "answer",
+    "reference": "answer",
+    "answers": "answer",
+    "query": "question",
+    "user_input": "question",
+    "qid": "id",
+    "question_id": "id",
+    "_id": "id",
+    "pids": "passage_ids",
+    "doc_ids": "passage_ids",
+    "corpus_ids": "passage_ids",
+}
 
 
 def convert_jsonl(
@@ -340,57 +511,75 @@ def convert_jsonl(
 ) -> ConvertSummary:
     """Convert a JSONL QA file: one object per line.
 
-    Keys: ``question`` (required), ``answer`` (optional string), ``passages`` (relevant
-    passage texts) and/or ``passage_ids`` (ids into ``corpus_file``, a JSONL of
-    ``{"id", "text"}`` objects that may also hold distractors), and an optional integer
-    ``id`` (then on every line; otherwise questions are numbered 1..n). Identical passage
-    texts share one id; every listed passage is relevant with grade 1.
+    Keys (:data:`QA_KEYS`; any other key is an error naming the known ones): ``question``
+    (required), ``answer`` (optional; blank means no answer), ``passages`` (relevant
+    passage texts) and/or ``passage_ids`` (ids of passages in ``corpus_file``, a JSONL of
+    ``{"id", "text"}`` objects that may also hold distractors), and an optional ``id``
+    (then on every line; otherwise questions are numbered 1..n). Ids are integers or
+    strings; a table whose ids are not all distinct integers is renumbered 1..n and the
+    mapping written to ``id_map.parquet``, as for BEIR. Identical passage texts share one
+    id; every listed passage is relevant with grade 1.
     """
-    corpus: dict[int, str] = {}
-    by_text: dict[str, int] = {}
+    if source.is_dir():
+        hint = (
+            "; it looks like a BEIR folder: use --from beir"
+            if (source / "corpus.jsonl").is_file()
+            else "; for a BEIR folder use --from beir"
+        )
+        raise DatasetError(
+            f"{source} is a folder; --from jsonl takes a JSONL QA file "
+            f"(one JSON object per line){hint}"
+        )
+    corpus_texts: list[str] = []
+    corpus_ids = _IdMap([])
     if corpus_file is not None:
+        corpus_source = _SourceIds(corpus_file, "id", "passage")
         for number, item in _json_lines(corpus_file):
-            raw = item.get("id", item.get("_id"))
-            if isinstance(raw, bool) or not isinstance(raw, int | str) or not _is_int(str(raw)):
-                raise DatasetError(f"{corpus_file} line {number}: field 'id' is {raw!r}, not an "
-                                   "integer; give every passage an integer id")
-            pid = int(raw)
-            if pid in corpus:
-                raise DatasetError(f"{corpus_file} line {number}: id {pid} appears twice; "
-                                   "give every passage its own id")
-            text = _text_field(corpus_file, number, item, "text")
-            corpus[pid] = text
-            by_text.setdefault(text, pid)
+            source_id = _id_text(item.get("id", item.get("_id")))
+            if source_id is None:
+                raise DatasetError(f"{corpus_file} line {number}: field 'id' is missing, blank "
+                                   "or not a string/integer; give every passage an id")
+            corpus_source.add(number, source_id, item.get("id", item.get("_id")))
+            corpus_texts.append(_text_field(corpus_file, number, item, "text"))
+        corpus_ids = corpus_source.id_map()
+    corpus: dict[int, str] = dict(zip(corpus_ids.ids, corpus_texts, strict=True))
+    by_text: dict[str, int] = {}
+    for pid, text in corpus.items():
+        by_text.setdefault(text, pid)
 
     lines = list(_json_lines(source))
     if not lines:
         raise DatasetError(f"{source} holds no questions; write one JSON object per line")
+    for number, item in lines:
+        _check_qa_keys(source, number, item)
     with_id = [number for number, item in lines if "id" in item]
     if with_id and len(with_id) != len(lines):
         missing = next(number for number, item in lines if "id" not in item)
         raise DatasetError(f"{source} line {missing}: has no 'id' but other lines do; "
                            "give every line an id or none")
+    query_source = _SourceIds(source, "id", "question")
+    for number, item in lines:
+        if with_id:
+            source_id = _id_text(item["id"])
+            if source_id is None:
+                raise DatasetError(f"{source} line {number}: field 'id' is {item['id']!r}; "
+                                   "use an integer or a non-blank string")
+            query_source.add(number, source_id, item["id"])
+    query_ids = query_source.id_map() if with_id else _IdMap(
+        [str(index) for index in range(1, len(lines) + 1)]
+    )
+
     next_pid = max(corpus, default=0) + 1
     queries: list[tuple[int, str]] = []
     answers: list[tuple[int, str]] = []
     qrels: list[tuple[int, int]] = []
-    seen_qids: set[int] = set()
-    for index, (number, item) in enumerate(lines, start=1):
-        qid = index
-        if with_id:
-            raw = item["id"]
-            if isinstance(raw, bool) or not isinstance(raw, int):
-                raise DatasetError(f"{source} line {number}: field 'id' is {raw!r}, not an "
-                                   "integer; use integer question ids")
-            qid = raw
-        if qid in seen_qids:
-            raise DatasetError(f"{source} line {number}: id {qid} appears twice; "
-                               "give every question its own id")
-        seen_qids.add(qid)
+    for qid, (number, item) in zip(query_ids.ids, lines, strict=True):
         queries.append((qid, _text_field(source, number, item, "question")))
         answer = item.get("answer")
         if answer is not None:
-            answers.append((qid, _text_field(source, number, item, "answer")))
+            answer = _text_field(source, number, item, "answer")
+            if answer.strip():
+                answers.append((qid, answer))
         relevant: list[int] = []
         texts = item.get("passages", [])
         if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
@@ -403,18 +592,30 @@ def convert_jsonl(
                 corpus[known] = text
                 by_text[text] = known
             relevant.append(known)
-        ids = item.get("passage_ids", [])
-        if not isinstance(ids, list):
-            raise DatasetError(f"{source} line {number}: field 'passage_ids' must be a list")
-        for raw in ids:
-            listed = int(raw) if isinstance(raw, int | str) and _is_int(str(raw)) else None
-            if corpus_file is None or listed is None or listed not in corpus:
+        listed_ids = item.get("passage_ids", [])
+        if not isinstance(listed_ids, list):
+            raise DatasetError(f"{source} line {number}: field 'passage_ids' must be a list "
+                               "of passage ids (integers or strings)")
+        for raw in listed_ids:
+            source_id = _id_text(raw)
+            listed = None if source_id is None else corpus_ids.get(source_id)
+            if listed is None:
                 where = f"in {corpus_file}" if corpus_file else "(no --corpus file given)"
                 raise DatasetError(f"{source} line {number}: passage id {raw!r} is not a "
                                    f"known passage {where}; pass --corpus with that passage")
             relevant.append(listed)
         qrels += [(qid, pid) for pid in dict.fromkeys(relevant)]
+    if not corpus:
+        raise DatasetError(
+            f"{source}: no line lists relevant passages ('passages' or 'passage_ids') and no "
+            "--corpus file gives any, so the corpus would be empty; add 'passages' to the lines"
+        )
 
+    renumbered = tuple(
+        name for name, id_map in (("queries", query_ids), ("corpus", corpus_ids))
+        if id_map.renumbered
+    )
+    _write_id_map(destination, {"queries": query_ids, "corpus": corpus_ids}, renumbered)
     write_dataset(
         destination,
         queries=queries,
@@ -428,5 +629,22 @@ def convert_jsonl(
         passages=len(corpus),
         answers=len(answers),
         qrels=len(qrels),
-        renumbered=(),
+        renumbered=renumbered,
     )
+
+
+def _check_qa_keys(source: Path, number: int, item: dict[str, Any]) -> None:
+    """Unknown keys (ragas's ``contexts``, ...) are errors, not silently dropped data."""
+    known = ", ".join(QA_KEYS)
+    for key in item:
+        if key not in QA_KEYS:
+            alias = _KEY_ALIASES.get(key)
+            fix = f"rename it to {alias!r}" if alias else "rename or remove it"
+            raise DatasetError(
+                f"{source} line {number}: unknown key {key!r} (known keys: {known}); {fix}"
+            )
+    if "question" not in item:
+        raise DatasetError(
+            f"{source} line {number}: field 'question' is missing (known keys: {known}); "
+            "give every line a question"
+        )

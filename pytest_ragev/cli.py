@@ -205,18 +205,19 @@ def _print_pairs(pairs: Sequence[Any], out: TextIO) -> None:
 
 
 def _sample(args: argparse.Namespace) -> int:
-    from pytest_ragev._dataset_tools import check_destination, sample_dataset
+    from pytest_ragev._dataset_tools import check_destination, sample_dataset, staged_folder
 
     destination = Path(args.dst)
     check_destination(Path(args.src), destination, force=args.force)
     source = _load(args.src)
-    summary = sample_dataset(
-        source,
-        destination,
-        questions=args.questions,
-        seed=args.seed,
-        distractor_share=args.distractors,
-    )
+    with staged_folder(destination) as staging:
+        summary = sample_dataset(
+            source,
+            staging,
+            questions=args.questions,
+            seed=args.seed,
+            distractor_share=args.distractors,
+        )
     print(
         f"wrote {destination}: {summary.questions} questions, "
         f"{summary.relevant_passages} relevant passages + {summary.distractors} distractors "
@@ -226,20 +227,29 @@ def _sample(args: argparse.Namespace) -> int:
 
 
 def _convert(args: argparse.Namespace) -> int:
-    from pytest_ragev._dataset_tools import check_destination, convert_beir, convert_jsonl
+    from pytest_ragev._dataset_tools import (
+        check_destination,
+        convert_beir,
+        convert_jsonl,
+        staged_folder,
+    )
     from pytest_ragev._errors import ConfigError
 
     source, destination = Path(args.src), Path(args.dst)
+    if args.source_format == "beir" and args.corpus is not None:
+        raise ConfigError("--corpus is for --from jsonl; a BEIR folder has its corpus.jsonl")
+    if args.source_format == "jsonl" and args.split is not None:
+        raise ConfigError("--split is for --from beir; a JSONL QA file has no splits")
     check_destination(source, destination, force=args.force)
-    if args.source_format == "beir":
-        if args.corpus is not None:
-            raise ConfigError("--corpus is for --from jsonl; a BEIR folder has its corpus.jsonl")
-        summary = convert_beir(source, destination, split=args.split)
-    else:
-        if args.split is not None:
-            raise ConfigError("--split is for --from beir; a JSONL QA file has no splits")
-        corpus = Path(args.corpus) if args.corpus else None
-        summary = convert_jsonl(source, destination, corpus_file=corpus)
+    # Convert into a folder beside DST and load it there: DST changes only when the
+    # output loads, and a failed conversion leaves nothing behind.
+    with staged_folder(destination) as staging:
+        if args.source_format == "beir":
+            summary = convert_beir(source, staging, split=args.split)
+        else:
+            corpus = Path(args.corpus) if args.corpus else None
+            summary = convert_jsonl(source, staging, corpus_file=corpus)
+        _check_written(staging, destination)
     renumbered = (
         f"; renumbered ids of {', '.join(summary.renumbered)} (see id_map.parquet)"
         if summary.renumbered
@@ -249,8 +259,20 @@ def _convert(args: argparse.Namespace) -> int:
         f"wrote {destination}: {summary.questions} questions, {summary.passages} passages, "
         f"{summary.answers} answers, {summary.qrels} qrels{renumbered}"
     )
-    _load(str(destination))  # validate what we wrote; prints its warnings
     return 0
+
+
+def _check_written(staging: Path, destination: Path) -> None:
+    """Load the staged output (printing its warnings); an error names ``destination``."""
+    from pytest_ragev._errors import DatasetError
+
+    try:
+        _load(str(staging))
+    except DatasetError as exc:
+        message = str(exc).replace(str(staging), str(destination))
+        raise DatasetError(
+            f"the converted dataset does not load, so nothing was written: {message}"
+        ) from None
 
 
 def configure_dataset_group(commands: CommandAdder) -> None:
