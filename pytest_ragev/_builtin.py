@@ -9,6 +9,7 @@ hashed, unless the user opts in.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
@@ -165,23 +166,79 @@ class BuiltinPipelines:
         return self.pipeline(settings).answer(case, kb)
 
     def _progress_printer(self, total: int) -> Callable[[int, int], None] | None:
-        # Only worth a line on large corpora, and only where a terminal shows it.
-        if total < 20_000:
+        # Only worth showing on large corpora, and only where a terminal shows it.
+        if total < PROGRESS_MIN_PASSAGES:
             return None
-        reporter = self._session.config.pluginmanager.get_plugin("terminalreporter")
+        config = self._session.config
+        if hasattr(config, "workerinput"):
+            return None  # an xdist worker's output never reaches the terminal
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter is None:
             return None
-        state = {"last": -1}
-
-        def progress(done: int, of: int) -> None:
-            percent = int(100 * done / max(of, 1))
-            if percent // 10 != state["last"] // 10 or done == of:
-                state["last"] = percent
-                reporter.write_line(f"ragev: building knowledge base {done}/{of} ({percent}%)")
-
-        return progress
+        capture = config.pluginmanager.get_plugin("capturemanager")
+        return KbProgress(reporter, capture, passages=total)
 
     def close(self) -> None:
         for pipe in self._pipes.values():
             pipe.close()
         self._pipes.clear()
+
+
+#: Corpora with at least this many passages show the KB-build progress.
+PROGRESS_MIN_PASSAGES = 20_000
+
+
+class KbProgress:
+    """The knowledge-base build progress, written past pytest's output capture.
+
+    The KB is built inside the first item's call, where pytest captures output; the
+    lines are written with capture suspended so they show without ``-s``. On a terminal
+    one line is rewritten in place (every percent); elsewhere (CI logs, pipes) one line
+    per quarter. The final line is written once, with the elapsed time.
+    """
+
+    def __init__(self, reporter: Any, capture: Any, *, passages: int) -> None:
+        import time
+
+        self._reporter = reporter
+        self._capture = capture
+        self._passages = passages
+        self._tty = bool(reporter.isatty)
+        self._started = time.perf_counter()
+        self._shown = -1  # the last percent (tty) or quarter (plain) written
+        self._done = False
+
+    def __call__(self, done: int, of: int) -> None:
+        if self._done:
+            return
+        if done >= of:
+            import time
+
+            self._done = True
+            elapsed = time.perf_counter() - self._started
+            self._write(f"ragev: knowledge base built from {self._passages} passages "
+                        f"in {elapsed:.1f} s", final=True)
+            return
+        percent = 100 * done // max(of, 1)
+        step = percent if self._tty else percent // 25
+        if step == self._shown:
+            return
+        self._shown = step
+        if done == 0:
+            line = f"ragev: building knowledge base of {self._passages} passages ..."
+        else:
+            line = f"ragev: building knowledge base of {self._passages} passages: {percent}%"
+        self._write(line, final=False)
+
+    def _write(self, line: str, final: bool) -> None:
+        suspended = (self._capture.global_and_fixture_disabled() if self._capture is not None
+                     else contextlib.nullcontext())
+        with suspended:
+            if self._tty:
+                self._reporter.ensure_newline()
+                self._reporter.rewrite(line, erase=True)
+                if final:
+                    self._reporter.line("")
+            else:
+                self._reporter.write_line(line)
+            self._reporter.flush()

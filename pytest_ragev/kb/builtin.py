@@ -560,20 +560,42 @@ class BuiltinPipeline:
             corpus, chunk_size=config.chunk_size, chunk_overlap=config.chunk_overlap,
             separators=config.separators,
         )
+        # Progress counts chunks tokenised, plus chunks embedded when vectors are built.
+        embed = config.retrieval != "keyword"
+        total = len(chunks) * (2 if embed else 1)
+        step = max(total // 100, 1)
+        if progress is not None and total:
+            progress(0, total)
         tokens: list[list[str]] = []
-        step = max(len(chunks) // 20, 1)
         for position, chunk in enumerate(chunks):
             tokens.append(bm25_tokens(chunk.text))
-            if progress is not None and (position + 1) % step == 0:
-                progress(position + 1, len(chunks))
+            if progress is not None and (position + 1) % step == 0 and position + 1 < total:
+                progress(position + 1, total)
         index = BM25Index.build(tokens, k1=config.bm25_k1, b=config.bm25_b)
         vectors = None
-        if config.retrieval != "keyword":
+        if embed:
             assert config.embedding_model is not None
-            vectors = self.embedder().encode([c.text for c in chunks])
+            vectors = self._embed([c.text for c in chunks], progress, total)
         if progress is not None:
-            progress(len(chunks), len(chunks))
+            progress(total, total)  # the one final call
         return KnowledgeBase(chunks, index, vectors, key=key)
+
+    def _embed(
+        self, texts: list[str], progress: Progress | None, total: int
+    ) -> npt.NDArray[np.float32]:
+        import numpy as np
+
+        embedder = self.embedder()
+        if progress is None or not texts:
+            return embedder.encode(texts)  # type: ignore[no-any-return]
+        batch = max(len(texts) // 50, 256)
+        parts = []
+        for start in range(0, len(texts), batch):
+            parts.append(embedder.encode(texts[start:start + batch]))
+            done = total - len(texts) + min(start + batch, len(texts))
+            if done < total:
+                progress(done, total)
+        return np.concatenate(parts)
 
     def embedder(self) -> Any:
         with self._lock:
