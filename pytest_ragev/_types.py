@@ -97,7 +97,7 @@ class Answer:
     meta: Mapping[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class PipelineSettings:
     """The resolved ``[pipeline]`` table of a run (with variant overrides applied).
 
@@ -105,13 +105,23 @@ class PipelineSettings:
     ``options`` holds every other key of the table as parsed from TOML (nested
     tables such as ``chat`` stay dicts); ``base_dir`` is the folder of the config
     file, against which relative paths in ``options`` resolve; ``variant`` is the
-    variant name (``None`` for the base configuration).
+    variant name (``None`` for the base configuration). Its ``repr`` shows the options
+    with secrets redacted.
     """
 
     name: str = "builtin"
     options: Mapping[str, Any] = field(default_factory=dict)
     base_dir: Path = field(default_factory=Path.cwd)
     variant: str | None = None
+
+    def __repr__(self) -> str:
+        # Shown by `pytest -l` in failing tracebacks and by debuggers: never a raw secret.
+        from pytest_ragev.settings import redact
+
+        return (
+            f"PipelineSettings(name={self.name!r}, options={redact(self.options)!r}, "
+            f"base_dir={self.base_dir!r}, variant={self.variant!r})"
+        )
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_ragev._errors import RagevError
 from pytest_ragev._types import QAPair
 
 if TYPE_CHECKING:
@@ -80,6 +81,11 @@ class RagevItem(pytest.Item):
     ) -> str | TerminalRepr:
         if isinstance(excinfo.value, PipelineFailed):
             inner = excinfo.value.error
+            if isinstance(inner, RagevError):
+                # Our own errors (bad settings, HTTP failures of the remote clients) are
+                # one line naming the problem and the fix. No traceback: its frame locals
+                # (`pytest -l`) would show request headers and the API key.
+                return str(excinfo.value)
             tb = super().repr_failure(
                 excinfo.__class__.from_exception(inner), style="short"
             )

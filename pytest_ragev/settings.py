@@ -42,11 +42,38 @@ _RUN_KEYS = ("concurrency", "cache", "progress_interval")
 _VARIANT_KEYS = ("name", "pipeline")
 _VARIANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 
-#: Key names whose values are secrets. Settings never hold secrets themselves
-#: (``api_key_env`` names an environment variable), but a user may still write one.
-_SECRET_KEY = re.compile(r"(api[_-]?key|secret|password|passwd|token|authorization|bearer)", re.I)
-#: Keys that name where a secret lives, which is safe to show.
-_SECRET_POINTER = re.compile(r"_env$|_env_var$|_file$", re.I)
+#: Words that make a key name a secret wherever they appear in it (``client_secret``,
+#: ``db_password``, ``Proxy-Authorization``). Key names are split into words at ``_``,
+#: ``-``, ``.``, spaces and camelCase humps before matching.
+_SECRET_WORDS = frozenset({
+    "password", "passwd", "passphrase", "secret", "secrets", "credential", "credentials",
+    "authorization", "bearer", "apikey", "cookie",
+})
+#: Key names that are secrets as a whole word (``auth = "user:pass"``), not as a part.
+_SECRET_NAMES = frozenset({"auth", "key", "token"})
+#: A last word that ends a secret even when glued to the word before (``authtoken``).
+_SECRET_SUFFIXES = ("apikey", "password", "passwd", "passphrase", "secret", "token")
+#: ``<word>_token`` knobs that count or name tokenizer tokens, not credentials.
+_TOKEN_KNOBS = frozenset({
+    "max", "min", "num", "n", "total", "eos", "bos", "pad", "unk", "sep", "cls", "mask",
+    "stop", "start", "end", "special",
+})
+#: ``<word>_key`` knobs that name a field or a lookup key, not a credential.
+_KEY_KNOBS = frozenset({
+    "sort", "cache", "answer", "kb", "group", "partition", "primary", "foreign", "join",
+    "index", "lookup", "dedup", "hash", "shard", "routing", "id", "field", "dict", "metadata",
+    "order", "record", "row", "doc", "document", "result", "response", "json", "text",
+    "content", "score", "passage", "query", "question", "context", "contexts",
+})
+#: Last words of keys that name where a secret lives (``api_key_env``): safe to show.
+_POINTER_WORDS = frozenset({"env", "file"})
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_NOT_WORD = re.compile(r"[^A-Za-z0-9]+")
+#: ``${VAR}``: a reference to an environment variable, expanded only when used.
+_REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
+#: What may surround the references of a value that holds no literal secret.
+_TEMPLATE_REST = re.compile(r"^(?:(?:bearer|basic|token|digest|apikey|api-key)(?=\s|$))?[\W_]*$",
+                            re.I)
 REDACTED = "***"
 
 
@@ -68,11 +95,11 @@ def _check_keys(table: Mapping[str, Any], allowed: Iterable[str], where: str, so
             )
 
 
-def _table(value: Any, where: str, source: Path) -> dict[str, Any]:
+def _table(value: Any, where: str, source: Path, fix: str | None = None) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ConfigError(
             f"{source}: {where} must be a table, got {type(value).__name__}; "
-            f"write it as [{where.strip('[]')}]"
+            + (fix or f"write it as [{where.strip('[]')}]")
         )
     return value
 
@@ -88,12 +115,15 @@ def _typed(value: Any, kind: type | tuple[type, ...], key: str, source: Path, hi
     return value
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class VariantConfig:
     """One ``[[variants]]`` entry: a name and overrides of the ``[pipeline]`` table."""
 
     name: str
     pipeline: Mapping[str, Any]
+
+    def __repr__(self) -> str:
+        return f"VariantConfig(name={self.name!r}, pipeline={redact(self.pipeline)!r})"
 
 
 @dataclass(frozen=True)
@@ -123,12 +153,26 @@ class RagevConfig:
         return self.source.parent
 
 
-def load_config(path: str | os.PathLike[str]) -> RagevConfig:
-    """Read and validate a ``ragev.toml``; raise :class:`ConfigError` on any problem."""
+def load_config(path: str | os.PathLike[str], *, ini: Path | None = None) -> RagevConfig:
+    """Read and validate a ``ragev.toml``; raise :class:`ConfigError` on any problem.
+
+    ``ini`` is the ini file whose ``ragev_config`` key named ``path`` (``None`` when it
+    came from ``--ragev-config``), so a missing file is reported where it was named.
+    """
     source = Path(path).resolve()
     if not source.is_file():
+        what = "is a folder, not a file" if source.is_dir() else "not found"
+        if ini is not None:
+            try:
+                written = Path(path).relative_to(ini.parent).as_posix()
+            except ValueError:
+                written = str(path)
+            raise ConfigError(
+                f"{ini}: ragev_config = {written!r}: ragev config file {what} (resolved to "
+                f"{source}, relative to the ini file); fix the ragev_config key in {ini.name}"
+            )
         raise ConfigError(
-            f"{path}: ragev config file not found; pass an existing file to --ragev-config"
+            f"{path}: ragev config file {what}; pass an existing file to --ragev-config"
         )
     try:
         raw = tomllib.loads(source.read_text(encoding="utf-8"))
@@ -159,6 +203,11 @@ def parse_config(raw: Mapping[str, Any], *, source: Path) -> RagevConfig:
         raise ConfigError(
             f"{source}: [dataset] path = {ds_path_raw!r} does not exist (resolved to "
             f"{dataset_path}); paths are relative to the config file"
+        )
+    if not dataset_path.is_dir():
+        raise ConfigError(
+            f"{source}: [dataset] path = {ds_path_raw!r} is a file, not a folder (resolved to "
+            f"{dataset_path}); point it at the folder that holds the five Parquet files"
         )
     dataset_id = dataset.get("id")
     if dataset_id is not None:
@@ -237,9 +286,12 @@ def parse_config(raw: Mapping[str, Any], *, source: Path) -> RagevConfig:
     seen: set[str] = set()
     for index, entry in enumerate(variants_raw):
         where = f"[[variants]] #{index + 1} "
-        entry = _table(entry, f"[[variants]] #{index + 1}", source)
-        _check_keys(entry, _VARIANT_KEYS, where, source)
+        entry = _table(entry, f"[[variants]] #{index + 1}", source,
+                       'write each variant as a [[variants]] table with name = "..."')
         vname = entry.get("name")
+        if isinstance(vname, str):
+            where = f"[[variants]] #{index + 1} ({vname!r}) "
+        _check_keys(entry, _VARIANT_KEYS, where, source)
         if vname is None:
             raise ConfigError(f'{source}: {where}has no name; add name = "chunk-256"')
         _typed(vname, str, f"{where}name", source, "write the variant name as a string")
@@ -247,7 +299,8 @@ def parse_config(raw: Mapping[str, Any], *, source: Path) -> RagevConfig:
         if vname in seen:
             raise ConfigError(f"{source}: {where}name {vname!r} is used twice; names must differ")
         seen.add(vname)
-        overrides = _table(entry.get("pipeline", {}), f"{where}pipeline", source)
+        overrides = _table(entry.get("pipeline", {}), f"{where}pipeline", source,
+                           "write the overrides as pipeline.<knob> = ... under [[variants]]")
         variants.append(VariantConfig(name=vname, pipeline=overrides))
 
     return RagevConfig(
@@ -327,19 +380,72 @@ def flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def redact(value: Any) -> Any:
-    """A copy of a settings value with every secret-looking entry replaced by ``***``.
+def _words(key: str) -> list[str]:
+    return [word for word in _NOT_WORD.split(_CAMEL.sub("_", key).lower()) if word]
 
-    Keys that *point at* a secret (``api_key_env``) stay visible: they hold a name, not the key.
+
+def is_secret_key(key: str) -> bool:
+    """Whether a settings or header key names a secret (``api_key``, ``X-Auth-Token``).
+
+    Whole words decide, not substrings: ``max_tokens``, ``tokenize`` and ``keyword_weight``
+    are knobs; ``api_key``, ``private_key``, ``access_token``, ``password``, ``client_secret``,
+    ``credentials``, ``passphrase`` and ``Authorization`` are secrets. ``<field>_key`` and
+    ``<count>_token`` knobs (``sort_key``, ``text_key``, ``pad_token``) are not, and keys
+    that point at a secret (``api_key_env``, ``password_file``) are safe to show.
+    """
+    words = _words(key)
+    if not words or words[-1] in _POINTER_WORDS or words[-2:] == ["env", "var"]:
+        return False
+    if any(word in _SECRET_WORDS for word in words):
+        return True
+    last = words[-1]
+    before = words[-2] if len(words) > 1 else None
+    if last == "key":
+        return before is None or before not in _KEY_KNOBS
+    if last == "token":
+        return before is None or before not in _TOKEN_KNOBS
+    if len(words) == 1 and last in _SECRET_NAMES:
+        return True
+    return any(last.endswith(suffix) and last != suffix for suffix in _SECRET_SUFFIXES)
+
+
+def is_reference_only(value: str) -> bool:
+    """Whether ``value`` holds ``${VAR}`` references and no literal secret.
+
+    ``"${RAG_TOKEN}"``, ``"Bearer ${RAG_TOKEN}"`` and ``"${USER}:${PASS}"`` are templates,
+    recorded as written; ``"sk-abc${X}"`` or ``"Bearer sk-abc"`` hold a literal and are not.
+    """
+    if not _REFERENCE.search(value):
+        return False
+    rest = _REFERENCE.sub(" ", value).strip()
+    return bool(_TEMPLATE_REST.match(rest))
+
+
+def _hide(value: Any) -> Any:
+    # The value of a secret key: templates and empty values stay, every literal goes.
+    if value is None or value == "":
+        return value
+    if isinstance(value, str):
+        return value if is_reference_only(value) else REDACTED
+    if isinstance(value, Mapping):
+        return {str(key): _hide(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_hide(item) for item in value]
+    return REDACTED
+
+
+def redact(value: Any) -> Any:
+    """A copy of a settings value with every secret replaced by ``***``.
+
+    A secret is the value of a key :func:`is_secret_key` accepts, unless it is only a
+    ``${VAR}`` template (:func:`is_reference_only`): the template names a variable and
+    holds no secret. Keys that *point at* a secret (``api_key_env``) stay visible.
     """
     if isinstance(value, Mapping):
         out: dict[str, Any] = {}
         for key, item in value.items():
             key_str = str(key)
-            if _SECRET_KEY.search(key_str) and not _SECRET_POINTER.search(key_str):
-                out[key_str] = REDACTED if item not in (None, "") else item
-            else:
-                out[key_str] = redact(item)
+            out[key_str] = _hide(item) if is_secret_key(key_str) else redact(item)
         return out
     if isinstance(value, list | tuple):
         return [redact(item) for item in value]

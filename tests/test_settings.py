@@ -11,6 +11,8 @@ from pytest_ragev.settings import (
     check_metric_names,
     deep_merge,
     flatten,
+    is_reference_only,
+    is_secret_key,
     load_config,
     redact,
     settings_hash,
@@ -105,6 +107,15 @@ pipeline.chunk_size = 128
         ('[dataset]\npath = "data"\n[run]\nconcurrency = 0\n', "[run] concurrency = 0 must be >= 1"),
         ('[dataset]\npath = "data"\n[[variants]]\npipeline.chunk_size = 1\n', "[[variants]] #1 has no name"),
         ('[dataset]\npath = "data"\n[[variants]]\nname = "a b"\n', "is not a valid name"),
+        ('[dataset]\npath = "data"\n[[variants]]\nname = "v1"\npipeline = 3\n',
+         "[[variants]] #1 ('v1') pipeline must be a table, got int; write the overrides as "
+         "pipeline.<knob> = ... under [[variants]]"),
+        ('[dataset]\npath = "data"\n[[variants]]\nname = "v1"\npipline.x = 3\n',
+         "unknown key [[variants]] #1 ('v1') 'pipline'; did you mean 'pipeline'?"),
+        ('variants = [1]\n[dataset]\npath = "data"\n',
+         "[[variants]] #1 must be a table, got int; write each variant as a [[variants]] table"),
+        ('[dataset]\npath = "data/file.parquet"\n',
+         "[dataset] path = 'data/file.parquet' is a file, not a folder"),
         ('[dataset]\npath = "data"\n[[variants]]\nname = "a"\n[[variants]]\nname = "a"\n', "is used twice"),
         ('[dataset]\npath = "data"\nid = "x::y"\n', "[dataset] id = 'x::y' is not a valid name"),
         ("[dataset\n", "not valid TOML"),
@@ -114,6 +125,7 @@ def test_config_errors_are_one_line_with_file_key_and_fix(
     tmp_path: Path, body: str, expected: str
 ) -> None:
     path = write(tmp_path, body)
+    (tmp_path / "data" / "file.parquet").write_bytes(b"")
     with pytest.raises(ConfigError) as excinfo:
         load_config(path)
     message = str(excinfo.value)
@@ -123,8 +135,23 @@ def test_config_errors_are_one_line_with_file_key_and_fix(
 
 
 def test_missing_config_file(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="ragev config file not found"):
+    with pytest.raises(ConfigError, match="ragev config file not found; pass an existing file "
+                       "to --ragev-config"):
         load_config(tmp_path / "absent.toml")
+
+
+def test_missing_config_named_by_the_ini_file_names_the_ini_key(tmp_path: Path) -> None:
+    ini = tmp_path / "pytest.ini"
+    with pytest.raises(ConfigError) as excinfo:
+        load_config(tmp_path / "eval" / "absent.toml", ini=ini)
+    message = str(excinfo.value)
+    assert message.startswith(f"{ini}: ragev_config = 'eval/absent.toml': ragev config file "
+                              "not found")
+    assert "fix the ragev_config key in pytest.ini" in message
+    assert "--ragev-config" not in message
+    (tmp_path / "folder.toml").mkdir()
+    with pytest.raises(ConfigError, match="ragev config file is a folder, not a file"):
+        load_config(tmp_path / "folder.toml", ini=ini)
 
 
 def test_unknown_threshold_metric_gets_a_suggestion(tmp_path: Path) -> None:
@@ -146,6 +173,79 @@ def test_redact_hides_secrets_but_not_pointers() -> None:
     assert redacted["chat"]["api_key"] == "***"
     assert redacted["headers"][0]["Authorization"] == "***"
     assert redacted["token"] == ""
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["api_key", "apikey", "apiKey", "APIKey", "X-Api-Key", "OPENAI_API_KEY", "private_key",
+     "access_key", "secret_key", "key", "token", "access_token", "X-Auth-Token", "authtoken",
+     "password", "db_password", "passwd", "passphrase", "secret", "client_secret",
+     "credential", "credentials", "Authorization", "Proxy-Authorization", "bearer", "auth",
+     "Cookie"],
+)
+def test_secret_keys(key: str) -> None:
+    assert is_secret_key(key)
+    assert redact({key: "canary-value"}) == {key: "***"}
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["max_tokens", "maxTokens", "max_token", "tokenize", "jieba_tokenizer", "pad_token",
+     "keyword", "keyword_weight", "keyword_threshold", "sort_key", "text_key", "answer_key",
+     "api_key_env", "OPENAI_API_KEY_ENV_VAR", "password_file", "auth_url", "chunk_size",
+     "model", "passages"],
+)
+def test_knobs_that_are_not_secrets(key: str) -> None:
+    assert not is_secret_key(key)
+    assert redact({key: "value-42"}) == {key: "value-42"}
+
+
+@pytest.mark.parametrize(
+    ("value", "template"),
+    [("${RAG_TOKEN}", True), ("Bearer ${RAG_TOKEN}", True), ("Token ${T}", True),
+     ("${USER}:${PASS}", True), ("Bearer sk-canary", False), ("sk-canary${X}", False),
+     ("Bearer sk-canary ${X}", False), ("$RAG_TOKEN", False), ("sk-canary", False),
+     ("", False)],
+)
+def test_reference_only_values(value: str, template: bool) -> None:
+    assert is_reference_only(value) is template
+    expected = value if template else "***"
+    assert redact({"headers": {"Authorization": value}}) == {
+        "headers": {"Authorization": expected if value else ""}
+    }
+
+
+def test_redact_keeps_templates_inside_secret_tables_and_hides_literals() -> None:
+    redacted = redact({"credentials": {"user": "${U}", "password": "hunter2", "port": 5432},
+                       "chat": {"max_tokens": 512, "api_key": ["sk-1", "${K}"]}})
+    assert redacted == {"credentials": {"user": "${U}", "password": "***", "port": "***"},
+                        "chat": {"max_tokens": 512, "api_key": ["***", "${K}"]}}
+
+
+def test_settings_hash_sees_max_tokens_and_header_templates() -> None:
+    def digest(table: dict[str, object]) -> str:
+        return settings_hash(redact({"pipeline": table}))
+
+    assert digest({"chat": {"max_tokens": 64}}) != digest({"chat": {"max_tokens": 512}})
+    assert digest({"headers": {"Authorization": "Bearer ${A}"}}) != digest(
+        {"headers": {"Authorization": "Bearer ${B}"}})
+    # A literal secret is hidden, so changing it leaves the hash alone.
+    assert digest({"api_key": "sk-1"}) == digest({"api_key": "sk-2"})
+
+
+def test_settings_reprs_hide_secrets(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, (
+        '[dataset]\npath = "data"\n[pipeline]\nname = "mine"\napi_key = "sk-canary-1"\n'
+        'max_tokens = 77\nheaders = { Authorization = "Bearer sk-canary-2" }\n'
+        '[[variants]]\nname = "v"\npipeline.private_key = "sk-canary-3"\n')))
+    variant = variant_pipeline(config, config.variants[0])
+    for shown in (repr(config), repr(config.pipeline), repr(config.variants[0]), repr(variant),
+                  str(variant)):
+        assert "sk-canary" not in shown
+        assert "***" in shown
+    assert "'max_tokens': 77" in repr(config.pipeline)
+    assert repr(variant).startswith("PipelineSettings(name='mine', options={'api_key': '***'")
+    assert variant.options["private_key"] == "sk-canary-3"  # the value itself is untouched
 
 
 def test_merge_flatten_and_hash() -> None:

@@ -1,0 +1,180 @@
+"""End to end: a canary secret never reaches any output, with and without ``pytest -l``.
+
+Three ways a secret gets near a run: written literally into ``[pipeline]`` (a user's
+conftest pipeline), read from the environment variable ``api_key_env`` names (the chat
+client of the built-in pipeline), and expanded from ``${VAR}`` into an HTTP header (the
+``http`` pipeline). Each run has failing items, and every output is searched: terminal
+(stdout and stderr), JSON, JUnit, Markdown, HTML and the baseline file.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from _remote_server import Reply, ScriptedServer, Seen, serve
+
+Project = Callable[..., Path]
+
+CANARY = "sk-canary-SECRET42"
+OUTPUTS = ("r.json", "j.xml", "m.md", "h.html", "b.json")
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedServer]:
+    yield from serve()
+
+
+def run(pytester: pytest.Pytester, *extra: str) -> pytest.RunResult:
+    return pytester.runpytest(
+        "--ragev-config", "ragev.toml", "--ragev-report", "r.json", "--junitxml", "j.xml",
+        "--ragev-markdown", "m.md", "--ragev-html", "h.html", "--ragev-baseline", "b.json",
+        "--ragev-update-baseline", "--ragev-concurrency", "1", *extra,
+    )
+
+
+def assert_no_canary(pytester: pytest.Pytester, result: pytest.RunResult, *canaries: str) -> str:
+    """Search every output for every canary (and its tail); return the terminal output."""
+    terminal = result.stdout.str() + result.stderr.str()
+    texts = {"terminal": terminal}
+    for name in OUTPUTS:
+        path = pytester.path / name
+        assert path.is_file(), f"{name} was not written:\n{terminal[-2000:]}"
+        texts[name] = path.read_text(encoding="utf-8")
+    for where, text in texts.items():
+        for canary in canaries:
+            # The tail too: pytest -l abbreviates long reprs as "...ry-SECRET42'".
+            assert canary not in text and canary[-8:] not in text, f"{canary!r} in {where}"
+    return terminal
+
+
+def params(pytester: pytest.Pytester) -> dict[str, object]:
+    report = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))
+    found: dict[str, object] = report["data"]["params"]["pipeline"]
+    return found
+
+
+USER_PIPELINE = textwrap.dedent(
+    """
+    import pytest
+    from pytest_ragev import Answer
+
+    @pytest.hookimpl
+    def pytest_ragev_answer(case, kb, settings):
+        if case.qid % 2:
+            raise RuntimeError(f"user pipeline broke on question {case.qid}")
+        return Answer(retrieved=list(case.pids), text=case.answer or "")
+    """
+)
+
+
+@pytest.mark.parametrize("showlocals", [False, True], ids=["plain", "showlocals"])
+def test_literal_secret_in_the_pipeline_table(
+    pytester: pytest.Pytester, make_project: Project, showlocals: bool
+) -> None:
+    make_project(
+        conftest=USER_PIPELINE,
+        pipeline=textwrap.dedent(f"""\
+            [pipeline]
+            name = "mine"
+            api_key = "{CANARY}"
+            max_tokens = 321
+            nested = {{ private_key = "{CANARY}-2", passphrase = "{CANARY}-3" }}
+            """),
+    )
+    result = run(pytester, *(["-l"] if showlocals else []))
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(passed=2, failed=3)
+    terminal = assert_no_canary(pytester, result, CANARY)
+    # A user's exception keeps its traceback (and, with -l, the locals: redacted settings).
+    assert 'raise RuntimeError(f"user pipeline broke on question {case.qid}")' in terminal
+    if showlocals:
+        assert "settings   = PipelineSettings(name='mine', options={'api_key': '***'" in terminal
+    assert params(pytester)["max_tokens"] == 321
+    assert params(pytester)["nested"] == {"private_key": "***", "passphrase": "***"}
+
+
+def test_api_key_env_secret_of_the_chat_client(
+    pytester: pytest.Pytester, make_project: Project, server: ScriptedServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RAGEV_CANARY_KEY", CANARY)
+
+    def chat(seen: Seen) -> Reply:
+        key = seen.headers.get("Authorization", "")
+        if "1889" in json.dumps(seen.body):  # one question works, the others are refused
+            return Reply(200, {"choices": [{"message": {"content": "In 1889."}}]})
+        # A server that echoes the key back, as OpenAI's 401 does.
+        return Reply(401, {"error": {"message": f"Incorrect API key provided: {key}"}})
+
+    server.default = chat
+    make_project(
+        conftest=None,
+        pipeline=textwrap.dedent(f"""\
+            [pipeline]
+            name = "builtin"
+            chunk_size = 200
+            chunk_overlap = 0
+
+            [pipeline.chat]
+            model = "local-llm"
+            base_url = "{server.url}/v1"
+            api_key_env = "RAGEV_CANARY_KEY"
+            max_tokens = 64
+            max_retries = 0
+            """),
+    )
+    for extra in ([], ["-l"]):
+        result = run(pytester, *extra)
+        assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-3000:]
+        terminal = assert_no_canary(pytester, result, CANARY)
+        assert server.seen and server.seen[-1].headers["Authorization"] == f"Bearer {CANARY}"
+        # Our own errors are one line: no traceback, so no frame locals under -l.
+        result.stdout.fnmatch_lines(["*q*: pipeline raised PipelineError: *HTTP 401*"])
+        assert "_retry.py" not in terminal and "Traceback" not in terminal
+        chat_params = params(pytester)["chat"]
+        assert isinstance(chat_params, dict)
+        assert chat_params["api_key_env"] == "RAGEV_CANARY_KEY"
+        assert chat_params["max_tokens"] == 64
+
+
+def test_header_secret_expanded_from_the_environment(
+    pytester: pytest.Pytester, make_project: Project, server: ScriptedServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RAG_TOKEN", CANARY)
+
+    def service(seen: Seen) -> Reply:
+        qid = seen.body["id"]
+        if qid == 2:
+            return Reply(200, {"answer": "330 metres", "ids": [2]})
+        # Echo the header back in the error, as a misconfigured proxy might.
+        return Reply(403, {"error": {"message": f"bad credentials {seen.headers['Authorization']}"}})
+
+    server.default = service
+    make_project(
+        conftest=None,
+        pipeline=textwrap.dedent(f"""\
+            [pipeline]
+            name = "http"
+            url = "{server.url}/rag"
+            headers = {{ Authorization = "Bearer ${{RAG_TOKEN}}", X-Api-Key = "${{RAG_TOKEN}}" }}
+            body = {{ query = "{{question}}", id = "{{qid}}" }}
+            answer_path = "answer"
+            ids_path = "ids"
+            max_retries = 0
+            """),
+    )
+    for extra in ([], ["-l"]):
+        result = run(pytester, *extra)
+        assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-3000:]
+        result.assert_outcomes(passed=1, failed=4)
+        terminal = assert_no_canary(pytester, result, CANARY)
+        assert "Traceback" not in terminal and "_retry.py" not in terminal
+        # The templates hold no secret: recorded as written (docs/remote.md).
+        assert params(pytester)["headers"] == {
+            "Authorization": "Bearer ${RAG_TOKEN}", "X-Api-Key": "${RAG_TOKEN}"
+        }
