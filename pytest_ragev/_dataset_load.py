@@ -28,7 +28,7 @@ from pytest_ragev._types import QAPair
 #: Bumped whenever the canonical byte layout below changes (old fingerprints become stale).
 _FINGERPRINT_VERSION = b"pytest-ragev dataset fingerprint v1\n"
 _INT64_MAX = np.iinfo(np.int64).max
-_DIGITS = r"^-?[0-9]+$"
+_DIGITS = r"^[+-]?[0-9]+$"
 _TEXT_HINT = "store texts as strings"
 
 IntArray: TypeAlias = npt.NDArray[np.int64]
@@ -312,8 +312,9 @@ def _id_column(table: pa.Table, path: Path, column: str) -> IntArray:
                 )
         return np.asarray(data.cast(pa.int64()).to_numpy(), dtype=np.int64)
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-        # Arrow's string->int cast takes neither surrounding blanks nor a leading "+".
-        trimmed = pc.replace_substring_regex(pc.utf8_trim_whitespace(data), r"^\+", "")
+        # Arrow's string->int cast takes neither surrounding blanks nor a leading "+": match
+        # the trimmed text first (so "+-13" is rejected), then drop the "+" for the cast.
+        trimmed = pc.utf8_trim_whitespace(data)
         is_integer = pc.match_substring_regex(trimmed, _DIGITS)
         if not pc.all(is_integer).as_py():
             row = _first_true(pc.invert(is_integer))
@@ -321,6 +322,7 @@ def _id_column(table: pa.Table, path: Path, column: str) -> IntArray:
                 f"{path}: column {column!r} row {row} holds {data[row].as_py()!r}, "
                 "not an integer; ids must be integers (int64, or strings of digits)"
             )
+        trimmed = pc.replace_substring_regex(trimmed, r"^\+", "")
         try:
             return np.asarray(trimmed.cast(pa.int64()).to_numpy(), dtype=np.int64)
         except pa.ArrowInvalid:

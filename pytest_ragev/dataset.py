@@ -19,6 +19,8 @@ when it loads; the columnar work lives in :mod:`pytest_ragev._dataset_load` and
 
 from __future__ import annotations
 
+import numbers
+import operator
 import os
 from collections.abc import ItemsView, Iterable, Iterator, Mapping, Sequence, ValuesView
 from dataclasses import dataclass, field
@@ -117,15 +119,17 @@ class Corpus(Mapping[int, str]):
         return self._texts_arrow
 
     def _position(self, pid: object) -> int | None:
-        if isinstance(pid, bool) or not isinstance(pid, int):
+        # Any integer, including numpy's (``ds.corpus[ds.corpus.ids[0]]``); never a bool.
+        if isinstance(pid, bool) or not isinstance(pid, numbers.Integral):
             return None
+        pid = operator.index(pid)
         ids = self._ids
         if len(ids) == 0 or pid < int(ids[0]) or pid > int(ids[-1]):
             return None
         position = int(ids.searchsorted(pid))
         return position if int(ids[position]) == pid else None
 
-    def __getitem__(self, pid: int) -> str:
+    def __getitem__(self, pid: int | np.integer[Any]) -> str:
         position = self._position(pid)
         if position is None:
             raise KeyError(pid)
