@@ -2,7 +2,9 @@
 
 ``sample`` shrinks a dataset (N questions, their passages and answers, plus a share of
 distractor passages); ``convert`` turns the BEIR layout or a simple JSONL QA file into
-the five Parquet files. Both write through :func:`pytest_ragev.dataset.write_dataset`.
+the five Parquet files. Both write through :func:`pytest_ragev.dataset.write_dataset`;
+the ``ragev`` command points them at a :func:`staged_folder` beside the destination, which
+replaces the destination's files only once the output has been loaded successfully.
 """
 
 from __future__ import annotations
