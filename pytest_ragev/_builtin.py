@@ -36,6 +36,7 @@ class BuiltinPipelines:
         self._pipes: dict[str | None, Pipeline] = {}
         self._cache: AnswerCache | None = None
         self._cache_ready = False
+        self._corpus_memo: tuple[Mapping[int, str], str] | None = None
 
     def pipeline(self, settings: PipelineSettings) -> Pipeline:
         pipe = self._pipes.get(settings.variant)
@@ -156,10 +157,19 @@ class BuiltinPipelines:
             return None  # remote pipelines retrieve on their side
         return pipe.build_knowledge_base(
             corpus,
-            fingerprint=self._session.dataset.fingerprint,
+            fingerprint=self._corpus_fingerprint(corpus),
             cache_dir=self.kb_cache_dir(),
             progress=self._progress_printer(len(corpus)),
         )
+
+    def _corpus_fingerprint(self, corpus: Mapping[int, str]) -> str:
+        """The corpus-only fingerprint the KB is keyed on, computed once per corpus."""
+        memo = self._corpus_memo
+        if memo is None or memo[0] is not corpus:
+            from pytest_ragev.kb.builtin import corpus_fingerprint
+
+            memo = self._corpus_memo = (corpus, corpus_fingerprint(corpus))
+        return memo[1]
 
     @pytest.hookimpl(trylast=True)
     def pytest_ragev_answer(self, case: QAPair, kb: Any, settings: PipelineSettings) -> Answer:

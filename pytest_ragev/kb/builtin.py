@@ -13,6 +13,7 @@ knobs share it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib
 import json
@@ -265,6 +266,87 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
+#: The modules (relative to the package) whose code decides the built-in KB and answers.
+CODE_MODULES = ("kb/*.py", "_builtin.py", "remote/chat.py", "remote/_options.py")
+
+
+@functools.cache
+def code_digest() -> str:
+    """sha256 of the source of :data:`CODE_MODULES` and the jieba version; once per process.
+
+    Part of the KB key and the answer-cache key, so editing the chunker, the tokenizer or
+    the extractive generator (or upgrading jieba) never serves results of the old code.
+    """
+    return source_digest(Path(__file__).resolve().parents[1])
+
+
+def source_digest(package: Path) -> str:
+    """:func:`code_digest` for the package folder ``package`` (uncached)."""
+    digest = hashlib.sha256(b"pytest-ragev builtin code v1\n")
+    files = sorted({path for pattern in CODE_MODULES for path in package.glob(pattern)})
+    for path in files:
+        try:
+            data = path.read_bytes()
+        except OSError:  # an unusual install (zip): fall back to the version alone
+            data = b""
+        name = path.relative_to(package).as_posix().encode()
+        digest.update(b"%s\0%d\0" % (name, len(data)) + data)
+    from importlib import metadata
+
+    import pytest_ragev
+
+    for distribution in ("jieba",):
+        try:
+            version = metadata.version(distribution)
+        except metadata.PackageNotFoundError:
+            version = "-"
+        digest.update(f"{distribution}=={version}\n".encode())
+    digest.update(f"pytest-ragev=={pytest_ragev.__version__}\n".encode())
+    return digest.hexdigest()
+
+
+def corpus_fingerprint(corpus: Mapping[int, str]) -> str:
+    """sha256 of the corpus alone (ids and texts in id order): what the KB depends on.
+
+    Editing a question, an answer or a qrel leaves it unchanged, so the cached KB is
+    reused. A :class:`~pytest_ragev.dataset.Corpus` is hashed from its columns (no Python
+    string per passage); any other mapping from its items.
+    """
+    import numpy as np
+
+    own = getattr(corpus, "fingerprint", None)
+    if isinstance(own, str):
+        return own
+    digest = hashlib.sha256(b"pytest-ragev corpus v1\n")
+    ids = getattr(corpus, "ids", None)
+    texts = getattr(corpus, "arrow_texts", None)
+    if isinstance(ids, np.ndarray) and texts is not None:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        digest.update(b"%d\n" % len(ids) + np.ascontiguousarray(ids, dtype="<i8").tobytes())
+        lengths = pc.binary_length(texts).cast(pa.int64()).to_numpy()
+        digest.update(np.ascontiguousarray(lengths, dtype="<i8").tobytes())
+        for chunk in texts.chunks:
+            if len(chunk) == 0:
+                continue
+            width = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
+            buffers = chunk.buffers()
+            offsets = np.frombuffer(buffers[1], dtype=width)
+            start, end = int(offsets[chunk.offset]), int(offsets[chunk.offset + len(chunk)])
+            if end > start:
+                digest.update(memoryview(buffers[2])[start:end])
+        return digest.hexdigest()
+    pairs = sorted(corpus.items())
+    digest.update(b"%d\n" % len(pairs))
+    digest.update(np.asarray([pid for pid, _ in pairs], dtype="<i8").tobytes())
+    texts_list = [text for _, text in pairs]
+    digest.update(np.fromiter(map(len, (t.encode() for t in texts_list)), dtype="<i8",
+                              count=len(texts_list)).tobytes())
+    digest.update("".join(texts_list).encode("utf-8"))
+    return digest.hexdigest()
+
+
 # ---------------------------------------------------------------------- embedders
 class HashingEmbedder:
     """A deterministic offline embedder: signed feature hashing of retrieval tokens.
@@ -512,13 +594,13 @@ class BuiltinPipeline:
         return config
 
     def kb_key(self) -> str | None:
-        return _digest({"format": KB_FORMAT, **self.config.kb_knobs()})
+        return _digest({"format": KB_FORMAT, "code": code_digest(), **self.config.kb_knobs()})
 
     def answer_key(self) -> str:
         snapshot = self.snapshot()
         if self._chat is not None:
             snapshot["chat"] = self._chat.config.answer_knobs()
-        return _digest(snapshot)
+        return _digest({"code": code_digest(), "knobs": snapshot})
 
     # -- the knowledge base
     def build_knowledge_base(
@@ -529,7 +611,11 @@ class BuiltinPipeline:
         cache_dir: Path | None = None,
         progress: Progress | None = None,
     ) -> KnowledgeBase:
-        """Chunk and index the whole corpus, or load the cached KB of the same inputs."""
+        """Chunk and index the whole corpus, or load the cached KB of the same inputs.
+
+        ``fingerprint`` identifies the corpus alone (see :func:`corpus_fingerprint`): the
+        KB does not depend on the questions, so editing them must not rebuild it.
+        """
         key = _digest({"fingerprint": fingerprint, "kb": self.kb_key()})
         if cache_dir is None:
             return self._build(corpus, key, progress)
