@@ -8,7 +8,7 @@ their lines into the :class:`~pytest_ragev.evaluate.Evaluation`.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -49,6 +49,68 @@ def baseline_path(session: RagevSession) -> Path | None:
     return session.options.baseline or session.ragev.baseline_path
 
 
+def _name(variant: str | None) -> str:
+    return "base" if variant is None else variant
+
+
+def _label(variant: str | None) -> str:
+    return "the base configuration" if variant is None else f"variant {variant!r}"
+
+
+def _comparable_runs(session: RagevSession, runs: Sequence[RunResult]) -> list[RunResult]:
+    """The runs as the baseline sees them: a ``--ragev-limit`` run carries its parent's fingerprint.
+
+    ``Dataset.limit`` gives the limited dataset a fingerprint of its own (answer caches
+    and reports must not mix it up with the full one) and remembers the full dataset's as
+    ``source_fingerprint``. Against a baseline the limited run is the full dataset with
+    questions left out: the overlap logic lists them instead of refusing the comparison.
+    """
+    source = getattr(session.dataset, "source_fingerprint", None)
+    if not isinstance(source, str) or not source:
+        return list(runs)
+    return [
+        run if run.fingerprint == source else replace(run, fingerprint=source) for run in runs
+    ]
+
+
+def _subset_notes(session: RagevSession, runs: Sequence[RunResult], path: Path) -> list[str]:
+    """Warnings when the written baseline holds fewer questions than the dataset has."""
+    from pytest_ragev.baseline import id_list
+
+    notes = []
+    every = [pair.qid for pair in session.cases()]
+    for run in runs:
+        ran = {sample.qid for sample in run.samples}
+        missing = [qid for qid in every if qid not in ran]
+        if missing:
+            notes.append(
+                f"ragev: warning: {path} now holds {len(ran)} of {len(every)} questions for "
+                f"{_label(run.variant)} (the others were deselected or not run, and are not "
+                f"gated until recorded): {id_list(missing)}"
+            )
+    limit = session.options.limit
+    if limit and getattr(session.dataset, "source_fingerprint", None):
+        notes.append(
+            f"ragev: warning: --ragev-limit {limit}: {path} holds only the first {limit} "
+            "questions; rerun without the limit to record the whole dataset"
+        )
+    return notes
+
+
+def _remove_stale(path: Path, evaluation: Evaluation) -> None:
+    from pytest_ragev.baseline import obtained_path
+
+    obtained = obtained_path(path)
+    try:
+        obtained.unlink()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        evaluation.notes.append(f"ragev: could not remove the stale {obtained}: {exc}")
+        return
+    evaluation.notes.append(f"ragev: removed the stale {obtained} (this run passed)")
+
+
 def apply(
     session: RagevSession,
     evaluation: Evaluation,
@@ -56,16 +118,26 @@ def apply(
     *,
     interrupted: bool,
 ) -> GateState:
-    """Run the baseline workflow and the variant comparison; add lines to ``evaluation``."""
+    """Run the baseline workflow and the variant comparison; add lines to ``evaluation``.
+
+    Every run of ``evaluation.runs`` is compared with its own recorded run (the base
+    configuration with the base run, each variant with its variant run), whichever of
+    them were selected; ``gated`` is the caller's threshold selection and is not used
+    here. A session that ran only some configurations (``--ragev-variant``, ``-k``)
+    compares those, and ``--ragev-update-baseline`` merges them into the file, keeping
+    the recorded runs of the configurations that did not run.
+    """
     from pytest_ragev.baseline import (
         Snapshot,
         check_compatible,
+        load_snapshot,
+        merge_snapshot,
         obtained_path,
-        resolve_baseline,
         write_snapshot,
     )
     from pytest_ragev.checks import compare, compare_variants, top_regressions
 
+    del gated  # the baseline gate covers every run; see the docstring
     rules = _rules(session)
     state = GateState(rules=rules)
     session.gate_state = state
@@ -73,47 +145,99 @@ def apply(
     if len(runs) > 1 and runs[0].variant is None:
         state.variant_table = compare_variants(runs[0], runs[1:], rules)
 
+    update = session.options.update_baseline
     path = baseline_path(session)
-    if path is None or not runs:
-        if session.options.update_baseline:
+    if path is None:
+        if update:
             evaluation.failures.append(
                 "ragev: --ragev-update-baseline needs a baseline path; set [baseline] path "
                 "in the config or pass --ragev-baseline PATH"
             )
         return state
     state.baseline_path = path
+    if not runs:
+        if update:
+            evaluation.failures.append(
+                f"ragev: --ragev-update-baseline: no question ran, so {path} was left "
+                "untouched; check -k, --ragev-variant and the node ids you selected"
+            )
+        return state
     if interrupted:
         evaluation.notes.append(f"ragev: run interrupted: baseline {path} left untouched")
         return state
-    current = Snapshot.from_runs(runs, plugin_version=pytest_ragev.__version__)
-    outcome = resolve_baseline(
-        path, current, update=session.options.update_baseline, gating=True
-    )
-    if outcome.message:
-        evaluation.notes.append(outcome.message)
-    if outcome.failure:
-        evaluation.failures.append(outcome.failure)
-    if outcome.action != "loaded" or outcome.snapshot is None:
+
+    runs = _comparable_runs(session, runs)
+    version = pytest_ragev.__version__
+    configured: list[str | None] = [None, *(v.name for v in session.ragev.variants)]
+    ran = {run.variant for run in runs}
+    complete = all(name in ran for name in configured)
+    if update:
+        # A complete session replaces the file (even a damaged one); a partial one must
+        # read it to keep the configurations that did not run.
+        existing = None if complete or not path.exists() else load_snapshot(path)
+        merged = merge_snapshot(existing, runs, plugin_version=version, keep=configured)
+        write_snapshot(path, merged.snapshot)
+        message = f"ragev: baseline written to {path}"
+        if not complete:
+            written = ", ".join(_name(run.variant) for run in runs)
+            kept = ", ".join(_name(v) for v in merged.kept) or "nothing"
+            message += f" (updated: {written}; kept from the previous file: {kept})"
+        evaluation.notes.append(message)
+        if merged.dropped and existing is not None:
+            evaluation.notes.append(
+                f"ragev: dropped from {path}: {', '.join(_name(v) for v in merged.dropped)} "
+                "(no longer configured, or recorded on another dataset or metric profile)"
+            )
+        evaluation.notes.extend(_subset_notes(session, runs, path))
+        _remove_stale(path, evaluation)
         return state
 
-    baseline = outcome.snapshot
-    for run in gated:
-        overlap = check_compatible(baseline, run)  # BaselineError: a usage error, exit 4
-        evaluation.notes.extend(overlap.lines())
+    if not path.exists():
+        if None not in ran:
+            evaluation.failures.append(
+                f"ragev: baseline {path} not found, and the base configuration did not run "
+                "(only variants were selected); run without --ragev-variant to create it"
+            )
+            return state
+        write_snapshot(path, Snapshot.from_runs(runs, plugin_version=version))
+        evaluation.notes.extend(_subset_notes(session, runs, path))
+        evaluation.failures.append(
+            f"ragev: baseline not found, created {path}; commit it and rerun"
+        )
+        return state
+
+    baseline = load_snapshot(path)
+    overlaps = [check_compatible(baseline, run) for run in runs]  # BaselineError: exit 4
+    if all(o == overlaps[0] for o in overlaps):
+        evaluation.notes.extend(overlaps[0].lines())
+    else:
+        for run, overlap in zip(runs, overlaps, strict=True):
+            evaluation.notes.extend(overlap.lines(_label(run.variant)))
+    for run in runs:
         before = baseline.run_for(run.variant)
         assert before is not None
         state.baseline_runs[run.variant] = before
         comparison = compare(before, run, rules)
         state.comparisons.append(comparison)
         evaluation.failures.extend(comparison.failure_lines)
-        state.regressions.extend(top_regressions(before, run, rules.top_regressions))
+        state.regressions.extend(top_regressions(before, run, _top(session, rules)))
     if any(not c.passed for c in state.comparisons):
         obtained = obtained_path(path)
-        write_snapshot(obtained, current)
+        merged = merge_snapshot(baseline, runs, plugin_version=version, keep=configured)
+        write_snapshot(obtained, merged.snapshot)
         evaluation.notes.append(
             f"ragev: this run's snapshot written to {obtained}; diff it against {path}"
         )
+    else:
+        _remove_stale(path, evaluation)
     return state
+
+
+def _top(session: RagevSession, rules: GateRules) -> int:
+    """``[gate] top_regressions``, else ``[report] top_regressions``, else 10."""
+    if "top_regressions" in (session.ragev.gate or {}):
+        return rules.top_regressions
+    return session.ragev.top_regressions
 
 
 def verbose_lines(session: RagevSession, evaluation: Evaluation) -> Iterator[str]:

@@ -180,6 +180,68 @@ class Snapshot:
         )
 
 
+def _compatible(snapshot: Snapshot, run: RunResult) -> bool:
+    return (
+        snapshot.schema_version == SCHEMA_VERSION
+        and (snapshot.fingerprint, snapshot.profile) == (run.fingerprint, run.profile)
+    )
+
+
+@dataclass(frozen=True)
+class Merged:
+    """What :func:`merge_snapshot` built: the snapshot and which recorded runs it kept."""
+
+    snapshot: Snapshot
+    kept: list[str | None]
+    dropped: list[str | None]
+
+
+def merge_snapshot(
+    existing: Snapshot | None,
+    runs: Sequence[RunResult],
+    *,
+    plugin_version: str,
+    keep: Sequence[str | None],
+) -> Merged:
+    """``runs`` written over ``existing``: a session that ran only some configurations.
+
+    Each run replaces its recorded counterpart; a recorded run whose configuration is in
+    ``keep`` (``None``: the base configuration) but did not run this time is carried
+    over unchanged, so ``--ragev-variant k10 --ragev-update-baseline`` refreshes k10 and
+    leaves the base run and the other variants alone. Recorded runs of configurations
+    no longer in ``keep`` are dropped, and so is everything recorded on another dataset
+    fingerprint, metric profile or schema (those numbers cannot sit beside the new ones).
+    When every configuration in ``keep`` ran, the result equals
+    ``Snapshot.from_runs(runs)``.
+
+    Raises :class:`BaselineError` when neither ``runs`` nor ``existing`` has a base run.
+    """
+    ran = {run.variant for run in runs}
+    usable = existing is not None and all(_compatible(existing, run) for run in runs)
+    kept: list[str | None] = []
+    dropped: list[str | None] = []
+    merged = list(runs)
+    if existing is not None:
+        for name in [None, *existing.variants]:
+            if name in ran:
+                continue
+            recorded = existing.run_for(name)
+            if usable and name in keep and recorded is not None:
+                merged.append(recorded)
+                kept.append(name)
+            else:
+                dropped.append(name)
+    if None not in {run.variant for run in merged}:
+        where = existing.source if existing is not None and existing.source else "the baseline"
+        raise BaselineError(
+            f"ragev: {where} cannot be written from variant runs alone: it needs the base "
+            "configuration's run; run once without --ragev-variant (or with --ragev-variant "
+            "base) to record it"
+        )
+    snapshot = Snapshot.from_runs(merged, plugin_version=plugin_version)
+    return Merged(snapshot=snapshot, kept=kept, dropped=dropped)
+
+
 def _sorted_keys(value: Any) -> Any:
     # Settings and stats come from TOML tables and dicts built in any order; sorting
     # them recursively is what makes an unchanged configuration re-serialise identically.
@@ -377,23 +439,28 @@ class Overlap:
     added: list[int]
     removed: list[int]
 
-    def lines(self) -> list[str]:
-        """Notes for the terminal about questions added or removed since the baseline."""
+    def lines(self, label: str | None = None) -> list[str]:
+        """Notes for the terminal about questions added or removed since the baseline.
+
+        ``label`` (such as ``variant 'k10'``) says which run the notes are about.
+        """
+        about = f" ({label})" if label else ""
         notes = []
         if self.added:
             notes.append(
-                f"ragev: {len(self.added)} question(s) not in the baseline (added, not "
-                f"compared): {_id_list(self.added)}"
+                f"ragev: {len(self.added)} question(s) not in the baseline{about} (added, not "
+                f"compared): {id_list(self.added)}"
             )
         if self.removed:
             notes.append(
-                f"ragev: {len(self.removed)} baseline question(s) missing from this run "
-                f"(removed, not compared): {_id_list(self.removed)}"
+                f"ragev: {len(self.removed)} baseline question(s) missing from this run{about} "
+                f"(removed, not compared): {id_list(self.removed)}"
             )
         return notes
 
 
-def _id_list(ids: Sequence[int]) -> str:
+def id_list(ids: Sequence[int]) -> str:
+    """``1, 2, 3, … (n more)``: at most 20 ids, for one-line messages."""
     shown = ", ".join(str(i) for i in ids[:_MAX_LISTED])
     return shown + (f", … ({len(ids) - _MAX_LISTED} more)" if len(ids) > _MAX_LISTED else "")
 
@@ -426,7 +493,8 @@ def check_compatible(baseline: Snapshot, current: RunResult) -> Overlap:
     if recorded is None:
         raise BaselineError(
             f"ragev: {where} has no run of variant {current.variant!r} (it has: "
-            f"{', '.join(baseline.variants) or 'none'}); add it with --ragev-update-baseline"
+            f"{', '.join(baseline.variants) or 'none'}); record it with --ragev-update-baseline "
+            f"--ragev-variant {current.variant} (the other runs in the file are kept)"
         )
     before = {s.qid for s in recorded.samples}
     after = {s.qid for s in current.samples}

@@ -312,8 +312,10 @@ class Dataset:
     def limit(self, n: int) -> Dataset:
         """The first ``n`` questions by qid, with the same corpus (``n >= len`` returns self).
 
-        The fingerprint of the result is derived from this one and ``n``, so a limited run
-        never compares against a full run's baseline by accident.
+        The fingerprint of the result is derived from this one and ``n`` (answer caches
+        and reports never mix a limited run up with a full one); the full dataset's
+        fingerprint stays available as ``source_fingerprint``, so a limited run can be
+        gated against a baseline of the full dataset on the questions it ran.
         """
         if n < 0:
             raise ValueError(f"limit must be >= 0, got {n}")
@@ -335,7 +337,7 @@ class Dataset:
             without_answer=len(without_answer),
             fingerprint=fingerprint,
         )
-        return Dataset(
+        limited = Dataset(
             path=self.path,
             dataset_id=self.dataset_id,
             fingerprint=fingerprint,
@@ -344,6 +346,11 @@ class Dataset:
             stats=stats,
             warnings=_warnings_for(without_qrels, without_answer),
         )
+        # Not a dataclass field (the class is not limit's to change): an attribute read
+        # with getattr(dataset, "source_fingerprint", None) by the baseline gate.
+        source = getattr(self, "source_fingerprint", None) or self.fingerprint
+        object.__setattr__(limited, "source_fingerprint", source)
+        return limited
 
     def __len__(self) -> int:
         return len(self.pairs)

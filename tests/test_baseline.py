@@ -16,6 +16,7 @@ from pytest_ragev.baseline import (
     Snapshot,
     check_compatible,
     load_snapshot,
+    merge_snapshot,
     obtained_path,
     resolve_baseline,
     write_snapshot,
@@ -241,6 +242,44 @@ def test_workflow(tmp_path: Path) -> None:
     assert outcome.action == "updated" and outcome.failure is None
     assert load_snapshot(path).base.summary["recall"].mean == pytest.approx(0.7)
     assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_merge_keeps_configured_runs_that_did_not_run() -> None:
+    recorded = load_roundtrip(snapshot("a", "b", "gone"))
+    fresh_a = make_run(variant="a", shift=0.3)
+    merged = merge_snapshot(recorded, [fresh_a], plugin_version="0.2.0", keep=[None, "a", "b"])
+    assert merged.kept == [None, "b"] and merged.dropped == ["gone"]
+    result = merged.snapshot
+    assert result.plugin_version == "0.2.0"
+    assert result.to_data()["base"] == recorded.to_data()["base"]
+    assert result.to_data()["variants"]["b"] == recorded.to_data()["variants"]["b"]
+    assert result.variants["a"].summary["recall"].mean == pytest.approx(0.8)
+    assert result.variants["b"].summary == recorded.variants["b"].summary
+    assert list(result.variants) == ["a", "b"]
+
+
+def test_merge_of_a_complete_session_equals_its_own_snapshot() -> None:
+    runs = [make_run(), make_run(variant="a", shift=0.2)]
+    merged = merge_snapshot(snapshot("a", "b"), runs, plugin_version="0.1.0", keep=[None, "a"])
+    assert merged.snapshot.to_json() == Snapshot.from_runs(runs, plugin_version="0.1.0").to_json()
+    assert merged.kept == [] and merged.dropped == ["b"]
+
+
+def test_merge_drops_runs_recorded_on_other_data_and_needs_a_base() -> None:
+    other = Snapshot.from_runs(
+        [make_run(fingerprint="b" * 64), make_run(variant="a", fingerprint="b" * 64)],
+        plugin_version="0.1.0",
+    )
+    merged = merge_snapshot(other, [make_run()], plugin_version="0.1.0", keep=[None, "a"])
+    assert merged.snapshot.variants == {} and merged.dropped == ["a"]
+    with pytest.raises(BaselineError, match="needs the base configuration's run"):
+        merge_snapshot(other, [make_run(variant="a")], plugin_version="0.1.0", keep=[None, "a"])
+    with pytest.raises(BaselineError, match="needs the base configuration's run"):
+        merge_snapshot(None, [make_run(variant="a")], plugin_version="0.1.0", keep=[None, "a"])
+
+
+def load_roundtrip(value: Snapshot) -> Snapshot:
+    return Snapshot.from_data(json.loads(value.to_json()), source="ragev-baseline.json")
 
 
 # ----------------------------------------------------------------- property: round trip

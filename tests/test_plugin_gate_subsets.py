@@ -1,0 +1,187 @@
+"""End to end: gating and re-baselining when only part of the configurations or questions ran.
+
+``--ragev-variant NAME``, ``-k`` and ``--ragev-limit`` select a subset; each selected run
+is compared with its own recorded run, and ``--ragev-update-baseline`` merges the subset
+into the file instead of dropping what did not run.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+Project = Callable[..., Path]
+
+# mode "tolerance": the oracle pipeline is deterministic, so every change is real, and
+# five questions are too few for a significance test to see anything.
+GATED = '[baseline]\npath = "ragev-baseline.json"\n\n[gate]\nmode = "tolerance"\n'
+VARIANT = textwrap.dedent(
+    """
+    [[variants]]
+    name = "alt"
+    pipeline.quality = "good"
+    """
+)
+
+
+def _set_variant_quality(config: Path, quality: str) -> None:
+    text = config.read_text(encoding="utf-8")
+    head, _, tail = text.partition("[[variants]]")
+    tail = tail.replace('quality = "good"', f'quality = "{quality}"').replace(
+        'quality = "bad"', f'quality = "{quality}"'
+    )
+    config.write_text(f"{head}[[variants]]{tail}", encoding="utf-8")
+
+
+def _set_base_quality(config: Path, quality: str) -> None:
+    text = config.read_text(encoding="utf-8")
+    text = text.replace('name = "oracle"\n', f'name = "oracle"\nquality = "{quality}"\n', 1)
+    config.write_text(text, encoding="utf-8")
+
+
+def _load(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest("--ragev-config", "ragev.toml", "-p", "no:cacheprovider", *args)
+
+
+def test_a_variant_run_alone_is_gated_against_its_own_recorded_run(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    config = make_project(GATED + VARIANT)
+    assert _run(pytester, "--ragev-update-baseline").ret == pytest.ExitCode.OK
+    _set_variant_quality(config, "bad")
+
+    for selection in (["--ragev-variant", "alt"], ["-k", "alt"]):
+        result = _run(pytester, *selection)
+        assert result.ret == pytest.ExitCode.TESTS_FAILED, selection
+        result.stdout.fnmatch_lines(["ragev: recall [[]alt[]] 0.000 < baseline 1.000 (Δ −1.000*"])
+        assert "internal error" not in result.stdout.str()
+
+    # The base configuration did not change: selected alone, it passes.
+    assert _run(pytester, "--ragev-variant", "base").ret == pytest.ExitCode.OK
+    # A full run gates the variant too, not only the base run.
+    full = _run(pytester)
+    assert full.ret == pytest.ExitCode.TESTS_FAILED
+    full.stdout.fnmatch_lines(["ragev: recall [[]alt[]] 0.000 < baseline 1.000*"])
+    assert "ragev: recall 0.000 < baseline" not in full.stdout.str()
+
+
+def test_updating_a_subset_of_configurations_keeps_the_others(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    config = make_project(GATED + VARIANT)
+    baseline = pytester.path / "ragev-baseline.json"
+    _run(pytester, "--ragev-update-baseline")
+    recorded = _load(baseline)
+    assert list(recorded["variants"]) == ["alt"]
+
+    base_only = _run(pytester, "--ragev-variant", "base", "--ragev-update-baseline")
+    assert base_only.ret == pytest.ExitCode.OK
+    base_only.stdout.fnmatch_lines(
+        [f"ragev: baseline written to {baseline} (updated: base; kept from the previous "
+         "file: alt)"]
+    )
+    assert _load(baseline)["variants"] == recorded["variants"]
+
+    _set_variant_quality(config, "bad")
+    alt_only = _run(pytester, "--ragev-variant", "alt", "--ragev-update-baseline")
+    assert alt_only.ret == pytest.ExitCode.OK
+    merged = _load(baseline)
+    assert merged["base"] == recorded["base"]
+    assert merged["variants"]["alt"]["metrics"]["recall"]["mean"] == 0.0
+    # The degraded variant is now the recorded one: the full run passes.
+    assert _run(pytester).ret == pytest.ExitCode.OK
+
+
+def test_variant_runs_alone_cannot_create_the_baseline(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    make_project(GATED + VARIANT)
+    baseline = pytester.path / "ragev-baseline.json"
+    gated = _run(pytester, "--ragev-variant", "alt")
+    assert gated.ret == pytest.ExitCode.TESTS_FAILED
+    gated.stdout.fnmatch_lines(
+        [f"ragev: baseline {baseline} not found, and the base configuration did not run*"]
+    )
+    update = _run(pytester, "--ragev-variant", "alt", "--ragev-update-baseline")
+    assert update.ret == pytest.ExitCode.USAGE_ERROR
+    update.stdout.fnmatch_lines(["ragev: error: *needs the base configuration's run*"])
+    assert not baseline.exists()
+
+
+def test_a_variant_missing_from_the_baseline_is_a_usage_error_until_recorded(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    config = make_project(GATED)
+    baseline = pytester.path / "ragev-baseline.json"
+    _run(pytester, "--ragev-update-baseline")
+    config.write_text(config.read_text(encoding="utf-8") + VARIANT, encoding="utf-8")
+    missing = _run(pytester)
+    assert missing.ret == pytest.ExitCode.USAGE_ERROR
+    missing.stdout.fnmatch_lines(
+        ["ragev: error: *has no run of variant 'alt'*--ragev-update-baseline --ragev-variant alt*"]
+    )
+    before = _load(baseline)["base"]
+    assert _run(pytester, "--ragev-variant", "alt", "--ragev-update-baseline").ret == 0
+    assert _load(baseline)["base"] == before
+    assert _run(pytester).ret == pytest.ExitCode.OK
+
+
+def test_limit_is_compared_with_a_full_baseline_on_the_questions_it_ran(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    config = make_project(GATED)
+    baseline = pytester.path / "ragev-baseline.json"
+    _run(pytester, "--ragev-update-baseline")
+    full = _load(baseline)
+
+    limited = _run(pytester, "--ragev-limit", "2")
+    assert limited.ret == pytest.ExitCode.OK
+    limited.stdout.fnmatch_lines(
+        ["ragev: 3 baseline question(s) missing from this run (removed, not compared): 3, 4, 5"]
+    )
+
+    _set_base_quality(config, "bad")
+    degraded = _run(pytester, "--ragev-limit", "2")
+    assert degraded.ret == pytest.ExitCode.TESTS_FAILED
+    degraded.stdout.fnmatch_lines(["ragev: recall 0.000 < baseline 1.000 (Δ −1.000*n=2)"])
+
+    # Re-baselining under a limit keeps the full dataset's fingerprint, and says so.
+    update = _run(pytester, "--ragev-limit", "2", "--ragev-update-baseline")
+    assert update.ret == pytest.ExitCode.OK
+    update.stdout.fnmatch_lines(["ragev: warning: --ragev-limit 2: * holds only the first 2*"])
+    written = _load(baseline)
+    assert written["dataset"]["fingerprint"] == full["dataset"]["fingerprint"]
+    assert [q["qid"] for q in written["base"]["questions"]] == [1, 2]
+
+
+def test_update_of_deselected_questions_warns_and_lists_them(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    make_project(GATED)
+    baseline = pytester.path / "ragev-baseline.json"
+    # Nothing selected: nothing written, and no claim that the path is missing.
+    nothing = _run(pytester, "-k", "nomatch", "--ragev-update-baseline")
+    assert nothing.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    assert "needs a baseline path" not in nothing.stdout.str()
+    assert not baseline.exists()
+
+    subset = _run(pytester, "-k", "q1 or q2", "--ragev-update-baseline")
+    assert subset.ret == pytest.ExitCode.OK
+    subset.stdout.fnmatch_lines(
+        [f"ragev: warning: {baseline} now holds 2 of 5 questions for the base configuration"
+         " (*): 3, 4, 5"]
+    )
+    assert [q["qid"] for q in _load(baseline)["base"]["questions"]] == [1, 2]
+    # A complete run says nothing of the kind.
+    complete = _run(pytester, "--ragev-update-baseline")
+    assert "now holds" not in complete.stdout.str()
