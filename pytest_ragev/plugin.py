@@ -102,6 +102,50 @@ def _config_path(config: pytest.Config) -> tuple[Path | None, bool]:
     return None, False
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> Any:
+    """Load the ``conftest.py`` files beside (and above) the ragev config early.
+
+    pytest loads the initial conftests of the test paths only; with
+    ``--ragev-config eval/ragev.toml`` run from the project root, ``eval/conftest.py``
+    would load only when collection reaches ``eval/``: after session start, where the
+    pipeline name, custom metrics and thresholds are checked, and never on the xdist
+    controller, which does not collect. So load it here, as pytest loads the conftests
+    of its initial paths (same confcutdir, import mode and ``--noconftest``).
+    """
+    result = yield
+    namespace = early_config.known_args_namespace
+    cli = getattr(namespace, "ragev_config", None)
+    if cli:
+        path = early_config.invocation_params.dir / cli
+    else:
+        ini = early_config.getini("ragev_config")
+        if not ini:
+            return result
+        base = early_config.inipath.parent if early_config.inipath else early_config.rootpath
+        path = base / str(ini)
+    if not path.is_file():
+        return result  # pytest_configure reports it as one line
+    _load_conftests(early_config, path.resolve().parent)
+    return result
+
+
+def _load_conftests(early_config: pytest.Config, folder: Path) -> None:
+    # pytest has no public API for this; it does the same for each initial path in
+    # PytestPluginManager._set_initial_conftests. Guarded, so a future rename degrades
+    # to today's behaviour (conftests load when collection reaches the folder).
+    manager = early_config.pluginmanager
+    load = getattr(manager, "_loadconftestmodules", None)
+    if load is None:
+        return
+    importmode = early_config.known_args_namespace.importmode
+    try:
+        load(folder, importmode, early_config.rootpath,
+             consider_namespace_packages=early_config.getini("consider_namespace_packages"))
+    except TypeError:  # pytest 8.0: no consider_namespace_packages yet
+        load(folder, importmode, early_config.rootpath)
+
+
 def _path_option(config: pytest.Config, name: str) -> Path | None:
     value = config.getoption(name)
     return Path(value).resolve() if value else None
@@ -117,8 +161,9 @@ def pytest_configure(config: pytest.Config) -> None:
     from pytest_ragev.session import RagevSession, RunOptions
     from pytest_ragev.settings import load_config
 
+    ini_file = None if from_cli else (config.inipath or config.rootpath / "pytest.ini")
     try:
-        ragev = load_config(path)
+        ragev = load_config(path, ini=ini_file)
     except RagevError as exc:
         raise pytest.UsageError(str(exc)) from None
     explicit = config.args_source == pytest.Config.ArgsSource.ARGS
