@@ -118,22 +118,48 @@ def test_answer_cache_hits_misses_and_invalidation(
 
 
 
+#: Logs every real KB build (not a load) to builds.log; the sleep holds the build open so
+#: that, without the file lock, the second worker would miss the cache and build too.
+BUILD_LOGGER = textwrap.dedent(
+    """
+    import os
+    import time
+    from pathlib import Path
+
+    import pytest_ragev.kb.builtin as builtin
+
+    _original = builtin.BuiltinPipeline._build
+
+    def _logged(self, *args, **kwargs):
+        with open(Path(__file__).parent / "builds.log", "a") as log:
+            log.write(f"{os.getpid()}\\n")
+        time.sleep(1.5)
+        return _original(self, *args, **kwargs)
+
+    builtin.BuiltinPipeline._build = _logged
+    """
+)
+
+
 def test_xdist_workers_share_one_knowledge_base(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:
     # Answers uncached, so every run needs the knowledge base.
-    make_project("[run]\ncache = false\n", conftest=None, pipeline=BUILTIN)
+    make_project("[run]\ncache = false\n", conftest=BUILD_LOGGER, pipeline=BUILTIN)
     first = pytester.runpytest_subprocess("--ragev-config", "ragev.toml", "-n", "2")
     assert first.ret == pytest.ExitCode.OK
-    entries = list((pytester.path / ".pytest_cache" / "d" / "ragev" / "kb").glob("*/kb.json"))
+    log = pytester.path / "builds.log"
     # Two workers started together: one built, the other waited on the lock and loaded.
+    assert len(log.read_text().split()) == 1
+    entries = list((pytester.path / ".pytest_cache" / "d" / "ragev" / "kb").glob("*/kb.json"))
     assert len(entries) == 1
-    stamp = entries[0].stat().st_mtime_ns
     again = pytester.runpytest_subprocess(
         "--ragev-config", "ragev.toml", "-n", "2", "--ragev-report", "r.json"
     )
     assert again.ret == pytest.ExitCode.OK
-    assert entries[0].stat().st_mtime_ns == stamp  # loaded, not rebuilt
+    assert len(log.read_text().split()) == 1  # both workers loaded, nobody rebuilt
+    report = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))
+    assert len(report["data"]["samples"]) == 5
 
 
 def test_builtin_variants_share_a_knowledge_base_when_kb_knobs_are_equal(

@@ -1,0 +1,167 @@
+"""Every retrieval, rerank and generation knob changes what the pipeline does.
+
+Each test fails if its knob were ignored (checked by breaking the code on purpose):
+vector_threshold, vector_weight/keyword_weight, the vector list in hybrid fusion,
+embedding_top_k, rerank_top_k and context_chunks. The offline "hashing" embedder stands
+in for a model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _remote_server import Reply, ScriptedServer, serve
+
+from pytest_ragev._types import PipelineSettings, QAPair
+from pytest_ragev.kb import KnowledgeBase, build_pipeline
+from pytest_ragev.kb.builtin import _Hit
+
+#: Eight passages about towers (so more hits than any small top_k), each one sentence.
+CORPUS = {
+    1: "The Eiffel Tower stands in Paris.",
+    2: "The Tokyo Tower is painted orange and white.",
+    3: "The CN Tower in Toronto was the tallest tower for decades.",
+    4: "Big Ben is the bell in the clock tower in London.",
+    5: "The Leaning Tower of Pisa tilts because of soft ground.",
+    6: "The Tower of London once held the crown jewels.",
+    7: "A water tower stores water high above the town.",
+    8: "Bananas grow in tropical climates.",
+}
+
+
+def pipeline(**options: Any) -> Any:
+    return build_pipeline(PipelineSettings(name="builtin", options=options, base_dir=Path.cwd()),
+                          source="ragev.toml")
+
+
+def case(question: str) -> QAPair:
+    return QAPair(qid=1, question=question, pids=(), passages=(), aid=None, answer=None)
+
+
+def kb_of(pipe: Any) -> KnowledgeBase:
+    return pipe.build_knowledge_base(CORPUS, fingerprint="f" * 64)  # type: ignore[no-any-return]
+
+
+def ids(answer: Any) -> list[int]:
+    return [chunk.passage_id for chunk in answer.retrieved]
+
+
+QUESTION = case("Which tower is in Paris?")
+
+
+@pytest.mark.parametrize("mode", ["keyword", "vector", "hybrid"])
+def test_embedding_top_k_caps_the_retrieved_chunks(mode: str) -> None:
+    wide = pipeline(retrieval=mode, embedding_model="hashing", embedding_top_k=10)
+    kb = kb_of(wide)
+    assert len(wide.answer(QUESTION, kb).retrieved) > 2
+    narrow = pipeline(retrieval=mode, embedding_model="hashing", embedding_top_k=2)
+    assert len(narrow.answer(QUESTION, kb).retrieved) == 2
+    assert ids(narrow.answer(QUESTION, kb)) == ids(wide.answer(QUESTION, kb))[:2]
+
+
+def test_vector_threshold_drops_dissimilar_chunks() -> None:
+    loose = pipeline(retrieval="vector", embedding_model="hashing")
+    kb = kb_of(loose)
+    everything = loose.answer(QUESTION, kb).retrieved
+    scores = sorted(chunk.score for chunk in everything)
+    cut = (scores[0] + scores[-1]) / 2
+    strict = pipeline(retrieval="vector", embedding_model="hashing", vector_threshold=cut)
+    kept = strict.answer(QUESTION, kb).retrieved
+    assert kept and all(chunk.score >= cut for chunk in kept)
+    assert len(kept) == sum(score >= cut for score in scores) < len(everything)
+    # Nothing reaches 1.0 here: the generator falls back.
+    none = pipeline(retrieval="vector", embedding_model="hashing", vector_threshold=1.0)
+    assert none.answer(QUESTION, kb).meta.get("fallback") is True
+
+
+def test_keyword_threshold_applies_in_hybrid_mode_too() -> None:
+    loose = pipeline(retrieval="hybrid", embedding_model="hashing", vector_threshold=1.0)
+    kb = kb_of(loose)
+    keyword_only = loose.answer(QUESTION, kb).retrieved
+    assert keyword_only  # the vector list is empty, the keyword list fills the answer
+    strict = pipeline(retrieval="hybrid", embedding_model="hashing", vector_threshold=1.0,
+                      keyword_threshold=1.0)
+    assert strict.answer(QUESTION, kb).retrieved == []
+
+
+def _fixed_lists(pipe: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Vector ranks chunks 0, 1; keyword ranks 2, 1, 3 (chunk i is passage i + 1 here).
+    monkeypatch.setattr(pipe, "vector_hits", lambda kb, q, k: [_Hit(0, 0.9), _Hit(1, 0.8)])
+    monkeypatch.setattr(pipe, "keyword_hits",
+                        lambda kb, q, k: [_Hit(2, 0.9), _Hit(1, 0.5), _Hit(3, 0.4)])
+
+
+def test_hybrid_fuses_both_lists_with_the_configured_weights(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    default = pipeline(retrieval="hybrid", embedding_model="hashing")
+    kb = kb_of(default)
+    _fixed_lists(default, monkeypatch)
+    fused = {hit.chunk: hit.score for hit in default.retrieve(kb, "q")}
+    assert fused == pytest.approx({
+        0: 0.7 / 61, 1: 0.7 / 62 + 0.3 / 62, 2: 0.3 / 61, 3: 0.3 / 63,
+    })
+    keyword_heavy = pipeline(retrieval="hybrid", embedding_model="hashing",
+                             vector_weight=0.1, keyword_weight=0.9, rrf_k=1)
+    _fixed_lists(keyword_heavy, monkeypatch)
+    order = [hit.chunk for hit in keyword_heavy.retrieve(kb, "q")]
+    assert order == [2, 1, 3, 0]
+    fused = {hit.chunk: hit.score for hit in keyword_heavy.retrieve(kb, "q")}
+    assert fused[0] == pytest.approx(0.1 / 2) and fused[2] == pytest.approx(0.9 / 2)
+
+
+def test_with_default_weights_no_keyword_only_chunk_outranks_a_vector_hit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # What docs/pipelines.md says: 0.7/0.3 with k = 60 is effectively vector-ranked.
+    pipe = pipeline(retrieval="hybrid", embedding_model="hashing", embedding_top_k=20)
+    kb = kb_of(pipe)
+    vector = [_Hit(i, 1.0 - i / 100) for i in range(10)]
+    keyword = [_Hit(i, 1.0) for i in range(10, 20)]
+    monkeypatch.setattr(pipe, "vector_hits", lambda kb, q, k: vector)
+    monkeypatch.setattr(pipe, "keyword_hits", lambda kb, q, k: keyword)
+    assert [hit.chunk for hit in pipe.retrieve(kb, "q")] == list(range(20))
+
+
+@pytest.mark.parametrize("top_k", [1, 2, 3])
+def test_rerank_top_k_caps_the_reranked_list(top_k: int) -> None:
+    plain = pipeline()
+    kb = kb_of(plain)
+    question = case("Which tower in London held the crown jewels?")
+    retrieved = plain.answer(question, kb).retrieved
+    assert len(retrieved) > 3
+    reranked = pipeline(rerank_model="lexical", rerank_top_k=top_k).answer(question, kb)
+    assert len(reranked.retrieved) == top_k
+    assert ids(reranked)[0] == 6
+
+
+def test_context_chunks_limits_what_the_extractive_generator_reads() -> None:
+    question = case("Which tower is tall, orange or in Paris?")
+    pipe = pipeline(chat={"context_chunks": 3, "max_tokens": 200})
+    kb = kb_of(pipe)
+    answer = pipe.answer(question, kb)
+    first = answer.retrieved[0].text  # type: ignore[union-attr]
+    assert answer.text != first  # with three chunks, more than the first is used
+    one = pipeline(chat={"context_chunks": 1, "max_tokens": 200}).answer(question, kb)
+    assert one.retrieved == answer.retrieved  # retrieval is unchanged ...
+    assert one.text == first  # ... only the first chunk reaches the generator
+
+
+@pytest.fixture
+def chat_server() -> Iterator[ScriptedServer]:
+    yield from serve()
+
+
+def test_context_chunks_limits_what_the_chat_model_sees(chat_server: ScriptedServer) -> None:
+    chat_server.default = lambda seen: Reply(200, {"choices": [{"message": {"content": "ok"}}]})
+    kb = kb_of(pipeline())
+    for chunks in (1, 2):
+        pipe = pipeline(chat={"model": "m", "base_url": f"{chat_server.url}/v1",
+                              "context_chunks": chunks})
+        pipe.answer(QUESTION, kb)
+    one, two = (seen.body["messages"][-1]["content"] for seen in chat_server.seen)
+    assert "[1] " in one and "[2] " not in one
+    assert "[2] " in two and "[3] " not in two
