@@ -143,7 +143,7 @@ def test_context_chunks_limits_what_the_extractive_generator_reads() -> None:
     pipe = pipeline(chat={"context_chunks": 3, "max_tokens": 200})
     kb = kb_of(pipe)
     answer = pipe.answer(question, kb)
-    first = answer.retrieved[0].text  # type: ignore[union-attr]
+    first = answer.retrieved[0].text
     assert answer.text != first  # with three chunks, more than the first is used
     one = pipeline(chat={"context_chunks": 1, "max_tokens": 200}).answer(question, kb)
     assert one.retrieved == answer.retrieved  # retrieval is unchanged ...
