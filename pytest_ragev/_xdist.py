@@ -10,7 +10,11 @@ if TYPE_CHECKING:
 
 
 class XdistProgress:
-    """Counts the evaluation items the workers collected, for ``finished/total``."""
+    """Tells the controller which questions the workers collected, for ``finished/total``.
+
+    The xdist controller collects nothing itself: the node ids a worker reports are all
+    it learns about the run before the first result arrives.
+    """
 
     def __init__(self, session: RagevSession) -> None:
         self._session = session
@@ -21,4 +25,4 @@ class XdistProgress:
         if self._counted:
             return
         self._counted = True
-        self._session.progress.total = sum(1 for nodeid in ids if self._session.is_case_id(nodeid))
+        self._session.set_collected(self._session.key_of_nodeid(nodeid) for nodeid in ids)

@@ -10,6 +10,7 @@ import math
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_ragev._errors import ConfigError
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from pytest_ragev.checks import Comparison, QuestionDiff, ThresholdResult
     from pytest_ragev.session import RagevSession
 
+_STATUS_PENDING = 0
 _STATUS_RUNNING = 1
 _STATUS_SUCCESS = 2
 _STATUS_FAILED = 3
@@ -44,10 +46,24 @@ class Evaluation:
     report: dict[str, Any] = field(default_factory=dict)
     errors: int = 0
     fallbacks: int = 0
+    #: Set when the run stopped early: says how far it got (it fails the verdict).
+    interrupted: str | None = None
 
     @property
     def failed(self) -> bool:
-        return bool(self.failures)
+        """A failed check, a question that raised, or a run that did not finish."""
+        return bool(self.failures) or self.errors > 0 or self.interrupted is not None
+
+    def verdict_failures(self) -> list[str]:
+        """The lines that explain a failed verdict: checks, errors, the interruption."""
+        lines = list(self.failures)
+        if self.errors:
+            lines.append(
+                f"ragev: {self.errors} question(s) raised errors (left out of the means)"
+            )
+        if self.interrupted is not None:
+            lines.append(self.interrupted)
+        return lines
 
     @property
     def base(self) -> RunResult | None:
@@ -184,7 +200,7 @@ def run_params(session: RagevSession, variant: str | None) -> dict[str, Any]:
         {
             "dataset": {
                 "id": session.dataset_id,
-                "path": str(ragev.dataset_path),
+                "path": _portable_path(ragev.dataset_path, ragev.source.parent),
                 "fingerprint": session.dataset.fingerprint,
                 "limit": session.options.limit,
             },
@@ -196,6 +212,18 @@ def run_params(session: RagevSession, variant: str | None) -> dict[str, Any]:
     return params
 
 
+def _portable_path(path: Path, base: Path) -> str:
+    """``path`` relative to ``base`` in posix form when it lies under it, else absolute.
+
+    Keeps machine paths out of committed baselines and ``settings_hash`` the same on
+    every checkout.
+    """
+    try:
+        return path.relative_to(base).as_posix() or "."
+    except ValueError:
+        return str(path)
+
+
 # ---------------------------------------------------------------------- verdict
 def evaluate(session: RagevSession, *, interrupted: bool) -> Evaluation:
     """Score, check thresholds and the baseline, write the reports; return the decision."""
@@ -204,6 +232,12 @@ def evaluate(session: RagevSession, *, interrupted: bool) -> Evaluation:
     variants = [v for v in session.selected_variants() if v in variants_with_records(session)]
     runs = [build_run(session, variant) for variant in variants]
     evaluation = Evaluation(runs=runs)
+    if interrupted:
+        progress = session.progress
+        evaluation.interrupted = (
+            f"ragev: run {session.interrupt_reason}: {progress.finished} of "
+            f"{progress.total} questions answered"
+        )
     for run in runs:
         evaluation.errors += sum(1 for s in run.samples if s.error)
         evaluation.fallbacks += sum(1 for s in run.samples if s.meta.get("fallback"))
@@ -273,7 +307,7 @@ def _task(
         "start_time": progress.start_time,
         "status": status,
         "err_msg": err_msg,
-        "total": max(progress.total, progress.finished),
+        "total": progress.total,
         "finished": progress.finished if finished is None else finished,
     }
 
@@ -281,7 +315,8 @@ def _task(
 def progress_report(
     session: RagevSession, *, status: int = _STATUS_RUNNING, err_msg: str = ""
 ) -> dict[str, Any]:
-    """The report while the run goes (status 1) or after a usage error (status 3)."""
+    """The report before the first item (status 0), while the run goes (1), or after a
+    usage error (3)."""
     return {
         "success": status != _STATUS_FAILED,
         "data": {
@@ -298,7 +333,8 @@ def final_report(
     """The JSON report in WeKnora's ``EvaluationDetail`` shape, plus samples and verdict."""
     base = evaluation.base
     if interrupted:
-        status, err_msg = _STATUS_FAILED, "interrupted before every question was answered"
+        status = _STATUS_FAILED
+        err_msg = f"{session.interrupt_reason} before every question was answered"
     else:
         status, err_msg = _STATUS_SUCCESS, ""
     data: dict[str, Any] = {
@@ -308,11 +344,16 @@ def final_report(
         "samples": [s.to_json() for s in base.samples] if base is not None else [],
         "verdict": {
             "passed": not evaluation.failed,
-            "failures": list(evaluation.failures),
+            "failures": [
+                *evaluation.failures,
+                *([evaluation.interrupted] if evaluation.interrupted else []),
+            ],
             "errors": evaluation.errors,
             "fallbacks": evaluation.fallbacks,
         },
     }
+    if session.dataset.warnings:
+        data["warnings"] = list(session.dataset.warnings)
     state = session.gate_state
     if state is not None and state.comparisons:
         data["baseline"] = {
@@ -457,12 +498,22 @@ def terminal_lines(session: RagevSession, *, verbose: int) -> Iterator[tuple[str
     if verbose > 0:
         for line in _gate.verbose_lines(session, evaluation):
             yield line, {}
+    for warning in session.dataset.warnings:
+        yield f"ragev: warning: {warning}", {"yellow": True}
     for note in evaluation.notes:
         yield note, {"yellow": True}
     for failure in evaluation.failures:
         yield failure, {"red": True, "bold": True}
-    if not evaluation.failures:
+    if evaluation.interrupted:
+        yield evaluation.interrupted, {"red": True, "bold": True}
+    if not evaluation.failed:
         yield "ragev: verdict passed", {"green": True, "bold": True}
-    else:
-        yield f"ragev: verdict FAILED ({len(evaluation.failures)} checks)", {"red": True,
-                                                                           "bold": True}
+        return
+    reasons = []
+    if evaluation.failures:
+        reasons.append(f"{len(evaluation.failures)} checks")
+    if evaluation.errors:
+        reasons.append(f"{evaluation.errors} errors")
+    if evaluation.interrupted:
+        reasons.append(session.interrupt_reason)
+    yield f"ragev: verdict FAILED ({', '.join(reasons)})", {"red": True, "bold": True}

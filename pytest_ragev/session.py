@@ -13,14 +13,18 @@ import concurrent.futures
 import getpass
 import itertools
 import os
+import re
 import secrets
+import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+import warnings
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -38,6 +42,24 @@ if TYPE_CHECKING:
 
 #: The user property name under which records travel on test reports.
 RECORD_KEY = "ragev"
+
+#: ``task.status`` values of the JSON report (the seed's).
+STATUS_PENDING = 0
+STATUS_RUNNING = 1
+
+#: A question of a variant: ``(variant or None, qid)``.
+CaseKey = tuple[str | None, int]
+
+# ``q17`` as one dash-separated part of a parametrize id: ``test_rag[q17]``, ``[q17-x]``.
+_PARAM_QID = re.compile(r"\[(?:.*-)?q(\d+)(?:-.*)?\]$")
+
+
+# The first line xdist puts in a worker's failure text: "[gw0] linux -- Python 3.11.7 ...".
+_XDIST_HEADER = re.compile(r"^\[[\w.-]+\] \S+ -- Python ")
+
+
+class KnowledgeBaseFailed(RuntimeError):
+    """Building a knowledge base raised; every question that needs it fails with this."""
 
 
 @dataclass(frozen=True)
@@ -58,9 +80,12 @@ class RunOptions:
 
 @dataclass
 class _Progress:
+    """``finished/total`` counts questions (``(variant, qid)``), not test items."""
+
     total: int = 0
     finished: int = 0
     last_write: float = 0.0
+    running: bool = False
     start_time: str = field(
         default_factory=lambda: datetime.now(UTC).isoformat(timespec="milliseconds")
     )
@@ -94,9 +119,13 @@ class RagevSession:
         self._lock = threading.RLock()
         self._kbs: dict[str, Any] = {}
         self._kb_settings: dict[str, PipelineSettings] = {}
+        self._kb_failures: dict[str, str] = {}
+        self._cached: dict[CaseKey, bool] = {}
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._futures: dict[str, concurrent.futures.Future[Answer]] = {}
-        self._records: dict[tuple[str | None, int], dict[str, Any]] = {}
+        self._records: dict[CaseKey, dict[str, Any]] = {}
+        self._collected: set[CaseKey] = set()
+        self._cases_by_qid: dict[int, QAPair] | None = None
         self._duplicates = 0
         self._progress = _Progress()
         self.task_id: str | None = None
@@ -108,6 +137,10 @@ class RagevSession:
         self.gate_state: Any = None
         self._usage_error: str | None = None
         self._positions: dict[int, int] | None = None
+        self._old_sigterm: Any = None
+        self._sigterm_installed = False
+        self.terminated_by: str | None = None
+        self._deferred_signal = False
 
     # ------------------------------------------------------------------ settings
     @property
@@ -218,6 +251,42 @@ class RagevSession:
             raise pytest.UsageError(str(exc)) from None
         if not self.is_worker:
             self.task_id = make_task_id(self.dataset_id)
+            self._install_sigterm()
+
+    # ------------------------------------------------------------------ signals
+    def _install_sigterm(self) -> None:
+        """SIGTERM (``timeout``, ``docker stop``) ends the run as Ctrl-C does: status 3."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        try:
+            self._old_sigterm = signal.signal(signal.SIGTERM, self._on_sigterm)
+        except (ValueError, OSError, AttributeError):  # no SIGTERM, or not allowed here
+            return
+        self._sigterm_installed = True
+
+    def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
+        self.terminated_by = signal.Signals(signum).name
+        raise KeyboardInterrupt
+
+    def _defer_sigterm(self, signum: int, frame: FrameType | None) -> None:
+        # While the reports are written: finish them, then let the signal take effect.
+        self._deferred_signal = True
+
+    def _restore_sigterm(self) -> None:
+        if not self._sigterm_installed:
+            return
+        self._sigterm_installed = False
+        signal.signal(signal.SIGTERM, self._old_sigterm)
+        if self._deferred_signal:
+            self._deferred_signal = False
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    # ------------------------------------------------------------------ collection
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection(self, session: pytest.Session) -> None:
+        # Warnings raised here are recorded by pytest's warnings plugin (-W and
+        # filterwarnings apply), with the config file as their location.
+        if not self.is_worker:
             for name in self.selected_variants():
                 if name is not None:
                     self._warn_variant(name)
@@ -229,16 +298,20 @@ class RagevSession:
         variant = self.variant_config(name)
         assert variant is not None
         changed = sorted(
-            key for key, value in flatten(variant.pipeline).items() if base.get(key) != value
+            f"pipeline.{key}"
+            for key, value in flatten(variant.pipeline).items()
+            if base.get(key) != value
         )
         if len(changed) > 1:
-            self.config.issue_config_time_warning(
+            warnings.warn_explicit(
                 pytest.PytestWarning(
                     f"ragev: variant {name!r} changes {len(changed)} knobs "
                     f"({', '.join(changed)}); change one variable at a time to know which "
                     "one moved the metrics"
                 ),
-                stacklevel=2,
+                category=None,  # taken from the warning instance
+                filename=str(self.ragev.source),
+                lineno=_variant_line(self.ragev.source, name),
             )
 
     def pytest_collect_file(
@@ -258,31 +331,111 @@ class RagevSession:
             )
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        self._progress.total = sum(1 for item in session.items if _is_ragev_item(item))
+        if self.is_worker:
+            return
+        self.set_collected(_item_key(item) for item in session.items)
+
+    def set_collected(self, keys: Iterable[CaseKey | None]) -> None:
+        """The questions the run will answer; the progress file goes to status 0 (pending)."""
+        self._collected = {key for key in keys if key is not None}
+        self._progress.total = len(self._collected)
+        if self._collected and not self.config.option.collectonly:
+            self._write_progress(STATUS_PENDING)
+
+    def key_of_nodeid(self, nodeid: str) -> CaseKey | None:
+        """The question of a node id: a generated item, or a test parametrized by ragev_case."""
+        generated = self._generated_key(nodeid)
+        if generated is not None:
+            return generated
+        match = _PARAM_QID.search(nodeid)
+        if match is None or int(match.group(1)) not in self._case_map():
+            return None
+        return (None, int(match.group(1)))
+
+    def _generated_key(self, nodeid: str) -> CaseKey | None:
+        if not self.is_case_id(nodeid):
+            return None
+        parts = nodeid.split("::")[2:]  # <file>::<dataset id>::[<variant>::]q<qid>
+        if not parts or not parts[-1].startswith("q") or not parts[-1][1:].isdigit():
+            return None
+        qid = int(parts[-1][1:])
+        if qid not in self._case_map():
+            return None
+        return (parts[0] if len(parts) == 2 else None, qid)
+
+    def _case_map(self) -> dict[int, QAPair]:
+        if self._cases_by_qid is None:
+            self._cases_by_qid = {case.qid: case for case in self.cases()}
+        return self._cases_by_qid
+
+    # ------------------------------------------------------------------ reports
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
+        if self.is_worker or self._progress.running or not self._collected:
+            return
+        self._progress.running = True
+        self._write_progress(STATUS_RUNNING)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self.is_worker:
             return
         # user_properties ride on the setup, call and teardown reports alike: read one.
+        carried = False
         for name, value in report.user_properties if report.when == "call" else ():
             if name == RECORD_KEY and isinstance(value, dict):
-                key = (value.get("variant"), int(value["qid"]))
-                if key in self._records:
-                    self._duplicates += 1
-                    continue
-                self._records[key] = value
-                self._progress.finished += 1
-        if report.when == "teardown":
+                carried = True
+                self._add_record(value)
+        if report.failed and not carried:
+            # A failed item without a record: a crashed xdist worker ("???" report), a
+            # failing setup. Its question counts as an error, never silently missing.
+            key = self._generated_key(report.nodeid)
+            if key is not None and key not in self._records:
+                self._add_record(self._error_record(key, report))
+        if report.when in ("teardown", "???"):
             self._maybe_write_progress()
+
+    def _add_record(self, value: dict[str, Any]) -> None:
+        key = (value.get("variant"), int(value["qid"]))
+        if key in self._records:
+            self._duplicates += 1
+            return
+        self._records[key] = value
+        self._progress.finished = len(self._records)
+        if key not in self._collected:  # e.g. a test the xdist node ids did not reveal
+            self._progress.total += 1
+        cached = value.get("cached")
+        if cached is True:
+            self.cache_hits += 1
+        elif cached is False:
+            self.cache_misses += 1
+
+    def _error_record(self, key: CaseKey, report: pytest.TestReport) -> dict[str, Any]:
+        from pytest_ragev.recorder import make_record
+
+        variant, qid = key
+        return make_record(
+            self._case_map()[qid], None, index=self.passage_index, dataset_id=self.dataset_id,
+            variant=variant, error=_failure_line(report),
+        )
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         # tryfirst: the verdict and the JUnit properties must exist before junitxml writes.
+        if self._sigterm_installed:
+            signal.signal(signal.SIGTERM, self._defer_sigterm)
+        try:
+            self._finish(session, exitstatus)
+        finally:
+            self._restore_sigterm()
+
+    def _finish(self, session: pytest.Session, exitstatus: int) -> None:
         self._shutdown_executor()
         self._close_kbs()
         if self._builtin is not None:
             self._builtin.close()
         if self.is_worker:
+            return
+        if self.config.option.collectonly or not (self._collected or self._records):
+            # No question was to be answered: no verdict, and the last report stays.
             return
         from pytest_ragev.evaluate import evaluate
 
@@ -292,9 +445,9 @@ class RagevSession:
         except RagevError as exc:
             # A baseline that cannot be compared is a usage error: say it, exit 4.
             self.evaluation = None
-            self._usage_error = str(exc)
+            self._usage_error = _unprefixed(str(exc))
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
-            self._write_failed_report(str(exc))
+            self._write_failed_report(self._usage_error)
             return
         except Exception as exc:
             # A bug of ours must not hide the run's own summary behind an INTERNALERROR.
@@ -330,8 +483,15 @@ class RagevSession:
 
     # ------------------------------------------------------------------ records
     @property
-    def records(self) -> Mapping[tuple[str | None, int], dict[str, Any]]:
+    def records(self) -> Mapping[CaseKey, dict[str, Any]]:
         return self._records
+
+    @property
+    def interrupt_reason(self) -> str:
+        """How an interrupted run was stopped, for ``err_msg`` and the verdict."""
+        if self.terminated_by:
+            return f"interrupted by {self.terminated_by}"
+        return "interrupted"
 
     @property
     def duplicates(self) -> int:
@@ -350,18 +510,23 @@ class RagevSession:
         return nodeid.startswith(prefix + "::")
 
     def _maybe_write_progress(self) -> None:
-        path = self.report_path
-        if path is None:
+        if not self._progress.running:
             return
         now = time.monotonic()
         if now - self._progress.last_write < self.ragev.progress_interval:
             return
-        self._progress.last_write = now
+        self._write_progress(STATUS_RUNNING)
+
+    def _write_progress(self, status: int) -> None:
+        path = self.report_path
+        if path is None:
+            return
+        self._progress.last_write = time.monotonic()
         from pytest_ragev._io import atomic_write_json
         from pytest_ragev.evaluate import progress_report
 
         try:
-            atomic_write_json(path, progress_report(self))
+            atomic_write_json(path, progress_report(self, status=status))
         except OSError as exc:  # progress is best effort; the final write reports errors
             sys.stderr.write(f"ragev: could not write progress to {path}: {exc}\n")
 
@@ -390,13 +555,27 @@ class RagevSession:
         return self._builtin
 
     def knowledge_base(self, settings: PipelineSettings) -> Any:
-        """The KB for ``settings``, built once per distinct KB settings (thread-safe)."""
+        """The KB for ``settings``, built once per distinct KB settings (thread-safe).
+
+        A build that raised is not retried: every later question that needs the same KB
+        fails at once with the same :class:`KnowledgeBaseFailed` line.
+        """
         key = self.builtin.kb_identity(settings)
         with self._lock:
+            failure = self._kb_failures.get(key)
+            if failure is not None:
+                raise KnowledgeBaseFailed(failure)
             if key not in self._kbs:
-                kb = self.config.hook.pytest_ragev_build_knowledge_base(
-                    corpus=self.dataset.corpus, settings=settings
-                )
+                try:
+                    kb = self.config.hook.pytest_ragev_build_knowledge_base(
+                        corpus=self.dataset.corpus, settings=settings
+                    )
+                except pytest.UsageError:
+                    raise
+                except Exception as exc:
+                    message = f"building the knowledge base raised {type(exc).__name__}: {exc}"
+                    self._kb_failures[key] = message
+                    raise KnowledgeBaseFailed(message) from exc
                 self._kbs[key] = kb
                 self._kb_settings[key] = settings
             return self._kbs[key]
@@ -421,9 +600,11 @@ class RagevSession:
         cache, key = self.builtin.answer_cache_entry(settings, case)
         if cache is not None and key is not None:
             cached = cache.get(key)
+            with self._lock:
+                # Counted on the controller from the records (see _add_record), so the
+                # hits and misses of xdist workers add up too.
+                self._cached[(variant, case.qid)] = cached is not None
             if cached is not None:
-                with self._lock:
-                    self.cache_hits += 1
                 return cached
         kb = self.knowledge_base(settings)
         result = self.config.hook.pytest_ragev_answer(case=case, kb=kb, settings=settings)
@@ -438,10 +619,14 @@ class RagevSession:
                 "pytest_ragev.Answer(retrieved=[...], text='...')"
             )
         if cache is not None and key is not None:
-            with self._lock:
-                self.cache_misses += 1
             cache.put(key, result)
         return result
+
+    def _mark_cached(self, record: dict[str, Any], case: QAPair, variant: str | None) -> None:
+        with self._lock:
+            cached = self._cached.pop((variant, case.qid), None)
+        if cached is not None:
+            record["cached"] = cached
 
     def _future(self, case: QAPair, variant: str | None) -> concurrent.futures.Future[Answer]:
         key = f"{variant}:{case.qid}"
@@ -474,12 +659,15 @@ class RagevSession:
         except pytest.UsageError:
             raise
         except Exception as exc:
+            with self._lock:
+                self._cached.pop((variant, case.qid), None)
             record = make_record(
                 case, None, index=self.passage_index, dataset_id=self.dataset_id,
                 variant=variant, error=f"{type(exc).__name__}: {exc}",
             )
             item.user_properties.append((RECORD_KEY, record))
             raise PipelineFailed(case.qid, exc) from exc
+        self._mark_cached(record, case, variant)
         item.user_properties.append((RECORD_KEY, record))
 
     def record_manual(
@@ -491,6 +679,7 @@ class RagevSession:
         record = make_record(
             case, answer, index=self.passage_index, dataset_id=self.dataset_id, variant=variant
         )
+        self._mark_cached(record, case, variant)
         item.user_properties.append((RECORD_KEY, record))
         return record
 
@@ -511,6 +700,11 @@ class RagevSession:
             if window >= self.concurrency * 2:
                 break
             if isinstance(upcoming, RagevItem):
+                try:
+                    # Knowledge bases are built here, in the main thread, never in the pool.
+                    self.knowledge_base(self.pipeline_settings(upcoming.variant))
+                except KnowledgeBaseFailed:
+                    continue  # that item fails with the KB's error when it runs
                 self._future(upcoming.case, upcoming.variant)
                 window += 1
 
@@ -523,10 +717,51 @@ class RagevSession:
             self._futures.clear()
 
 
-def _is_ragev_item(item: pytest.Item) -> bool:
+def _item_key(item: pytest.Item) -> CaseKey | None:
+    """The question a collected item answers: a generated item, or a ragev_case test."""
     from pytest_ragev.collect import RagevItem
 
-    return isinstance(item, RagevItem) or "ragev_case" in getattr(item, "fixturenames", ())
+    if isinstance(item, RagevItem):
+        return (item.variant, item.case.qid)
+    callspec = getattr(item, "callspec", None)
+    case = callspec.params.get("ragev_case") if callspec is not None else None
+    return (None, case.qid) if isinstance(case, QAPair) else None
+
+
+def _failure_line(report: pytest.TestReport) -> str:
+    """One line saying why an item failed: the ``E`` line of a traceback, else the first."""
+    lines = [
+        line.strip() for line in report.longreprtext.splitlines()
+        if line.strip() and not _XDIST_HEADER.match(line)
+    ]
+    errors = [line[1:].strip() for line in lines if line.startswith("E ")]
+    text = errors[0] if errors else (lines[0] if lines else f"{report.when} failed")
+    return text if len(text) <= 300 else text[:299] + "…"
+
+
+def _unprefixed(message: str) -> str:
+    # Errors of the computing modules start with "ragev: "; the summary adds its own.
+    return message.removeprefix("ragev: ")
+
+
+def _variant_line(source: Path, name: str) -> int:
+    """The line of variant ``name`` (its ``name =`` key) in the config file; 1 if unknown."""
+    try:
+        text = source.read_text(encoding="utf-8")
+    except OSError:
+        return 1
+    pattern = re.compile(r"^\s*name\s*=\s*([\"'])" + re.escape(name) + r"\1")
+    header = 1
+    in_variants = False
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if stripped.startswith("["):
+            in_variants = stripped.replace(" ", "") == "[[variants]]"
+            if in_variants:
+                header = number
+        elif in_variants and pattern.match(line):
+            return number
+    return header
 
 
 def iter_records(
