@@ -40,6 +40,10 @@ if TYPE_CHECKING:
 Mode = Literal["significant", "tolerance", "any"]
 MODES: tuple[Mode, ...] = ("significant", "tolerance", "any")
 
+#: The multiple-comparison correction across the gated metrics of one run.
+Correction = Literal["holm", "none"]
+CORRECTIONS: tuple[Correction, ...] = ("holm", "none")
+
 #: What happened to one metric between the baseline and the current run.
 Status = Literal[
     "regressed", "improved", "unchanged", "within tolerance", "not significant", "no data"
@@ -92,18 +96,26 @@ class MetricRule:
 
 
 _RULE_KEYS = ("mode", "max_drop", "max_drop_pct", "significance", "enabled")
-_GATE_KEYS = (*_RULE_KEYS, "resamples", "seed", "top_regressions", "metrics")
+_GATE_KEYS = (*_RULE_KEYS, "correction", "resamples", "seed", "top_regressions", "metrics")
 
 
 @dataclass(frozen=True)
 class GateRules:
-    """The whole ``[gate]`` table: the default rule, per-metric rules and test settings."""
+    """The whole ``[gate]`` table: the default rule, per-metric rules and test settings.
+
+    ``correction`` controls the family-wise error over the metrics of one run: with
+    ``"holm"`` (the default) the one-sided p-values of the metrics whose rule uses the
+    test are Holm–Bonferroni adjusted before they are compared with ``significance``,
+    so an unchanged pipeline fails on *any* of its twelve metrics with probability at
+    most alpha, not about twelve times alpha; ``"none"`` tests each metric on its own.
+    """
 
     default: MetricRule = field(default_factory=MetricRule)
     per_metric: Mapping[str, MetricRule] = field(default_factory=dict)
     resamples: int = _DEFAULT_RESAMPLES
     seed: int = 0
     top_regressions: int = _DEFAULT_TOP
+    correction: Correction = "holm"
 
     def rule_for(self, metric: str) -> MetricRule:
         """The rule of ``metric``: its own sub-table merged over the global keys."""
@@ -129,6 +141,13 @@ class GateRules:
         resamples = _int_key(table, "resamples", _DEFAULT_RESAMPLES, 100, source, "[gate]")
         seed = _int_key(table, "seed", 0, 0, source, "[gate]")
         top = _int_key(table, "top_regressions", _DEFAULT_TOP, 0, source, "[gate]")
+        correction = table.get("correction", "holm")
+        if correction not in CORRECTIONS:
+            raise ConfigError(
+                f"{source}: [gate] correction = {correction!r} is not a correction"
+                f"{_did_you_mean(str(correction), CORRECTIONS)}; use one of: "
+                f"{', '.join(CORRECTIONS)}"
+            )
         sub_tables = table.get("metrics", {})
         if not isinstance(sub_tables, Mapping):
             raise ConfigError(
@@ -151,9 +170,18 @@ class GateRules:
                 )
             _reject_unknown(sub, _RULE_KEYS, source=source, where=where)
             per_metric[str(name)] = _rule_from_table(sub, default, source=source, where=where)
+        floor = 1.0 / (resamples + 1)
+        for where, rule in [("[gate]", default),
+                            *((f"[gate.metrics.{n}]", r) for n, r in per_metric.items())]:
+            if rule.significance <= floor:
+                raise ConfigError(
+                    f"{source}: {where} significance = {rule.significance:g} can never be "
+                    f"reached with resamples = {resamples} (the smallest p-value is "
+                    f"1/(resamples+1) = {floor:.2g}); raise resamples or significance"
+                )
         return cls(
             default=default, per_metric=per_metric, resamples=resamples, seed=seed,
-            top_regressions=top,
+            top_regressions=top, correction=correction,
         )
 
 
@@ -396,6 +424,10 @@ def _p_text(p: float) -> str:
     return "p<0.001" if p < 0.001 else f"p={p:.3f}"
 
 
+def _holm_text(family: int) -> str:
+    return f" (Holm, {family} metrics)" if family > 1 else ""
+
+
 def _level_text(level: float) -> str:
     return f"{level * 100:.4g}%"
 
@@ -547,7 +579,9 @@ class MetricComparison:
 
     Means are over those shared questions (so ``delta`` is what the test saw), not the
     runs' overall means. ``delta``, ``ci_low`` and ``ci_high`` are ``current - baseline``;
-    ``p`` is the one-sided p-value in the direction of the change (worse for a drop).
+    ``p`` is the one-sided p-value in the direction of the change (worse for a drop),
+    adjusted for the ``family`` of metrics tested together (Holm; ``family`` is 1
+    without a correction), and ``p_raw`` the same p-value before the adjustment.
     Everything numeric is ``None`` when no question has the metric in both runs.
     """
 
@@ -564,6 +598,8 @@ class MetricComparison:
     status: Status
     reason: str | None
     rule: MetricRule
+    p_raw: float | None = None
+    family: int = 1
 
     @property
     def regressed(self) -> bool:
@@ -663,13 +699,28 @@ def compare(
         resamples=rules.resamples,
         seed=rules.seed,
     )
+    directions = {name: _direction(name, current_run, baseline_run) for name in names}
+    # The family: metrics with data whose verdict can depend on the test.
+    family = [
+        name for name in names
+        if name in stats and rules.rule_for(name).enabled
+        and rules.rule_for(name).mode != "tolerance"
+    ]
+    worse: dict[str, float] = {}
+    better: dict[str, float] = {}
+    if rules.correction == "holm" and len(family) > 1:
+        worse = holm({n: stats[n].p_worse(directions[n]) for n in family})
+        better = holm({n: stats[n].p_better(directions[n]) for n in family})
     items = [
         judge(
             name,
             stats.get(name),
-            _direction(name, current_run, baseline_run),
+            directions[name],
             rules.rule_for(name),
             variant=current_run.variant,
+            p_worse=worse.get(name),
+            p_better=better.get(name),
+            family=len(family) if name in worse else 1,
         )
         for name in names
     ]
@@ -682,6 +733,23 @@ def compare(
     )
 
 
+def holm(p_values: Mapping[str, float]) -> dict[str, float]:
+    """Holm–Bonferroni adjusted p-values: ``adjusted < alpha`` iff Holm's step-down rejects.
+
+    Sorted ascending, the i-th smallest of m p-values becomes
+    ``max over j <= i of min(1, (m - j + 1) * p_(j))``. It controls the probability of
+    any false rejection among the m hypotheses at alpha, whatever their dependence.
+    """
+    order = sorted(p_values, key=lambda name: (p_values[name], name))
+    m = len(order)
+    adjusted: dict[str, float] = {}
+    running = 0.0
+    for index, name in enumerate(order):
+        running = max(running, min(1.0, (m - index) * p_values[name]))
+        adjusted[name] = running
+    return adjusted
+
+
 def judge(
     metric: str,
     stats: PairedStats | None,
@@ -689,8 +757,15 @@ def judge(
     rule: MetricRule,
     *,
     variant: str | None = None,
+    p_worse: float | None = None,
+    p_better: float | None = None,
+    family: int = 1,
 ) -> MetricComparison:
-    """Apply ``rule`` to the paired statistics of one metric."""
+    """Apply ``rule`` to the paired statistics of one metric.
+
+    ``p_worse``/``p_better`` replace the one-sided p-values of ``stats`` when a
+    multiple-comparison correction adjusted them over ``family`` metrics.
+    """
     if stats is None:
         return MetricComparison(
             metric=metric, direction=direction, baseline_mean=None, current_mean=None,
@@ -698,8 +773,9 @@ def judge(
             p=None, n=0, status="no data", reason=None, rule=rule,
         )
     worsening = -stats.delta if direction == "higher" else stats.delta
-    p_worse = stats.p_worse(direction)
-    p_better = stats.p_better(direction)
+    raw = stats.p_worse(direction) if worsening > 0 else stats.p_better(direction)
+    p_worse = stats.p_worse(direction) if p_worse is None else p_worse
+    p_better = stats.p_better(direction) if p_better is None else p_better
     beyond = worsening > rule.tolerance(stats.baseline_mean)
     significant_worse = worsening > 0 and p_worse < rule.significance
     if rule.mode == "significant":
@@ -728,13 +804,13 @@ def judge(
             f"ragev: {_label(metric, variant)} {_num(stats.current_mean)} {sign} baseline "
             f"{_num(stats.baseline_mean)} (Δ {_num(stats.delta, signed=True)}, "
             f"{_level_text(stats.ci_level)} CI [{_num(stats.ci_low)}, {_num(stats.ci_high)}], "
-            f"{_p_text(p)}, n={stats.n})"
+            f"{_p_text(p)}{_holm_text(family)}, n={stats.n})"
         )
     return MetricComparison(
         metric=metric, direction=direction, baseline_mean=stats.baseline_mean,
         current_mean=stats.current_mean, delta=stats.delta, ci_low=stats.ci_low,
         ci_high=stats.ci_high, ci_level=stats.ci_level, p=p, n=stats.n, status=status,
-        reason=reason, rule=rule,
+        reason=reason, rule=rule, p_raw=raw, family=family,
     )
 
 

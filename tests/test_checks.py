@@ -19,6 +19,7 @@ from pytest_ragev.checks import (
     check_thresholds,
     compare,
     compare_variants,
+    holm,
     paired_stats,
     thresholds_from_table,
     top_regressions,
@@ -132,6 +133,11 @@ def test_from_table_defaults_and_per_metric_merge() -> None:
         ({"metrics": {"recall": {"seed": 1}}}, "[gate.metrics.recall]: unknown key 'seed'"),
         ({"metrics": {"recall": 0.1}}, "recall must be a table"),
         ({"enabled": "no"}, "enabled must be true or false"),
+        ({"correction": "bonferroni"}, "correction = 'bonferroni' is not a correction"),
+        ({"significance": 0.00005}, "significance = 5e-05 can never be reached with "
+                                   "resamples = 10000"),
+        ({"resamples": 100, "metrics": {"recall": {"significance": 0.005}}},
+         "[gate.metrics.recall] significance = 0.005 can never be reached"),
     ],
 )
 def test_from_table_errors_are_one_line(table: dict[str, object], fragment: str) -> None:
@@ -255,6 +261,53 @@ def test_significant_drop_regresses_with_the_documented_line() -> None:
     assert line.startswith(f"ragev: recall {item.current_mean:.3f} < baseline ")
     assert f"(Δ −{abs(item.delta or 0):.3f}, 90% CI [−" in line
     assert line.endswith(", p<0.001, n=300)")
+
+
+def test_holm_adjusted_p_values() -> None:
+    adjusted = holm({"a": 0.01, "b": 0.04, "c": 0.03})
+    # sorted: a (x3) 0.03; c (x2) 0.06; b (x1) 0.04, raised to the running max 0.06
+    assert adjusted == pytest.approx({"a": 0.03, "c": 0.06, "b": 0.06})
+    assert holm({"a": 0.5, "b": 0.6}) == {"a": 1.0, "b": 1.0}
+    assert holm({"only": 0.02}) == {"only": 0.02}
+    assert holm({}) == {}
+
+
+def _twelve(shift: float, seed: int) -> tuple[RunResult, RunResult]:
+    # Twelve metrics that move together, as a run's metrics do (the same retrieval).
+    base, cur = noisy(200, shift, seed=seed, sd=0.15)
+    names = [f"m{i}" for i in range(12)]
+    return make_run(dict.fromkeys(names, base)), make_run(dict.fromkeys(names, cur))
+
+
+def test_holm_correction_across_the_metrics_of_a_run() -> None:
+    # A small drop whose one-sided p is about 0.015 on each of twelve metrics: significant
+    # for each metric alone, not once the twelve tests are corrected together.
+    before, after = _twelve(-0.02, seed=4)
+    alone = compare(before, after, GateRules(resamples=2000, correction="none"))
+    corrected = compare(before, after, GateRules(resamples=2000))
+    assert {m.status for m in alone.metrics} == {"regressed"}
+    assert {m.status for m in corrected.metrics} == {"not significant"}
+    first = corrected.metrics[0]
+    assert first.p_raw is not None and 0.01 < first.p_raw < 0.03
+    assert first.p == pytest.approx(min(1.0, 12 * first.p_raw)) and first.family == 12
+    assert alone.metrics[0].p == alone.metrics[0].p_raw and alone.metrics[0].family == 1
+    # A large drop survives the correction, and the line says the p-value is adjusted.
+    before, after = _twelve(-0.1, seed=4)
+    strong = compare(before, after, GateRules(resamples=2000))
+    assert len(strong.failure_lines) == 12
+    assert strong.failure_lines[0].endswith(", p=0.006 (Holm, 12 metrics), n=200)")
+
+
+def test_holm_family_leaves_out_disabled_and_tolerance_metrics() -> None:
+    before, after = _twelve(-0.1, seed=4)
+    rules = GateRules(
+        resamples=2000,
+        per_metric={"m0": MetricRule(enabled=False), "m1": MetricRule(mode="tolerance")},
+    )
+    comparison = compare(before, after, rules)
+    assert {m.family for m in comparison.metrics[2:]} == {10}
+    assert comparison.get("m0") is not None and comparison.get("m1") is not None
+    assert comparison.metrics[0].family == comparison.metrics[1].family == 1
 
 
 def test_noise_does_not_fail_the_default_mode() -> None:
