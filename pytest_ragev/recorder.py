@@ -7,20 +7,30 @@ passage ids against the *whole* corpus, in this order:
 2. a passage contains the chunk (the chunk was cut out of it);
 3. the chunk contains a passage (a chunk that spans a short passage entirely).
 
+When several passages match, relevance decides only between passages whose texts are
+identical (duplicates in the corpus: the chunk is equally theirs). Otherwise the rule
+never looks at relevance, which would let junk chunks score: a chunk of fewer than
+:data:`AMBIGUOUS_MIN_CHARS` characters that several *different* passages contain
+("in Paris", "The") is unattributable and counts as unmatched; any other multi-match
+takes the smallest passage id (and, among that passage's duplicates, a relevant one).
+
 Unlike the original, a chunk that maps to no passage keeps its rank as a
 non-relevant entry: it gets a negative placeholder id (``-1``, ``-2``, ... in order of
 first appearance), so precision, MRR and MAP see it. Ids are then deduplicated, the
 first occurrence kept.
 
-Lookups go through a character k-gram index built on first use, not a scan per chunk.
+Lookups go through a character k-gram index built on first use, not a scan per chunk;
+chunks too short for the index (under ``K + STRIDE - 1`` characters) are searched in
+the whole corpus at C speed, once per distinct text.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 import threading
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from pytest_ragev._types import Answer, ChunkLike, QAPair
@@ -31,6 +41,10 @@ _SPACE = re.compile(r"\s+")
 #: one sampled k-gram of it, so the index finds it; shorter chunks use the short path.
 K = 12
 STRIDE = 8
+#: A chunk shorter than this that several different passages contain maps to no passage.
+AMBIGUOUS_MIN_CHARS = 20
+#: Which rule matched: exact text, passage contains chunk, chunk contains passage.
+EXACT, INSIDE, SPANS = "exact", "inside", "spans"
 
 
 def normalise(text: str) -> str:
@@ -50,7 +64,10 @@ class PassageIndex:
         self._prefix: dict[str, list[int]] = defaultdict(list)
         self._short: dict[int, dict[str, list[int]]] = defaultdict(dict)
         self._texts: dict[int, str] = {}
-        self._memo: dict[str, tuple[int, ...]] = {}
+        self._memo: dict[str, tuple[str, tuple[int, ...]]] = {}
+        self._joined: str | None = None
+        self._offsets: list[int] = []
+        self._joined_pids: list[int] = []
 
     def _build(self) -> None:
         with self._lock:
@@ -72,10 +89,25 @@ class PassageIndex:
             self._built = True
 
     def lookup(self, text: str) -> tuple[int, ...]:
-        """Candidate passage ids for a chunk text (empty when none), best rule first."""
+        """Candidate passage ids of a chunk text (empty when none), by the first rule matching."""
+        return self._lookup(normalise(text))[1]
+
+    def match(self, text: str, relevant: Collection[int] = ()) -> int | None:
+        """The passage id a chunk text maps to, or ``None`` (see the module docstring)."""
+        norm = normalise(text)
+        rule, candidates = self._lookup(norm)
+        if not candidates:
+            return None
+        first = candidates[0]
+        twins = [pid for pid in candidates if self._texts[pid] == self._texts[first]]
+        if (rule == INSIDE and len(twins) < len(candidates)
+                and len(norm) < AMBIGUOUS_MIN_CHARS):
+            return None  # several different passages hold this short text: whose is it?
+        return next((pid for pid in twins if pid in relevant), first)
+
+    def _lookup(self, norm: str) -> tuple[str, tuple[int, ...]]:
         if not self._built:
             self._build()
-        norm = normalise(text)
         cached = self._memo.get(norm)
         if cached is not None:
             return cached
@@ -83,41 +115,58 @@ class PassageIndex:
         self._memo[norm] = found
         return found
 
-    def _find(self, norm: str) -> tuple[int, ...]:
+    def _find(self, norm: str) -> tuple[str, tuple[int, ...]]:
         if not norm:
-            return ()
+            return EXACT, ()
         exact = self._exact.get(norm)
         if exact:
-            return tuple(sorted(exact))
+            return EXACT, tuple(sorted(exact))
         containing = self._containing(norm)
         if containing:
-            return containing
-        return self._contained(norm)
+            return INSIDE, containing
+        return SPANS, self._contained(norm)
 
     def _containing(self, norm: str) -> tuple[int, ...]:
-        """Passages that contain ``norm``."""
+        """Passages that contain ``norm``, ascending."""
+        if len(norm) < K + STRIDE - 1:
+            # Too short to be sure to cover a sampled k-gram of the passage it lies in:
+            # k-gram hits could name other passages and miss the right one. Search all.
+            return self._scan(norm)
         candidates: set[int] = set()
-        if len(norm) >= K + STRIDE - 1:
-            for start in range(len(norm) - K + 1):
-                hits = self._grams.get(norm[start : start + K])
-                if hits:
-                    candidates.update(hits)
-        elif len(norm) >= K:
-            # Too short to be sure of a sampled k-gram: every passage sharing any of its
-            # k-grams at a sampled position is a candidate; fall back to a scan only when
-            # no k-gram hits (rare: very short chunks).
-            for start in range(len(norm) - K + 1):
-                hits = self._grams.get(norm[start : start + K])
-                if hits:
-                    candidates.update(hits)
-            if not candidates:
-                candidates.update(self._texts)
-        else:
-            candidates.update(self._texts)
+        for start in range(len(norm) - K + 1):
+            hits = self._grams.get(norm[start : start + K])
+            if hits:
+                candidates.update(hits)
         return tuple(sorted(pid for pid in candidates if norm in self._texts[pid]))
 
+    def _scan(self, norm: str) -> tuple[int, ...]:
+        """Every passage containing ``norm``: ``str.find`` over the corpus joined once."""
+        joined = self._joined
+        if joined is None:
+            with self._lock:
+                if self._joined is None:
+                    offset = 0
+                    for pid, text in self._texts.items():
+                        self._offsets.append(offset)
+                        self._joined_pids.append(pid)
+                        offset += len(text) + 1
+                    self._joined = "\0".join(self._texts.values())
+                joined = self._joined
+        found: set[int] = set()
+        at = joined.find(norm)
+        while at >= 0:
+            slot = bisect.bisect_right(self._offsets, at) - 1
+            pid = self._joined_pids[slot]
+            end = self._offsets[slot] + len(self._texts[pid])
+            if at + len(norm) <= end:
+                found.add(pid)
+                at = joined.find(norm, end + 1)  # one hit per passage is enough
+            else:
+                at = joined.find(norm, at + 1)  # spans a separator: not inside one passage
+        return tuple(sorted(found))
+
     def _contained(self, norm: str) -> tuple[int, ...]:
-        """Passages that ``norm`` contains entirely."""
+        """Passages that ``norm`` contains entirely, ascending."""
         found: set[int] = set()
         for start in range(len(norm) - K + 1):
             for pid in self._prefix.get(norm[start : start + K], ()):
@@ -136,22 +185,19 @@ def retrieved_ids(
 ) -> list[int]:
     """Passage ids for a pipeline's retrieved items, best first, deduplicated (first kept).
 
-    When a chunk text matches several passages (duplicated text in the corpus), a
-    relevant one is preferred, else the smallest id. Unmatched chunks get negative
-    placeholder ids so they keep their rank.
+    Texts map through :meth:`PassageIndex.match`: ``relevant`` only breaks ties between
+    passages with identical text. Unmatched chunks get negative placeholder ids so they
+    keep their rank.
     """
-    relevant_set = set(relevant)
+    relevant_set = frozenset(relevant)
     ids: list[int] = []
     unmatched: dict[str, int] = {}
     for position, item in enumerate(retrieved):
         pid = _passage_id(item, position)
         if pid is None:
             text = item if isinstance(item, str) else item.text
-            candidates = index.lookup(text)
-            if candidates:
-                preferred = [c for c in candidates if c in relevant_set]
-                pid = preferred[0] if preferred else candidates[0]
-            else:
+            pid = index.match(text, relevant_set)
+            if pid is None:
                 key = normalise(text)
                 pid = unmatched.setdefault(key, -(len(unmatched) + 1))
         ids.append(pid)

@@ -7,7 +7,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_ragev._types import Answer, Chunk, QAPair
-from pytest_ragev.recorder import PassageIndex, make_record, retrieved_ids
+from pytest_ragev.recorder import (
+    AMBIGUOUS_MIN_CHARS,
+    STRIDE,
+    K,
+    PassageIndex,
+    make_record,
+    normalise,
+    retrieved_ids,
+)
 
 CORPUS = {
     1: "The Eiffel Tower was completed in 1889. It is 330 metres tall and stands in Paris.",
@@ -107,9 +115,97 @@ def test_any_substring_of_a_passage_maps_to_a_passage_containing_it(
     start = data.draw(st.integers(0, len(text) - 1))
     end = data.draw(st.integers(start + 1, len(text)))
     chunk = text[start:end]
-    from pytest_ragev.recorder import normalise
-
     if not normalise(chunk):
         return
     (found,) = retrieved_ids([chunk], index=index)
+    holders = {normalise(t) for t in corpus.values() if normalise(chunk) in normalise(t)}
+    if found < 0:
+        # The one case a substring stays unmatched: short, and in different passages.
+        assert len(normalise(chunk)) < AMBIGUOUS_MIN_CHARS and len(holders) > 1
+        return
     assert normalise(chunk) in normalise(corpus[found]) or normalise(corpus[found]) in normalise(chunk)
+
+
+def expected_id(corpus: dict[int, str], chunk: str, relevant: frozenset[int]) -> int | None:
+    """The documented mapping rule, by brute force (rules 1 and 2)."""
+    norm = normalise(chunk)
+    texts = {pid: normalise(text) for pid, text in corpus.items()}
+    exact = sorted(pid for pid, text in texts.items() if text == norm)
+    holders = exact or sorted(pid for pid, text in texts.items() if norm in text)
+    if not holders:
+        return None
+    twins = [pid for pid in holders if texts[pid] == texts[holders[0]]]
+    if not exact and len(twins) < len(holders) and len(norm) < AMBIGUOUS_MIN_CHARS:
+        return None
+    return next((pid for pid in twins if pid in relevant), holders[0])
+
+
+def test_short_chunk_found_although_a_decoy_shares_a_sampled_kgram() -> None:
+    corpus = {
+        1: "The quick brown fox jumps over the lazy dog and keeps running far away.",
+        2: "brown fox jumps high; the hunter watches from the hill all day long.",
+    }
+    index = PassageIndex(corpus)
+    for chunk in ("brown fox jumps o", "brown fox jumps ov", "quick brown fox j"):
+        assert K <= len(chunk) < K + STRIDE - 1
+        assert retrieved_ids([chunk], index=index) == [1]
+    assert retrieved_ids(["brown fox jumps h"], index=index) == [2]
+
+
+def test_ambiguous_short_chunks_do_not_score() -> None:
+    corpus = {
+        1: "The Eiffel Tower in Paris was completed in 1889 for the World's Fair.",
+        2: "The Eiffel Tower is about 330 metres tall including its antennas.",
+        6: "The Louvre in Paris is the most visited art museum in the world.",
+    }
+    index = PassageIndex(corpus)
+    # Each is in several different passages: attributing them to the relevant one
+    # made precision and MRR 1.0 for junk.
+    assert retrieved_ids(["in Paris", "The", "is"], index=index, relevant=[2]) == [-1, -2, -3]
+    assert retrieved_ids(["The Eiffel Tower"], index=index, relevant=[2]) == [-1]
+    # Short but in one passage only: that passage.
+    assert retrieved_ids(["330 metres"], index=index, relevant=[1]) == [2]
+    # Long enough to be a real chunk: the smallest id, whatever is relevant.
+    chunk = "The Eiffel Tower i"  # 18 chars, in 1 ("...Tower in") and 2 ("...Tower is")
+    assert retrieved_ids([chunk], index=index, relevant=[2]) == [-1]
+    long_chunk = " in Paris is the most visited art"
+    assert retrieved_ids([long_chunk], index=index, relevant=[1]) == [6]
+
+
+def test_containment_in_different_passages_ignores_relevance() -> None:
+    corpus = {
+        3: "Intro text. Shared sentence about the tower height. More words here.",
+        9: "Other start. Shared sentence about the tower height. Different end.",
+        12: "Shared sentence about the tower height. Other start. Different end.",
+    }
+    index = PassageIndex(corpus)
+    chunk = "Shared sentence about the tower height."
+    assert len(chunk) >= AMBIGUOUS_MIN_CHARS
+    for relevant in ([], [9], [12], [3, 9]):
+        assert retrieved_ids([chunk], index=index, relevant=relevant) == [3]
+
+
+alphabet = "abcd "
+
+
+@given(data=st.data())
+def test_short_chunks_with_decoys_sharing_prefixes(data: st.DataObject) -> None:
+    source = data.draw(st.text(alphabet=alphabet, min_size=40, max_size=120), label="source")
+    length = data.draw(st.integers(1, K + STRIDE + 4), label="length")
+    start = data.draw(st.integers(0, len(source) - length), label="start")
+    chunk = source[start : start + length]
+    decoys = []
+    for _ in range(data.draw(st.integers(1, 4), label="decoys")):
+        cut = data.draw(st.integers(1, len(chunk)), label="cut")
+        head = data.draw(st.text(alphabet=alphabet, max_size=30), label="head")
+        tail = data.draw(st.text(alphabet="xyz ", min_size=1, max_size=30), label="tail")
+        decoys.append(head + chunk[:cut] + tail)  # shares the chunk's first k-grams
+    texts = [source, *decoys]
+    ids = data.draw(st.permutations(range(1, len(texts) + 1)), label="ids")
+    corpus = dict(zip(ids, texts, strict=True))
+    relevant = frozenset(data.draw(st.sets(st.sampled_from(ids)), label="relevant"))
+    if not normalise(chunk):
+        return
+    (found,) = retrieved_ids([chunk], index=PassageIndex(corpus), relevant=relevant)
+    expected = expected_id(corpus, chunk, relevant)
+    assert found == (expected if expected is not None else -1)
