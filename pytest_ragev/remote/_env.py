@@ -14,6 +14,19 @@ _REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SECRET_HEADER = re.compile(r"(authorization|api[_-]?key|token|secret|cookie|password)", re.I)
 
 
+class Secret(str):
+    """A credential: the real value for ``str()``, f-strings and HTTP, ``***`` for ``repr()``.
+
+    Frame locals shown by ``pytest -l``, assertion rewriting and debug dumps use
+    ``repr()``, so a key held in a :class:`Secret` never reaches them.
+    """
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return repr(REDACTED)
+
+
 def references(value: str) -> list[str]:
     """The environment variable names ``value`` refers to as ``${NAME}``."""
     return _REFERENCE.findall(value)
@@ -22,13 +35,16 @@ def references(value: str) -> list[str]:
 def expand_headers(headers: Mapping[str, str], *, where: str) -> tuple[dict[str, str], list[str]]:
     """Headers with ``${VAR}`` expanded from the environment, and the expanded values.
 
-    The second item lists every substituted value, so error messages can scrub them.
+    The second item lists every substituted value (and literal credentials), so error
+    messages can scrub them; both hold them as :class:`Secret` (``repr()`` is ``***``).
     """
+    __tracebackhide__ = True
     expanded: dict[str, str] = {}
     secrets: list[str] = []
     for name, value in headers.items():
 
         def substitute(match: re.Match[str], header: str = name) -> str:
+            __tracebackhide__ = True
             var = match.group(1)
             found = os.environ.get(var)
             if found is None:
@@ -36,10 +52,15 @@ def expand_headers(headers: Mapping[str, str], *, where: str) -> tuple[dict[str,
                     f"{where}: header {header!r} refers to ${{{var}}}, which is not set in the "
                     f"environment; export {var}=... before running pytest"
                 )
-            secrets.append(found)
+            secrets.append(Secret(found))
             return found
 
-        expanded[name] = _REFERENCE.sub(substitute, value)
+        filled = _REFERENCE.sub(substitute, value)
+        # A value with a substituted variable, or a literal credential, is kept hidden.
+        hidden = filled != value or bool(_SECRET_HEADER.search(name))
+        expanded[name] = Secret(filled) if hidden else filled
+        if hidden and filled == value and value:
+            secrets.append(Secret(value))
     return expanded, secrets
 
 

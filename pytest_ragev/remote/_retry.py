@@ -136,8 +136,13 @@ def send(
     Raises :class:`PipelineError` (one line, prefixed with ``what``, secrets scrubbed) on a
     4xx other than 429, when the retries are exhausted, and when a 2xx body is not JSON.
     """
+    __tracebackhide__ = True  # its locals hold the headers (pytest -l)
     secret_values = tuple(secrets)
-    data = None if payload is None else json.dumps(payload, ensure_ascii=False).encode("utf-8")
+    try:
+        data = None if payload is None else json.dumps(payload, ensure_ascii=False).encode()
+    except (TypeError, ValueError) as error:
+        raise PipelineError(f"{what}: the request body is not JSON ({error})") from None
+    _check_headers(headers, what)
     request_headers = {"Accept": "application/json", **headers}
     if data is not None:
         request_headers.setdefault("Content-Type", "application/json")
@@ -146,8 +151,9 @@ def send(
     while True:
         attempt += 1
         retry_after: float | None = None
-        request = urllib.request.Request(url, data=data, headers=request_headers, method=method)
         try:
+            request = urllib.request.Request(url, data=data, headers=request_headers,
+                                             method=method)
             with urllib.request.urlopen(request, timeout=policy.timeout) as reply:
                 status = reply.status
                 raw = reply.read()
@@ -172,6 +178,11 @@ def send(
                 failure = f"cannot connect ({error.reason})"
         except (ConnectionError, http.client.HTTPException, OSError) as error:
             failure = f"connection failed ({type(error).__name__}: {error})"
+        except Exception as error:  # anything else urllib raises: ours, one line, no secret
+            raise PipelineError(
+                f"{what}: the request to {scrub(url, secret_values)} failed: "
+                f"{type(error).__name__}: {_scrubbed_message(error, secret_values)}"
+            ) from None
         else:
             latency = time.perf_counter() - started
             try:
@@ -195,6 +206,32 @@ def send(
                 )
             )
         _sleep(policy.delay(attempt, retry_after))
+
+
+def _check_headers(headers: Mapping[str, str], what: str) -> None:
+    """HTTP carries header values as Latin-1 without line breaks: say so, never show them."""
+    __tracebackhide__ = True
+    for name, value in headers.items():
+        try:
+            value.encode("latin-1")
+            clean = not any(c in value for c in "\r\n\0")
+        except UnicodeEncodeError:
+            clean = False
+        if not clean:
+            raise PipelineError(
+                f"{what}: header {name!r} has a value HTTP cannot carry (a line break or a "
+                "character outside Latin-1); fix the key or header value it is made from"
+            )
+
+
+def _scrubbed_message(error: BaseException, secrets: tuple[str, ...]) -> str:
+    """``error``'s message on one line, with secrets removed in every spelling a repr uses."""
+    spellings: list[str] = []
+    for secret in secrets:
+        if secret:
+            spellings += [secret, repr(str(secret))[1:-1],
+                          repr(str(secret).encode("utf-8", "replace"))[2:-1]]
+    return _one_line(scrub(str(error), sorted(set(spellings), key=len, reverse=True)))
 
 
 def _read_error_body(error: urllib.error.HTTPError) -> bytes:

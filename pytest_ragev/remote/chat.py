@@ -180,17 +180,18 @@ class ChatClient:
 
     def complete(self, query: str, contexts: Sequence[str]) -> ChatResult:
         """Ask the model; :class:`PipelineError` on HTTP errors, timeouts, malformed replies."""
+        __tracebackhide__ = True  # its locals hold the key (pytest -l)
         cfg = self.config
         headers, secrets = _env.expand_headers(cfg.extra_headers, where="[pipeline.chat]")
         if cfg.api_key_env is not None:
-            key = os.environ.get(cfg.api_key_env)
+            key = _env.Secret(os.environ.get(cfg.api_key_env) or "")
             if not key:
                 raise PipelineError(
                     f"[pipeline.chat] api_key_env = {cfg.api_key_env!r}: the environment "
                     f"variable {cfg.api_key_env} is not set; export {cfg.api_key_env}=... or "
                     "remove api_key_env for a server without authentication"
                 )
-            headers["Authorization"] = f"Bearer {key}"
+            headers["Authorization"] = _env.Secret(f"Bearer {key}")
             secrets.append(key)
         response = _retry.send(
             method="POST",

@@ -123,6 +123,7 @@ class HttpRagPipeline:
 
     def answer(self, case: QAPair, kb: object | None = None) -> Answer:
         """Ask the service about ``case``; :class:`PipelineError` on any failure."""
+        __tracebackhide__ = True  # its locals hold the expanded headers (pytest -l)
         headers, secrets = _env.expand_headers(self.headers, where="[pipeline] headers")
         what = f"[pipeline] http qid {case.qid}"
         response = _retry.send(

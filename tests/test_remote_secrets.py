@@ -1,0 +1,149 @@
+"""Keys never reach output: not with ``pytest -l`` (frame locals), not in error messages.
+
+A canary key is sent to a real server on 127.0.0.1 that echoes it back in its errors.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from _remote_server import Reply, ScriptedServer, Seen, serve
+
+from pytest_ragev._errors import PipelineError
+from pytest_ragev.remote import _env, _retry
+from pytest_ragev.remote.chat import ChatClient, ChatConfig
+
+CANARY = "sk-CANARY-7f3a9c"
+Project = Callable[..., Path]
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedServer]:
+    yield from serve()
+
+
+def echo(status: int) -> Callable[[Seen], Reply]:
+    def reply(seen: Seen) -> Reply:
+        told = f"{seen.headers.get('Authorization')} {seen.headers.get('X-Token')}"
+        return Reply(status, {"error": {"message": f"rejected {told}"}})
+
+    return reply
+
+
+def test_secret_repr_is_redacted_but_its_value_is_sent() -> None:
+    secret = _env.Secret(f"Bearer {CANARY}")
+    assert repr(secret) == "'***'" and repr({"Authorization": secret}) == "{'Authorization': '***'}"
+    assert str(secret) == f"Bearer {CANARY}" and f"{secret}" == f"Bearer {CANARY}"
+    assert secret.encode("latin-1") == f"Bearer {CANARY}".encode()
+
+
+def test_expanded_headers_hold_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MY_TOKEN", CANARY)
+    headers, secrets = _env.expand_headers(
+        {"X-Token": "${MY_TOKEN}", "Api-Key": "literal-key", "X-Team": "qa"}, where="[pipeline]"
+    )
+    assert headers == {"X-Token": CANARY, "Api-Key": "literal-key", "X-Team": "qa"}
+    assert CANARY not in repr(headers) and "literal-key" not in repr(headers)
+    assert "'qa'" in repr(headers)
+    assert sorted(secrets) == sorted([CANARY, "literal-key"]) and CANARY not in repr(secrets)
+
+
+@pytest.mark.parametrize("bad", [f"{CANARY}\nX-Evil: 1", f"{CANARY}\u2713"])
+def test_a_key_http_cannot_carry_is_a_pipeline_error_without_the_key(
+    server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, bad: str
+) -> None:
+    monkeypatch.setenv("CANARY_KEY", bad)
+    client = ChatClient(ChatConfig.from_table(
+        {"model": "m", "base_url": f"{server.url}/v1", "api_key_env": "CANARY_KEY"},
+        source="ragev.toml"))
+    with pytest.raises(PipelineError) as excinfo:
+        client.complete("q", ["c"])
+    message = str(excinfo.value)
+    assert "header 'Authorization' has a value HTTP cannot carry" in message
+    assert "CANARY" not in message and "\n" not in message
+    assert server.seen == []  # nothing was sent
+
+
+def test_unexpected_transport_errors_become_scrubbed_pipeline_errors() -> None:
+    # A broken IPv6 host makes urllib raise a bare ValueError, not a URLError.
+    with pytest.raises(PipelineError) as excinfo:
+        _retry.send(method="POST", url=f"http://[{CANARY}/x", headers={}, payload={"a": 1},
+                    policy=_retry.RetryPolicy(max_retries=0), what="[pipeline] http",
+                    client_error_hint=lambda status, message: "", secrets=[CANARY])
+    assert str(excinfo.value).startswith(
+        "[pipeline] http: the request to http://[***/x failed: ValueError: ")
+    assert CANARY not in str(excinfo.value)
+    with pytest.raises(PipelineError, match="the request body is not JSON"):
+        _retry.send(method="POST", url="http://127.0.0.1:9/x", headers={}, payload={"a": {1, 2}},
+                    policy=_retry.RetryPolicy(max_retries=0), what="w",
+                    client_error_hint=lambda status, message: "")
+
+
+CLIENT_TESTS = textwrap.dedent(
+    """
+    import os
+
+    from pytest_ragev._types import PipelineSettings, QAPair
+    from pytest_ragev.remote.chat import ChatClient, ChatConfig
+    from pytest_ragev.remote.http_rag import HttpRagPipeline
+
+    URL = os.environ["ECHO_URL"]
+
+    def test_chat():
+        config = ChatConfig.from_table(
+            {"model": "m", "base_url": URL + "/v1", "api_key_env": "CANARY_KEY",
+             "max_retries": 1, "retry_backoff": 0}, source="ragev.toml")
+        ChatClient(config).complete("question", ["context"])
+
+    def test_http():
+        settings = PipelineSettings(name="http", options={
+            "url": URL + "/rag", "headers": {"X-Token": "${CANARY_KEY}"},
+            "max_retries": 1, "retry_backoff": 0})
+        pipe = HttpRagPipeline(settings, source="ragev.toml")
+        pipe.answer(QAPair(qid=1, question="q", pids=(), passages=(), aid=None, answer=None))
+    """
+)
+
+
+@pytest.mark.parametrize("status", [401, 500])
+def test_showlocals_never_prints_the_key(
+    pytester: pytest.Pytester, server: ScriptedServer, monkeypatch: pytest.MonkeyPatch,
+    status: int,
+) -> None:
+    server.default = echo(status)
+    monkeypatch.setenv("CANARY_KEY", CANARY)
+    monkeypatch.setenv("ECHO_URL", server.url)
+    pytester.makepyfile(test_clients=CLIENT_TESTS)
+    result = pytester.runpytest("-l", "--tb=long")
+    result.assert_outcomes(failed=2)
+    output = result.stdout.str() + result.stderr.str()
+    assert "PipelineError" in output and "rejected Bearer ***" in output
+    assert CANARY not in output
+    assert {seen.headers.get("Authorization") for seen in server.seen} >= {f"Bearer {CANARY}"}
+    assert {seen.headers.get("X-Token") for seen in server.seen} >= {CANARY}
+
+
+def test_showlocals_through_the_plugin(
+    pytester: pytest.Pytester, make_project: Project, server: ScriptedServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    server.default = echo(401)
+    monkeypatch.setenv("CANARY_KEY", CANARY)
+    make_project(conftest=None, pipeline=textwrap.dedent(f"""\
+        [pipeline]
+        name = "builtin"
+
+        [pipeline.chat]
+        model = "m"
+        base_url = "{server.url}/v1"
+        api_key_env = "CANARY_KEY"
+        """))
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "-l", "--tb=long",
+                                "--ragev-report", "r.json")
+    result.assert_outcomes(failed=5)
+    output = result.stdout.str() + result.stderr.str()
+    assert "HTTP 401" in output and CANARY not in output
+    assert CANARY not in (pytester.path / "r.json").read_text(encoding="utf-8")
