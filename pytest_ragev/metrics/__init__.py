@@ -2,13 +2,14 @@
 
 ``score(inputs, profile="weknora")`` returns one ``{metric: value}`` dict per
 :class:`~pytest_ragev.MetricInput`; ``aggregate(rows)`` turns them into the run's
-means with the count per metric. The exact definitions are in ``docs/metrics.md``.
+means with the count per metric; ``score_columns(inputs)`` gives the same values as
+one numpy array per metric. The exact definitions are in ``docs/metrics.md``.
 """
 
 from __future__ import annotations
 
 from pytest_ragev._types import GENERATION_METRICS, METRIC_NAMES, RETRIEVAL_METRICS, MetricInput
-from pytest_ragev.metrics._score import PROFILES, aggregate, score
+from pytest_ragev.metrics._score import PROFILES, aggregate, score, score_columns
 from pytest_ragev.metrics.text import Tokenizer, clear_cache, jieba_tokenizer, tokenize, words
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "clear_cache",
     "jieba_tokenizer",
     "score",
+    "score_columns",
     "tokenize",
     "words",
 ]

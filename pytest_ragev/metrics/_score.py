@@ -6,17 +6,18 @@ import math
 import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
 
 from pytest_ragev._types import GENERATION_METRICS, METRIC_NAMES, RETRIEVAL_METRICS, MetricInput
 from pytest_ragev.metrics import _validate, generation, retrieval
+from pytest_ragev.metrics.retrieval import FloatArray
 from pytest_ragev.metrics.text import Sentences, Tokenizer, custom_memo, tokenize_tuples
 from pytest_ragev.results import Direction, MetricSummary
 
-__all__ = ["PROFILES", "aggregate", "score"]
+__all__ = ["PROFILES", "aggregate", "score", "score_columns"]
 
 #: The metric definitions :func:`score` knows, the default first.
 PROFILES: tuple[str, ...] = ("weknora", "standard")
@@ -74,11 +75,50 @@ def score(
     Wrong types raise ``TypeError`` and wrong values ``ValueError``, naming the input
     index and field. Every value is a float in [0, 1].
     """
+    names, columns = _score_columns(inputs, profile, metrics, grades, tokenizer)
+    if not names:
+        return [{} for _ in range(columns)]
+    lists = [column if isinstance(column, list) else column.tolist() for column in columns]
+    return _row_builder(names)(*lists)
+
+
+def score_columns(
+    inputs: Iterable[MetricInput],
+    *,
+    profile: str = "weknora",
+    metrics: Iterable[str] | None = None,
+    grades: Sequence[Mapping[int, float] | None] | None = None,
+    tokenizer: Tokenizer | None = None,
+) -> dict[str, FloatArray]:
+    """:func:`score` in columns: ``{metric: float64 array with one value per input}``.
+
+    Same arguments, checks and values as :func:`score` (``score_columns(x)[m][i] ==
+    score(x)[i][m]``), keys in :data:`METRIC_NAMES` order. For large batches that
+    go on to numpy anyway: building one dict per input is a good part of
+    :func:`score`'s time on the retrieval metrics.
+    """
+    names, columns = _score_columns(inputs, profile, metrics, grades, tokenizer)
+    if not names:
+        return {}
+    return {
+        name: column if isinstance(column, np.ndarray) else np.array(column, dtype=np.float64)
+        for name, column in zip(names, columns, strict=True)
+    }
+
+
+def _score_columns(
+    inputs: Iterable[MetricInput],
+    profile: str,
+    metrics: Iterable[str] | None,
+    grades: Sequence[Mapping[int, float] | None] | None,
+    tokenizer: Tokenizer | None,
+) -> Any:
+    """(names, one column per name) or, when no name is asked for, ((), sample count)."""
     if profile not in PROFILES:
         raise ValueError(f"profile: unknown profile {profile!r}; choose 'weknora' or 'standard'")
     names = _resolve_names(metrics)
     samples = _validate.check_samples(inputs)
-    columns: dict[str, list[float]] = {}
+    columns: dict[str, FloatArray | list[float]] = {}
     if any(name in RETRIEVAL_METRICS for name in names):
         columns.update(
             zip(RETRIEVAL_METRICS, _retrieval_columns(samples, profile, grades), strict=True)
@@ -88,8 +128,8 @@ def score(
             zip(GENERATION_METRICS, _generation_columns(samples, profile, tokenizer), strict=True)
         )
     if not names:
-        return [{} for _ in samples]
-    return _row_builder(names)(*(columns[name] for name in names))
+        return (), len(samples)
+    return names, [columns[name] for name in names]
 
 
 @lru_cache(maxsize=64)
@@ -111,24 +151,26 @@ def _row_builder(names: tuple[str, ...]) -> Callable[..., list[dict[str, float]]
 
 
 _SET_CONTAINERS = frozenset({list, tuple, set, frozenset})
+_RETRIEVAL_IDS = attrgetter("retrieval_ids")
+_RETRIEVAL_GT = attrgetter("retrieval_gt")
 
 
 def _retrieval_columns(
     samples: Sequence[MetricInput],
     profile: str,
     grades: Sequence[Mapping[int, float] | None] | None,
-) -> list[list[float]]:
+) -> list[FloatArray]:
     count = len(samples)
     if count == 0:
-        return [[] for _ in RETRIEVAL_METRICS]
-    ids: Sequence[Sequence[int]] = [sample.retrieval_ids for sample in samples]
+        return [np.zeros(0) for _ in RETRIEVAL_METRICS]
+    ids: Sequence[Sequence[int]] = list(map(_RETRIEVAL_IDS, samples))
     flat_ids = _validate.plain_flat_ids(ids)
     if flat_ids is None:
         ids = _validate.id_lists(samples)  # raises on bad input, converts int-likes
         flat_ids = _validate.flat_ids(ids)
 
     # The numpy path takes samples with at most one GT set (the plugin's shape).
-    gts: Sequence[Sequence[Sequence[int]]] = [sample.retrieval_gt for sample in samples]
+    gts: Sequence[Sequence[Sequence[int]]] = list(map(_RETRIEVAL_GT, samples))
     flat_gt = None
     if set(map(type, gts)) <= {list, tuple}:
         set_counts = np.fromiter(map(len, gts), dtype=np.int64, count=count)
@@ -153,20 +195,20 @@ def _retrieval_columns(
         in_batch &= (flat_ids.lengths <= _BATCH_MAX_WIDTH) & (flat_gt.lengths <= _BATCH_MAX_WIDTH)
     if bool(in_batch.all()):
         assert flat_ids is not None and flat_gt is not None
-        arrays = retrieval.score_batch(flat_ids, flat_gt, profile=profile, grades=checked_grades)
-        return [array.tolist() for array in arrays]
+        return retrieval.score_batch(flat_ids, flat_gt, profile=profile, grades=checked_grades)
 
-    columns = [[0.0] * count for _ in RETRIEVAL_METRICS]
-    batch = np.flatnonzero(in_batch).tolist()
-    if batch:
-        subset_ids = _validate.flat_ids([ids[i] for i in batch])
-        subset_gt = _validate.flat_ids([firsts[i] for i in batch])
+    columns = [np.zeros(count) for _ in RETRIEVAL_METRICS]
+    batch = np.flatnonzero(in_batch)
+    if len(batch):
+        subset_ids = _validate.flat_ids([ids[i] for i in batch.tolist()])
+        subset_gt = _validate.flat_ids([firsts[i] for i in batch.tolist()])
         assert subset_ids is not None and subset_gt is not None
-        subset_grades = None if checked_grades is None else [checked_grades[i] for i in batch]
+        subset_grades = (
+            None if checked_grades is None else [checked_grades[i] for i in batch.tolist()]
+        )
         arrays = retrieval.score_batch(subset_ids, subset_gt, profile=profile, grades=subset_grades)
         for column, array in zip(columns, arrays, strict=True):
-            for index, value in zip(batch, array.tolist(), strict=True):
-                column[index] = value
+            column[batch] = array
     for index in np.flatnonzero(~in_batch).tolist():
         one = retrieval.score_one(
             retrieval.dedupe(ids[index]),

