@@ -114,6 +114,8 @@ def test_wrong_answer_type(project: Path) -> None:
         ("broken_dep_mod:build", r"importing 'broken_dep_mod' failed: no module named "
                                  r"'ragev_surely_absent_dep'"),
         ("{mod}:nope", r"has no attribute 'nope'; it defines: .*build"),
+        ("{mod}:Nested.nope", r"'{mod}:Nested' has no attribute 'nope'; it defines: make$"),
+        ("{mod}:Nested.make.x", r"'{mod}:Nested.make' has no attribute 'x'"),
         ("{mod}:NOT_CALLABLE", r"'NOT_CALLABLE' is of type int, not a callable"),
         ("{mod}:no_answer", r"returned an object of type object without an answer\(case\) method"),
         ("{mod}:", r"is not module:callable"),
@@ -121,7 +123,19 @@ def test_wrong_answer_type(project: Path) -> None:
 )
 def test_errors(project: Path, name: str, message: str) -> None:
     full = name.replace("{mod}", module_name(project))
+    message = message.replace("{mod}", module_name(project))
     with pytest.raises(ConfigError, match=message) as caught:
         build_remote_pipeline(PipelineSettings(name=full, base_dir=project),
                               source=project / "ragev.toml")
     assert "\n" not in str(caught.value)
+
+
+def test_errors_name_the_variant(project: Path) -> None:
+    for name in (f"{module_name(project)}:nope", "http"):
+        with pytest.raises(ConfigError) as caught:
+            build_remote_pipeline(
+                PipelineSettings(name=name, base_dir=project, variant="v2",
+                                 options={"url": "ftp://x"} if name == "http" else {}),
+                source=project / "ragev.toml",
+            )
+        assert str(caught.value).startswith(f"{project / 'ragev.toml'}: variant 'v2': ")

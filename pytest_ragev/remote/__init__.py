@@ -60,10 +60,19 @@ def build_remote_pipeline(
     ``source`` names the config file in error messages (default ``base_dir/ragev.toml``).
     """
     where = source if source is not None else Path(settings.base_dir) / "ragev.toml"
-    if settings.name == "http":
-        return HttpRagPipeline(settings, source=where)
-    if ":" in settings.name:
-        return load_factory(settings.name, settings, source=where)
+    try:
+        if settings.name == "http":
+            return HttpRagPipeline(settings, source=where)
+        if ":" in settings.name:
+            return load_factory(settings.name, settings, source=where)
+    except ConfigError as error:
+        if settings.variant is None:
+            raise
+        # Name the [[variants]] entry whose settings are wrong.
+        prefix = f"{where}: "
+        message = str(error)
+        rest = message[len(prefix):] if message.startswith(prefix) else message
+        raise ConfigError(f"{prefix}variant {settings.variant!r}: {rest}") from None
     raise ConfigError(
         f"{where}: [pipeline] name = {settings.name!r} is not a remote pipeline; use \"http\" "
         "or \"module:callable\""

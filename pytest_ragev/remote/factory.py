@@ -111,14 +111,16 @@ def load_factory(
             "name = \"my_pipelines:build\""
         )
     target: Any = _import(module_name, name, settings.base_dir, where)
-    for part in attr_path.split("."):
+    walked = module_name
+    for position, part in enumerate(attr_path.split(".")):
         if not hasattr(target, part):
             public = sorted(n for n in dir(target) if not n.startswith("_"))
             raise ConfigError(
-                f"{where}: [pipeline] name = {name!r}: {module_name!r} has no attribute "
+                f"{where}: [pipeline] name = {name!r}: {walked!r} has no attribute "
                 f"{part!r}; it defines: {', '.join(public[:12]) or 'nothing public'}"
             )
         target = getattr(target, part)
+        walked += (":" if position == 0 else ".") + part
     if not callable(target):
         raise ConfigError(
             f"{where}: [pipeline] name = {name!r}: {attr_path!r} is of type "
