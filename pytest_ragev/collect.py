@@ -7,6 +7,7 @@ every xdist worker collects the identical list.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -86,15 +87,47 @@ class RagevItem(pytest.Item):
                 # one line naming the problem and the fix. No traceback: its frame locals
                 # (`pytest -l`) would show request headers and the API key.
                 return str(excinfo.value)
-            tb = super().repr_failure(
-                excinfo.__class__.from_exception(inner), style="short"
-            )
-            return f"{excinfo.value}\n{tb}"
+            with _frames_hidden_from_our_errors(inner):
+                tb = super().repr_failure(
+                    excinfo.__class__.from_exception(inner), style="short"
+                )
+                shown = str(tb)
+            return f"{excinfo.value}\n{shown}"
         return super().repr_failure(excinfo)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
         label = f"q{self.case.qid}" + (f" [{self.variant}]" if self.variant else "")
         return self.path, None, f"ragev {label}: {self.case.question[:60]}"
+
+
+@contextlib.contextmanager
+def _frames_hidden_from_our_errors(error: BaseException) -> Iterator[None]:
+    """While rendering, drop the traceback of every chained link from our first error on.
+
+    A user's exception keeps its traceback, but when it wraps one of ours (a conftest
+    that catches the chat client's ``PipelineError`` and raises its own), the chained
+    part would show our frames and, under ``pytest -l``, their locals: headers, keys.
+    pytest renders a link without a traceback as its one-line message.
+    """
+    hidden: list[tuple[BaseException, Any]] = []
+    seen: set[int] = set()
+    ours = False
+    link: BaseException | None = error
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        ours = ours or isinstance(link, RagevError)
+        if ours and link.__traceback__ is not None:
+            hidden.append((link, link.__traceback__))
+            link.__traceback__ = None
+        if link.__cause__ is not None:
+            link = link.__cause__
+        else:
+            link = None if link.__suppress_context__ else link.__context__
+    try:
+        yield
+    finally:
+        for link, traceback in hidden:
+            link.__traceback__ = traceback
 
 
 def _ragev(config: pytest.Config) -> RagevSession:

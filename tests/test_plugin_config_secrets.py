@@ -178,3 +178,50 @@ def test_header_secret_expanded_from_the_environment(
         assert params(pytester)["headers"] == {
             "Authorization": "Bearer ${RAG_TOKEN}", "X-Api-Key": "${RAG_TOKEN}"
         }
+
+
+WRAPPING_CONFTEST = textwrap.dedent(
+    """
+    import pytest
+    from pytest_ragev import Answer
+    from pytest_ragev.remote import ChatClient, ChatConfig
+
+    @pytest.hookimpl
+    def pytest_ragev_build_knowledge_base(corpus, settings):
+        return ChatClient(ChatConfig.from_table(settings.options["chat"], source="conftest"))
+
+    @pytest.hookimpl
+    def pytest_ragev_answer(case, kb, settings):
+        try:
+            result = kb.complete(case.question, list(case.passages))
+        except Exception as error:
+            raise RuntimeError("my wrapper failed") from error
+        return Answer(retrieved=list(case.pids), text=result.text)
+    """
+)
+
+
+def test_user_exception_wrapping_a_chat_error_hides_our_frames(
+    pytester: pytest.Pytester, make_project: Project, server: ScriptedServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RAGEV_CANARY_KEY", CANARY)
+    server.default = lambda seen: Reply(
+        401, {"error": {"message": f"Incorrect API key provided: {seen.headers['Authorization']}"}}
+    )
+    make_project(
+        conftest=WRAPPING_CONFTEST,
+        pipeline=textwrap.dedent(f"""\
+            [pipeline]
+            name = "wrapped"
+            chat = {{ model = "m", base_url = "{server.url}/v1", api_key_env = "RAGEV_CANARY_KEY", max_retries = 0 }}
+            """),
+    )
+    result = run(pytester, "-l")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(failed=5)
+    terminal = assert_no_canary(pytester, result, CANARY)
+    # The user's part keeps its traceback; our chained error is its one line.
+    assert 'raise RuntimeError("my wrapper failed") from error' in terminal
+    result.stdout.fnmatch_lines(["*PipelineError: *HTTP 401*Incorrect API key provided: ****"])
+    assert "_retry.py" not in terminal and "chat.py" not in terminal
