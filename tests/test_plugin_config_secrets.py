@@ -225,3 +225,27 @@ def test_user_exception_wrapping_a_chat_error_hides_our_frames(
     assert 'raise RuntimeError("my wrapper failed") from error' in terminal
     result.stdout.fnmatch_lines(["*PipelineError: *HTTP 401*Incorrect API key provided: ****"])
     assert "_retry.py" not in terminal and "chat.py" not in terminal
+
+
+def test_max_tokens_is_a_knob_not_a_secret(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    make_project(
+        conftest=None,
+        pipeline=textwrap.dedent("""\
+            [pipeline]
+            name = "builtin"
+            chat = { model = "extractive", max_tokens = 96 }
+
+            [[variants]]
+            name = "short"
+            pipeline.chat.max_tokens = 8
+            """),
+    )
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-3000:]
+    # The variants table named no change while max_tokens was hidden as "***".
+    result.stdout.fnmatch_lines(["*short changes: pipeline.chat.max_tokens*"])
+    data = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))["data"]
+    assert data["params"]["pipeline"]["chat"]["max_tokens"] == 96
+    assert data["variants"]["short"]["params"]["pipeline"]["chat"]["max_tokens"] == 8
