@@ -140,6 +140,7 @@ class RagevSession:
         self._old_sigterm: Any = None
         self._sigterm_installed = False
         self.terminated_by: str | None = None
+        self.stopped_by: str | None = None
         self._deferred_signal = False
 
     # ------------------------------------------------------------------ settings
@@ -440,6 +441,10 @@ class RagevSession:
         from pytest_ragev.evaluate import evaluate
 
         interrupted = exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR)
+        stopped = session.shouldfail or session.shouldstop  # -x, --maxfail, ...
+        if stopped and not interrupted and self._progress.finished < self._progress.total:
+            self.stopped_by = str(stopped)
+            interrupted = True
         try:
             self.evaluation = evaluate(self, interrupted=interrupted)
         except RagevError as exc:
@@ -459,10 +464,10 @@ class RagevSession:
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
             self._write_failed_report(self._usage_error)
             return
-        if self.evaluation.failed and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and self._records:
             session.exitstatus = pytest.ExitCode.OK
+        if self.evaluation.failed and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.is_worker:
@@ -491,6 +496,8 @@ class RagevSession:
         """How an interrupted run was stopped, for ``err_msg`` and the verdict."""
         if self.terminated_by:
             return f"interrupted by {self.terminated_by}"
+        if self.stopped_by:
+            return f"stopped early ({self.stopped_by})"
         return "interrupted"
 
     @property

@@ -290,3 +290,27 @@ def test_every_question_erroring_fails_the_verdict(
     assert "verdict passed" not in result.stdout.str()
     verdict = report_of(pytester.path / "r.json")["data"]["verdict"]
     assert verdict["passed"] is False and verdict["errors"] == 5
+
+
+def test_exitfirst_stop_is_not_a_finished_run(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    make_project(conftest=pipeline(
+        """
+        if case.qid == 2:
+            raise ConnectionError("backend down")
+        """
+    ))
+    result = pytester.runpytest(
+        "--ragev-config", "ragev.toml", "--ragev-report", "r.json", "-x",
+        "--ragev-concurrency", "1",
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    task = report_of(pytester.path / "r.json")["data"]["task"]
+    assert task["status"] == 3 and (task["finished"], task["total"]) == (2, 5)
+    assert task["err_msg"] == (
+        "stopped early (stopping after 1 failures) before every question was answered"
+    )
+    result.stdout.fnmatch_lines(
+        ["ragev: verdict FAILED (1 errors, stopped early (stopping after 1 failures))"]
+    )
