@@ -21,12 +21,11 @@ first occurrence kept.
 
 Lookups go through a character k-gram index built on first use, not a scan per chunk;
 chunks too short for the index (under ``K + STRIDE - 1`` characters) are searched in
-the whole corpus at C speed, once per distinct text.
+the whole corpus, once per distinct text.
 """
 
 from __future__ import annotations
 
-import bisect
 import re
 import threading
 from collections import defaultdict
@@ -65,9 +64,6 @@ class PassageIndex:
         self._short: dict[int, dict[str, list[int]]] = defaultdict(dict)
         self._texts: dict[int, str] = {}
         self._memo: dict[str, tuple[str, tuple[int, ...]]] = {}
-        self._joined: str | None = None
-        self._offsets: list[int] = []
-        self._joined_pids: list[int] = []
 
     def _build(self) -> None:
         with self._lock:
@@ -140,30 +136,8 @@ class PassageIndex:
         return tuple(sorted(pid for pid in candidates if norm in self._texts[pid]))
 
     def _scan(self, norm: str) -> tuple[int, ...]:
-        """Every passage containing ``norm``: ``str.find`` over the corpus joined once."""
-        joined = self._joined
-        if joined is None:
-            with self._lock:
-                if self._joined is None:
-                    offset = 0
-                    for pid, text in self._texts.items():
-                        self._offsets.append(offset)
-                        self._joined_pids.append(pid)
-                        offset += len(text) + 1
-                    self._joined = "\0".join(self._texts.values())
-                joined = self._joined
-        found: set[int] = set()
-        at = joined.find(norm)
-        while at >= 0:
-            slot = bisect.bisect_right(self._offsets, at) - 1
-            pid = self._joined_pids[slot]
-            end = self._offsets[slot] + len(self._texts[pid])
-            if at + len(norm) <= end:
-                found.add(pid)
-                at = joined.find(norm, end + 1)  # one hit per passage is enough
-            else:
-                at = joined.find(norm, at + 1)  # spans a separator: not inside one passage
-        return tuple(sorted(found))
+        """Every passage containing ``norm`` (about 50 ms per 100,000 passages; memoised)."""
+        return tuple(sorted(pid for pid, text in self._texts.items() if norm in text))
 
     def _contained(self, norm: str) -> tuple[int, ...]:
         """Passages that ``norm`` contains entirely, ascending."""
