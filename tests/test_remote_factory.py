@@ -52,6 +52,10 @@ def wrong_type(settings):
 
 
 NOT_CALLABLE = 42
+
+
+def raising(settings):
+    raise RuntimeError("cannot reach\\nthe vector db")
 '''
 
 
@@ -139,3 +143,16 @@ def test_errors_name_the_variant(project: Path) -> None:
                 source=project / "ragev.toml",
             )
         assert str(caught.value).startswith(f"{project / 'ragev.toml'}: variant 'v2': ")
+
+
+def test_a_factory_that_raises_is_one_pipeline_error(project: Path) -> None:
+    name = f"{module_name(project)}:raising"
+    with pytest.raises(PipelineError) as caught:
+        build_remote_pipeline(PipelineSettings(name=name, base_dir=project),
+                              source=project / "ragev.toml")
+    assert str(caught.value) == (
+        f"{project / 'ragev.toml'}: [pipeline] name = {name!r}: the factory raised "
+        "RuntimeError: cannot reach the vector db; call raising(settings) by hand to see "
+        "the traceback"
+    )
+    assert isinstance(caught.value.__cause__, RuntimeError)

@@ -128,7 +128,15 @@ def load_factory(
             "takes the PipelineSettings"
         )
     factory: Callable[[PipelineSettings], Any] = target
-    built = factory(settings)
+    try:
+        built = factory(settings)
+    except Exception as error:  # the user's code: one line at start-up, not INTERNALERROR
+        detail = " ".join(str(error).split())[:200]
+        raise PipelineError(
+            f"{where}: [pipeline] name = {name!r}: the factory raised "
+            f"{type(error).__name__}: {detail}; call {attr_path}(settings) by hand to see "
+            "the traceback"
+        ) from error
     answer = getattr(built, "answer", None)
     if not callable(answer):
         raise ConfigError(
