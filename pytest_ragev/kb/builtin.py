@@ -113,6 +113,8 @@ def _resolve_model_path(value: str, base_dir: Path) -> str:
 
 #: The package the ``embeddings`` extra installs; looked up, never imported, at validation.
 _ST_MODULE = "sentence_transformers"
+#: A folder holding one of these files is taken for a downloaded model.
+_MODEL_MARKERS = ("modules.json", "config.json")
 
 
 def _extra_installed() -> bool:
@@ -152,9 +154,6 @@ def check_model(value: str, *, key: str, builtin: str, source: Path | str) -> No
             )
         return
     installed_model_folder(value, key=f"{source}: [pipeline] {key}")
-
-
-_MODEL_MARKERS = ("modules.json", "config.json")
 
 
 def parse_config(settings: PipelineSettings, *, source: Path | str) -> BuiltinConfig:
