@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -64,6 +65,11 @@ _KEY_KNOBS = frozenset({
     "index", "lookup", "dedup", "hash", "shard", "routing", "id", "field", "dict", "metadata",
     "order", "record", "row", "doc", "document", "result", "response", "json", "text",
     "content", "score", "passage", "query", "question", "context", "contexts",
+})
+#: ``<word>_key`` anywhere in a key names a credential (``private_key_pem``).
+_KEY_QUALIFIERS = frozenset({
+    "api", "private", "access", "secret", "signing", "encryption", "ssh", "client", "master",
+    "license", "service", "account", "auth", "session", "subscription", "admin", "app",
 })
 #: Last words of keys that name where a secret lives (``api_key_env``): safe to show.
 _POINTER_WORDS = frozenset({"env", "file"})
@@ -398,7 +404,12 @@ def is_secret_key(key: str) -> bool:
         return False
     if any(word in _SECRET_WORDS for word in words):
         return True
+    pairs = itertools.pairwise(words)
+    if any(word == "key" and before in _KEY_QUALIFIERS for before, word in pairs):
+        return True
     last = words[-1]
+    if last == "pass" and len(words) > 1:  # db_pass, smtp_pass
+        return True
     before = words[-2] if len(words) > 1 else None
     if last == "key":
         return before is None or before not in _KEY_KNOBS

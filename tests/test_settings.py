@@ -181,7 +181,7 @@ def test_redact_hides_secrets_but_not_pointers() -> None:
      "access_key", "secret_key", "key", "token", "access_token", "X-Auth-Token", "authtoken",
      "password", "db_password", "passwd", "passphrase", "secret", "client_secret",
      "credential", "credentials", "Authorization", "Proxy-Authorization", "bearer", "auth",
-     "Cookie"],
+     "Cookie", "private_key_pem", "access_key_id", "db_pass"],
 )
 def test_secret_keys(key: str) -> None:
     assert is_secret_key(key)
@@ -193,7 +193,7 @@ def test_secret_keys(key: str) -> None:
     ["max_tokens", "maxTokens", "max_token", "tokenize", "jieba_tokenizer", "pad_token",
      "keyword", "keyword_weight", "keyword_threshold", "sort_key", "text_key", "answer_key",
      "api_key_env", "OPENAI_API_KEY_ENV_VAR", "password_file", "auth_url", "chunk_size",
-     "model", "passages"],
+     "model", "passages", "pass_rate", "key_field", "monkey", "hotkey", "api_version"],
 )
 def test_knobs_that_are_not_secrets(key: str) -> None:
     assert not is_secret_key(key)
