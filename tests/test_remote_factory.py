@@ -135,8 +135,8 @@ def test_errors(project: Path, name: str, message: str) -> None:
 
 
 def test_errors_name_the_variant(project: Path) -> None:
-    for name in (f"{module_name(project)}:nope", "http"):
-        with pytest.raises(ConfigError) as caught:
+    for name in (f"{module_name(project)}:nope", "http", f"{module_name(project)}:raising"):
+        with pytest.raises((ConfigError, PipelineError)) as caught:
             build_remote_pipeline(
                 PipelineSettings(name=name, base_dir=project, variant="v2",
                                  options={"url": "ftp://x"} if name == "http" else {}),

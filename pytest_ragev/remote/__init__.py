@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
-from pytest_ragev._errors import ConfigError
+from pytest_ragev._errors import ConfigError, PipelineError
 from pytest_ragev._types import Answer, PipelineSettings, QAPair
 from pytest_ragev.remote.chat import ChatClient, ChatConfig, ChatResult
 from pytest_ragev.remote.factory import AnswerPipeline, FactoryPipeline, load_factory
@@ -65,14 +65,14 @@ def build_remote_pipeline(
             return HttpRagPipeline(settings, source=where)
         if ":" in settings.name:
             return load_factory(settings.name, settings, source=where)
-    except ConfigError as error:
+    except (ConfigError, PipelineError) as error:
         if settings.variant is None:
             raise
         # Name the [[variants]] entry whose settings are wrong.
         prefix = f"{where}: "
         message = str(error)
         rest = message[len(prefix):] if message.startswith(prefix) else message
-        raise ConfigError(f"{prefix}variant {settings.variant!r}: {rest}") from None
+        raise type(error)(f"{prefix}variant {settings.variant!r}: {rest}") from error.__cause__
     raise ConfigError(
         f"{where}: [pipeline] name = {settings.name!r} is not a remote pipeline; use \"http\" "
         "or \"module:callable\""
