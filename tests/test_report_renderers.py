@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from html.parser import HTMLParser
 from pathlib import Path
@@ -245,6 +246,134 @@ def test_html_has_its_charts(model: ReportModel) -> None:
     recall_bins = bins[:20]
     assert sum(int(a["data-count"] or 0) for a in recall_bins) <= 60
     assert "of 60 unchanged" in "".join(doc.text)
+
+
+# Elements without an end tag here (rect's <title> child is closed on its own).
+_VOID = frozenset({"br", "meta", "line", "rect", "img", "hr", "input", "link"})
+
+
+class _Tree(HTMLParser):
+    """The page as nested elements: enough to check a table's rows or an SVG's ticks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.root: dict[str, object] = {"tag": "root", "attrs": {}, "children": []}
+        self.stack = [self.root]
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        node: dict[str, object] = {"tag": tag, "attrs": dict(attrs), "children": []}
+        children = self.stack[-1]["children"]
+        assert isinstance(children, list)
+        children.append(node)
+        if tag not in _VOID:
+            self.stack.append(node)
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        children = self.stack[-1]["children"]
+        assert isinstance(children, list)
+        children.append({"tag": tag, "attrs": dict(attrs), "children": []})
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in _VOID:
+            return
+        # Misnested markup is a rendering bug: fail instead of guessing.
+        assert self.stack[-1]["tag"] == tag, f"</{tag}> closes <{self.stack[-1]['tag']}>"
+        self.stack.pop()
+
+    def handle_data(self, data: str) -> None:
+        children = self.stack[-1]["children"]
+        assert isinstance(children, list)
+        children.append(data)
+
+
+Node = dict[str, object]
+
+
+def tree(page: str) -> Node:
+    parser = _Tree()
+    parser.feed(page)
+    parser.close()
+    assert len(parser.stack) == 1, "unclosed elements"
+    return parser.root
+
+
+def find(node: Node, tag: str, css: str | None = None) -> list[Node]:
+    found = []
+    for child in node["children"]:  # type: ignore[attr-defined]
+        if isinstance(child, dict):
+            classes = (child["attrs"].get("class") or "").split()
+            if child["tag"] == tag and (css is None or css in classes):
+                found.append(child)
+            found.extend(find(child, tag, css))
+    return found
+
+
+def text(node: Node) -> str:
+    return "".join(c if isinstance(c, str) else text(c) for c in node["children"])  # type: ignore[attr-defined]
+
+
+def rows(table: Node) -> list[list[str]]:
+    return [[text(cell) for cell in row["children"] if isinstance(cell, dict)]  # type: ignore[attr-defined]
+            for row in find(table, "tr")]
+
+
+def test_html_variants_table_has_metrics_as_rows(model: ReportModel) -> None:
+    page = tree(render_html(model))
+    [table] = find(page, "table", "variants")
+    body = rows(table)
+    assert body[0] == ["metric", "(base)", "k10", f"v{EVIL}"]
+    assert [row[0] for row in body[1:]] == [*METRICS, "changed knobs"]
+    assert all(len(row) == 4 for row in body)
+    assert body[-1][2:] == ["pipeline.top_k", "pipeline.top_k"]
+    assert "▲" in body[1][2] or "▼" in body[1][2] or body[1][2].count(".") == 2
+    # Every table sits in its own scrolling box, so none can widen the page.
+    for wrapper in find(page, "div", "scroll"):
+        assert [c["tag"] for c in wrapper["children"] if isinstance(c, dict)] == ["table"]  # type: ignore[attr-defined]
+    assert len(find(page, "table")) == len(find(page, "div", "scroll"))
+
+
+def test_html_histograms_have_a_count_axis(model: ReportModel) -> None:
+    page = tree(render_html(model))
+    charts = find(page, "svg", "histogram")
+    assert charts
+    for chart in charts:
+        counts = [int(r["attrs"]["data-count"]) for r in find(chart, "rect", "bin")]  # type: ignore[index]
+        [axis] = find(chart, "g", "count-axis")
+        peak = max(counts)
+        assert axis["attrs"]["data-peak"] == str(peak)  # type: ignore[index]
+        ticks = [text(t) for t in find(axis, "text", "tick")]
+        assert ticks[0] == "0" and ticks[-1] == str(peak)
+        assert "questions" in text(axis)
+
+
+def test_html_says_no_change_and_unchanged_answers() -> None:
+    baseline = make_run(1)
+    current = make_run(2, shift=-0.1)
+    # bleu4 identical to the baseline on every question; answers identical too.
+    samples = [
+        dataclasses.replace(s, metrics={**s.metrics, "bleu4": b.metrics["bleu4"]},
+                            generated_text=b.generated_text)
+        for s, b in zip(current.samples, baseline.samples, strict=True)
+    ]
+    current = dataclasses.replace(current, samples=samples)
+    model = ReportModel.build(
+        runs=[current], passed=False, comparisons=[compare(baseline, current, RULES)],
+        baseline_runs={None: baseline}, regressions=top_regressions(baseline, current, 3),
+        duration_s=3.5,
+    )
+    page = tree(render_html(model))
+    assert [c["attrs"]["data-metric"] for c in find(page, "svg", "histogram")] == [  # type: ignore[index]
+        "recall", "ndcg10"]
+    [box] = find(page, "div", "nochange")
+    assert box["attrs"]["data-metric"] == "bleu4"  # type: ignore[index]
+    assert "no change: all 60 shared questions have the same value" in text(box)
+    [table] = find(page, "table", "regressions")
+    body = rows(table)
+    assert body[0][-2:] == ["answer before", "answer after"]
+    assert [row[-1] for row in body[1:]] == ["unchanged"] * 3
+    assert all(row[-2].startswith("answer ") for row in body[1:])
+    facts = [text(f) for f in find(page, "span", "fact")]
+    assert "3.5 s" in facts and "60 questions" in facts
 
 
 def test_html_is_self_contained_and_escaped(model: ReportModel) -> None:

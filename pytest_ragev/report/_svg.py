@@ -131,8 +131,12 @@ def histogram(deltas: Sequence[float], *, bins: int = 20) -> Histogram:
 def histogram_chart(
     title: str, data: Histogram, *, higher_is_better: bool, width: int = 270, height: int = 150
 ) -> str:
-    """A small histogram: worse side red, better side green, zero line, axis labels."""
-    left, right, top, bottom = 8, 8, 22, 30
+    """A small histogram: worse side red, better side green, zero line, both axes labelled.
+
+    The left axis counts questions (ticks at 0, the middle when it is whole, and the
+    tallest bin); the bottom axis is the per-question change.
+    """
+    left, right, top, bottom = 30, 8, 22, 30
     plot_w, plot_h = width - left - right, height - top - bottom
     peak = max(data.counts, default=0) or 1
     bar_w = plot_w / len(data.counts)
@@ -161,6 +165,22 @@ def histogram_chart(
         )
     zero_x = left + plot_w / 2
     base_y = top + plot_h
+    ticks = sorted({0, peak, *([peak // 2] if peak % 2 == 0 and peak >= 4 else [])})
+    axis = [f'<g class="count-axis" data-peak="{peak}" fill="#555" font-size="10">',
+            f'<line x1="{left}" y1="{top}" x2="{left}" y2="{base_y}" stroke="#999"/>']
+    for tick in ticks:
+        tick_y = base_y - plot_h * tick / peak
+        axis.append(
+            f'<line x1="{left - 3}" y1="{tick_y:.1f}" x2="{left}" y2="{tick_y:.1f}" '
+            'stroke="#999"/>'
+            f'<text class="tick" x="{left - 5}" y="{tick_y + 3:.1f}" text-anchor="end">'
+            f"{tick}</text>"
+        )
+    axis.append(
+        f'<text x="9" y="{top + plot_h / 2:.1f}" text-anchor="middle" '
+        f'transform="rotate(-90 9 {top + plot_h / 2:.1f})">questions</text></g>'
+    )
+    parts.append("".join(axis))
     parts.append(
         f'<line x1="{left}" y1="{base_y}" x2="{left + plot_w}" y2="{base_y}" stroke="#999"/>'
         f'<line x1="{zero_x}" y1="{top}" x2="{zero_x}" y2="{base_y}" stroke="#555" '

@@ -9,7 +9,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
-from pytest_ragev.checks import Comparison, QuestionDiff, ThresholdResult, VariantTable
+from pytest_ragev.checks import (
+    Comparison,
+    QuestionDiff,
+    ThresholdResult,
+    VariantCell,
+    VariantTable,
+)
 from pytest_ragev.report import _format as fmt
 from pytest_ragev.report import _svg
 from pytest_ragev.report.model import ReportModel
@@ -39,7 +45,14 @@ ul.failures li{color:#c0392b;font-family:ui-monospace,monospace;font-size:13px}
 .answer{max-width:300px;font-size:12px;white-space:pre-wrap}
 .q{max-width:280px}.sig-better{color:#2e8b57;font-weight:700}.sig-worse{color:#c0392b;font-weight:700}
 .muted{color:#777}.change{white-space:nowrap}
+.scroll{overflow-x:auto;max-width:100%}.fact{white-space:nowrap}
+.answer-col{min-width:220px}
+.nochange{width:270px;height:150px;box-sizing:border-box;border:1px dashed #ccd;
+padding:8px;font-size:12px;color:#555}.nochange b{display:block;color:#1d2430;margin-bottom:40px}
 """
+
+#: Metric changes listed per question in the regressions table before "+N more".
+_CHANGES_SHOWN = 4
 
 
 def _e(text: object) -> str:
@@ -47,17 +60,25 @@ def _e(text: object) -> str:
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], *, numeric: Sequence[bool],
-           row_classes: Sequence[str] | None = None) -> str:
-    head = "".join(f"<th>{h}</th>" for h in header)
+           row_classes: Sequence[str] | None = None, css: str = "",
+           header_classes: Sequence[str] | None = None) -> str:
+    """A table in a horizontally scrolling box: a wide table never widens the page."""
+    head = "".join(
+        f'<th class="{header_classes[i]}">{h}</th>' if header_classes and header_classes[i]
+        else f"<th>{h}</th>"
+        for i, h in enumerate(header)
+    )
     body = []
     for index, row in enumerate(rows):
-        css = f' class="{row_classes[index]}"' if row_classes and row_classes[index] else ""
+        row_css = f' class="{row_classes[index]}"' if row_classes and row_classes[index] else ""
         cells = "".join(
             f'<td class="num">{c}</td>' if num else f"<td>{c}</td>"
             for c, num in zip(row, numeric, strict=True)
         )
-        body.append(f"<tr{css}>{cells}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        body.append(f"<tr{row_css}>{cells}</tr>")
+    table_css = f' class="{css}"' if css else ""
+    return (f'<div class="scroll"><table{table_css}><thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(body)}</tbody></table></div>")
 
 
 def _header(model: ReportModel) -> str:
@@ -68,7 +89,9 @@ def _header(model: ReportModel) -> str:
         facts.append(f"started {_e(model.started_at)}")
     if model.baseline_path:
         facts.append(f"baseline {_e(model.baseline_path)}")
-    parts = [f"<h1>{_e(model.title)} {badge}</h1>", f'<p class="meta">{" · ".join(facts)}</p>']
+    # Each fact stays on one line ("3.5 s", "87 questions"); the list wraps between facts.
+    shown = " · ".join(f'<span class="fact">{fact}</span>' for fact in facts)
+    parts = [f"<h1>{_e(model.title)} {badge}</h1>", f'<p class="meta">{shown}</p>']
     if model.verdict.failures:
         items = "".join(f"<li>{_e(line)}</li>" for line in model.verdict.failures)
         parts.append(f'<ul class="failures">{items}</ul>')
@@ -150,6 +173,13 @@ def _histogram_section(model: ReportModel) -> str:
         if not shared:
             continue
         data = _svg.histogram([after[q] - before[q] for q in shared])
+        if data.unchanged == data.total:
+            # An empty chart reads as "no data"; say what it means.
+            charts.append(
+                f'<div class="nochange" data-metric="{_e(name)}"><b>{_e(name)}</b>'
+                f"no change: all {data.total} shared questions have the same value</div>"
+            )
+            continue
         charts.append(_svg.histogram_chart(name, data,
                                            higher_is_better=summary.direction == "higher"))
     if not charts:
@@ -175,31 +205,44 @@ def _thresholds_section(results: Sequence[ThresholdResult]) -> str:
     )
 
 
+def _variant_cell(cell: VariantCell) -> str:
+    if cell.delta is None:
+        return fmt.num(cell.mean)
+    css = ""
+    if cell.marker:
+        css = ' class="sig-better"' if cell.better else ' class="sig-worse"'
+    tip = f' title="p={fmt.p_value(cell.p)}, n={cell.n}"'
+    return (f"{fmt.num(cell.mean)}&nbsp;<span{css}{tip}>"
+            f"{fmt.num(cell.delta, signed=True)}{cell.marker}</span>")
+
+
 def _variants_section(variants: VariantTable | None) -> str:
+    """Metrics as rows, runs as columns (as in the terminal), the changed knobs last.
+
+    Twelve metrics as columns would push the table past the page; a handful of
+    variants fits, and more scroll inside the table's own box.
+    """
     if variants is None or not variants.rows:
         return ""
-    header = ["variant", *(_e(m) for m in variants.metrics), "changed knobs"]
-    rows = [["(base)", *(fmt.num(variants.base.cells[m].mean) for m in variants.metrics), ""]]
-    for row in variants.rows:
-        cells = []
-        for metric in variants.metrics:
-            item = row.cells[metric]
-            if item.delta is None:
-                cells.append(fmt.num(item.mean))
-                continue
-            css = ""
-            if item.marker:
-                css = ' class="sig-better"' if item.better else ' class="sig-worse"'
-            tip = f' title="p={fmt.p_value(item.p)}, n={item.n}"'
-            cells.append(f"{fmt.num(item.mean)} <span{css}{tip}>"
-                         f"{fmt.num(item.delta, signed=True)}{item.marker}</span>")
-        knobs = ", ".join(_e(k) for k in row.changed_knobs) or '<span class="muted">none</span>'
-        rows.append([_e(row.name), *cells, knobs])
-    numeric = [False, *([True] * len(variants.metrics)), False]
+    header = ["metric", "(base)", *(_e(row.name) for row in variants.rows)]
+    rows = []
+    for metric in variants.metrics:
+        rows.append([
+            _e(metric),
+            fmt.num(variants.base.cells[metric].mean),
+            *(_variant_cell(row.cells[metric]) for row in variants.rows),
+        ])
+    knobs = [
+        "<br>".join(_e(k) for k in row.changed_knobs) or '<span class="muted">none</span>'
+        for row in variants.rows
+    ]
+    rows.append(['<span class="muted">changed knobs</span>', "", *knobs])
+    numeric = [False, True, *([True] * len(variants.rows))]
+    classes = [""] * len(variants.metrics) + ["knobs"]
     return ("<h2>Variants</h2>"
             '<p class="meta">Δ against the base run on shared questions; ▲/▼: significantly '
             "better/worse (paired permutation test, two-sided).</p>"
-            + _table(header, rows, numeric=numeric))
+            + _table(header, rows, numeric=numeric, row_classes=classes, css="variants"))
 
 
 def _ids_html(values: Sequence[int], relevant: frozenset[int], limit: int = 10) -> str:
@@ -217,11 +260,18 @@ def _changes_html(diff: QuestionDiff) -> str:
                      key=lambda pair: -abs(pair[1].delta or 0.0))
     if not changed:
         return '<span class="muted">no metric changed</span>'
-    return "<br>".join(
+    # "… +1 more" would take the line the one metric needs.
+    shown = changed if len(changed) <= _CHANGES_SHOWN + 1 else changed[:_CHANGES_SHOWN]
+    lines = [
         f'<span class="change">{_e(n)} {fmt.num(d.delta, signed=True)} '
         f'<span class="muted">({fmt.num(d.before)} → {fmt.num(d.after)})</span></span>'
-        for n, d in changed
-    )
+        for n, d in shown
+    ]
+    rest = changed[len(shown):]
+    if rest:
+        tip = ", ".join(f"{n} {fmt.num(d.delta, signed=True)}" for n, d in rest)
+        lines.append(f'<span class="muted more" title="{_e(tip)}">… +{len(rest)} more</span>')
+    return "<br>".join(lines)
 
 
 def _regressions_section(diffs: Sequence[QuestionDiff]) -> str:
@@ -238,13 +288,16 @@ def _regressions_section(diffs: Sequence[QuestionDiff]) -> str:
             _changes_html(diff),
             retrieved,
             f'<div class="answer">{_e(diff.answer_before)}</div>',
-            f'<div class="answer">{_e(diff.answer_after)}</div>',
+            '<span class="muted unchanged">unchanged</span>'
+            if diff.answer_after == diff.answer_before
+            else f'<div class="answer">{_e(diff.answer_after)}</div>',
         ])
     return (f"<h2>Most regressed questions ({len(diffs)})</h2>"
             '<p class="meta">✓ marks a relevant passage.</p>'
             + _table(["qid", "question", "Δ", "retrieved before → after", "answer before",
                       "answer after"], rows,
-                     numeric=[True, False, False, False, False, False]))
+                     numeric=[True, False, False, False, False, False], css="regressions",
+                     header_classes=["", "", "", "", "answer-col", "answer-col"]))
 
 
 def render_html(model: ReportModel) -> str:
