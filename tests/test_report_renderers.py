@@ -425,3 +425,23 @@ def test_write_example_report(tmp_path: Path, model: ReportModel) -> None:
     target = tmp_path / "report.html"
     target.write_text(render_html(model), encoding="utf-8")
     assert target.stat().st_size > 5000
+
+
+def test_reports_of_a_variant_only_session_name_the_variant() -> None:
+    variant = make_run(3, variant="k10")
+    alone = ReportModel.build(runs=[variant], passed=True)
+    markdown = render_markdown(alone)
+    assert "The base configuration did not run; variants in this run: `k10`." in markdown
+    assert "Means of variant `k10`:" in markdown and "| recall |" in markdown
+    page = tree(render_html(alone))
+    assert "The base configuration did not run; variants in this run: k10." in text(page)
+    bars = [r["attrs"]["data-series"] for r in find(page, "rect", "bar")]  # type: ignore[index]
+    assert set(bars) == {"k10"}
+    compared = ReportModel.build(
+        runs=[variant], passed=True, comparisons=[compare(make_run(4, variant="k10"), variant,
+                                                          RULES)],
+        baseline_runs={"k10": make_run(4, variant="k10")},
+    )
+    markdown = render_markdown(compared)
+    assert "#### Variant k10 against its baseline" in markdown
+    assert "Means of variant" not in markdown

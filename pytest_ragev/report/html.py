@@ -134,6 +134,13 @@ def _metrics_section(model: ReportModel) -> str:
             "of the change.</p>"
         )
         parts.append(_comparison_table(comparison))
+    elif model.base is not None and model.base.variant is not None:
+        # --ragev-variant without "base": the first run is a variant; say so.
+        names = ", ".join(_e(run.variant) for run in model.runs)
+        parts.append(f'<p class="meta">The base configuration did not run; variants in this '
+                     f"run: {names}.</p>")
+        if not model.variant_comparisons:
+            parts.append(_summary_table(model.base))
     elif model.base is not None:
         parts.append(_summary_table(model.base))
     for other in model.variant_comparisons:
@@ -154,8 +161,10 @@ def _chart_section(model: ReportModel) -> str:
     if baseline is not None:
         series.append(_svg.Series("baseline", BASELINE_COLOR,
                                   {m: s.mean for m, s in baseline.summary.items()}))
-    series.append(_svg.Series("current" if baseline is not None else "base", CURRENT_COLOR,
-                              {m: s.mean for m, s in base.summary.items()}))
+    label = "current" if baseline is not None else "base"
+    if base.variant is not None:
+        label = str(base.variant)
+    series.append(_svg.Series(label, CURRENT_COLOR, {m: s.mean for m, s in base.summary.items()}))
     for index, run in enumerate(model.variants):
         series.append(_svg.Series(str(run.variant), VARIANT_COLORS[index % len(VARIANT_COLORS)],
                                   {m: s.mean for m, s in run.summary.items()}))
