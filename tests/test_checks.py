@@ -21,6 +21,7 @@ from pytest_ragev.checks import (
     compare_variants,
     holm,
     paired_stats,
+    step_down_maxt,
     thresholds_from_table,
     top_regressions,
 )
@@ -296,6 +297,52 @@ def test_holm_correction_across_the_metrics_of_a_run() -> None:
     strong = compare(before, after, GateRules(resamples=2000))
     assert len(strong.failure_lines) == 12
     assert strong.failure_lines[0].endswith(", p=0.006 (Holm, 12 metrics), n=200)")
+
+
+def test_maxt_keeps_the_power_holm_loses_on_metrics_that_move_together() -> None:
+    before, after = _twelve(-0.02, seed=4)
+    maxt = compare(before, after, GateRules(resamples=4000, correction="maxt"))
+    assert {m.status for m in maxt.metrics} == {"regressed"}
+    first = maxt.metrics[0]
+    # Twelve copies of one metric: the joint maximum is the metric itself.
+    assert first.p_raw is not None and first.p == pytest.approx(first.p_raw, abs=0.01)
+    assert first.family == 12 and first.correction == "maxt"
+    assert maxt.failure_lines[0].endswith(" (max-T, 12 metrics), n=200)")
+    rules = GateRules.from_table({"correction": "maxt"}, source="x", metric_names=METRICS)
+    assert rules.correction == "maxt"
+
+
+def test_step_down_maxt_properties() -> None:
+    rng = random.Random(3)
+    diffs = {f"m{i}": {q: rng.gauss(-0.02 * i, 0.1) for q in range(80)} for i in range(6)}
+    diffs["flat"] = dict.fromkeys(range(80), 0.0)
+    signs = {name: -1.0 for name in diffs}
+    adjusted = step_down_maxt(diffs, signs, resamples=4000, seed=1)
+    raw = {n: paired_stats({n: ([0.0] * 80, list(d.values()))}, resamples=4000)[n].p_lower
+           for n, d in diffs.items() if n != "flat"}
+    assert adjusted["flat"] == 1.0
+    # Never below the metric's own p (up to Monte-Carlo error), never above Bonferroni.
+    for name, p in raw.items():
+        assert adjusted[name] >= p - 0.01
+        assert adjusted[name] <= min(1.0, 6 * p) + 0.01
+    # Step-down order: a more extreme metric never gets a larger adjusted p.
+    ranked = sorted(raw, key=raw.__getitem__)
+    assert [adjusted[n] for n in ranked] == sorted(adjusted[n] for n in ranked)
+    assert step_down_maxt(diffs, signs, resamples=4000, seed=1) == adjusted  # reproducible
+
+
+def test_maxt_family_wise_false_alarms_stay_near_alpha() -> None:
+    # 400 unchanged runs of twelve correlated metrics: any-metric false alarms <= alpha,
+    # up to three standard errors of the simulation (0.033).
+    alarms = 0
+    for sim in range(400):
+        rng = random.Random(1000 + sim)
+        shared = [rng.gauss(0, 0.1) for _ in range(60)]
+        diffs = {f"m{j}": {q: shared[q] + rng.gauss(0, 0.05) for q in range(60)}
+                 for j in range(12)}
+        adjusted = step_down_maxt(diffs, dict.fromkeys(diffs, -1.0), resamples=400, seed=sim)
+        alarms += min(adjusted.values()) < 0.05
+    assert alarms / 400 <= 0.05 + 0.033
 
 
 def test_holm_family_leaves_out_disabled_and_tolerance_metrics() -> None:
