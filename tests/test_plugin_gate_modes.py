@@ -140,3 +140,15 @@ def test_no_shared_question_is_a_usage_error(
     result = _run(pytester)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stdout.fnmatch_lines(["ragev: error: *share no question (5 in the baseline, 5 now)*"])
+
+
+def test_maxt_correction_sees_what_every_metric_shows(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    # All twelve metrics broke on the same five questions: max-T's adjusted p stays at
+    # the single-metric 1/32, where Holm's is twelve times that.
+    result = _gated(pytester, make_project, '[gate]\ncorrection = "maxt"\n')
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        ["ragev: recall 0.000 < baseline 1.000 (*p=0.03? (max-T, 12 metrics), n=5)"]
+    )
