@@ -127,6 +127,7 @@ def apply(
     compares those, and ``--ragev-update-baseline`` merges them into the file, keeping
     the recorded runs of the configurations that did not run.
     """
+    from pytest_ragev._errors import BaselineError
     from pytest_ragev.baseline import (
         Snapshot,
         check_compatible,
@@ -174,7 +175,16 @@ def apply(
     if update:
         # A complete session replaces the file (even a damaged one); a partial one must
         # read it to keep the configurations that did not run.
-        existing = None if complete or not path.exists() else load_snapshot(path)
+        existing = None
+        if not complete and path.exists():
+            try:
+                existing = load_snapshot(path)
+            except BaselineError as exc:
+                raise BaselineError(
+                    f"{exc} (a partial update keeps the file's other runs, so it must read "
+                    "the file: run --ragev-update-baseline without --ragev-variant or -k to "
+                    "replace it)"
+                ) from None
         merged = merge_snapshot(existing, runs, plugin_version=version, keep=configured)
         write_snapshot(path, merged.snapshot)
         message = f"ragev: baseline written to {path}"

@@ -346,8 +346,8 @@ class Dataset:
             stats=stats,
             warnings=_warnings_for(without_qrels, without_answer),
         )
-        # Not a dataclass field (the class is not limit's to change): an attribute read
-        # with getattr(dataset, "source_fingerprint", None) by the baseline gate.
+        # An attribute, not a field (the constructor stays as it is): the baseline gate
+        # reads it with getattr(dataset, "source_fingerprint", None).
         source = getattr(self, "source_fingerprint", None) or self.fingerprint
         object.__setattr__(limited, "source_fingerprint", source)
         return limited

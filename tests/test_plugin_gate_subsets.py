@@ -185,3 +185,18 @@ def test_update_of_deselected_questions_warns_and_lists_them(
     # A complete run says nothing of the kind.
     complete = _run(pytester, "--ragev-update-baseline")
     assert "now holds" not in complete.stdout.str()
+
+
+def test_a_partial_update_refuses_a_damaged_file_a_full_one_replaces_it(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    make_project(GATED + VARIANT)
+    baseline = pytester.path / "ragev-baseline.json"
+    baseline.write_text("{not json", encoding="utf-8")
+    partial = _run(pytester, "--ragev-variant", "alt", "--ragev-update-baseline")
+    assert partial.ret == pytest.ExitCode.USAGE_ERROR
+    partial.stdout.fnmatch_lines(["ragev: error: *not valid JSON*run --ragev-update-baseline "
+                                  "without --ragev-variant or -k to replace it)"])
+    assert baseline.read_text(encoding="utf-8") == "{not json"
+    assert _run(pytester, "--ragev-update-baseline").ret == pytest.ExitCode.OK
+    assert list(_load(baseline)["variants"]) == ["alt"]
