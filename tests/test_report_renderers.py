@@ -445,3 +445,16 @@ def test_reports_of_a_variant_only_session_name_the_variant() -> None:
     markdown = render_markdown(compared)
     assert "#### Variant k10 against its baseline" in markdown
     assert "Means of variant" not in markdown
+
+
+def test_reports_say_when_p_is_adjusted(model: ReportModel) -> None:
+    # The fixture's comparison gates three metrics with the default Holm correction.
+    note = "p is adjusted for the 3 metrics tested together (Holm)."
+    assert note in render_markdown(model)
+    assert note in text(tree(render_html(model)))
+    baseline, current = make_run(1), make_run(2, shift=-0.1)
+    plain = ReportModel.build(
+        runs=[current], passed=False, baseline_runs={None: baseline},
+        comparisons=[compare(baseline, current, GateRules(resamples=2000, correction="none"))],
+    )
+    assert "adjusted" not in render_markdown(plain)

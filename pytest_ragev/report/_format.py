@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pytest_ragev.checks import Comparison
     from pytest_ragev.report.model import ReportModel
 
 _MINUS = "−"  # U+2212: figures line up and read as numbers, not dashes
@@ -86,3 +87,12 @@ def run_facts(model: ReportModel, *, value: Callable[[str], str]) -> list[str]:
     if model.duration_s is not None:
         facts.append(seconds(model.duration_s))
     return facts
+
+
+def correction_note(comparison: Comparison) -> str:
+    """`` Adjusted for 12 metrics (Holm).`` when a correction applied, else empty."""
+    adjusted = [m for m in comparison.metrics if m.family > 1 and m.correction != "none"]
+    if not adjusted:
+        return ""
+    name = {"holm": "Holm", "maxt": "max-T"}.get(adjusted[0].correction, adjusted[0].correction)
+    return f" p is adjusted for the {adjusted[0].family} metrics tested together ({name})."

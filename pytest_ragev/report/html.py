@@ -131,7 +131,7 @@ def _metrics_section(model: ReportModel) -> str:
             f'<p class="meta">Against the baseline on {len(comparison.common_qids)} shared '
             f"questions ({len(comparison.added)} added, {len(comparison.removed)} removed). "
             "Δ = current − baseline; p: one-sided paired permutation test in the direction "
-            "of the change.</p>"
+            f"of the change.{_e(fmt.correction_note(comparison))}</p>"
         )
         parts.append(_comparison_table(comparison))
     elif model.base is not None and model.base.variant is not None:

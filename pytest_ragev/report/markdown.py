@@ -79,7 +79,8 @@ def _metrics(model: ReportModel) -> list[str]:
         lines += [
             "",
             "Means over the questions both runs share; Δ = current − baseline; p is the "
-            "one-sided paired permutation p-value in the direction of the change.",
+            "one-sided paired permutation p-value in the direction of the change."
+            + fmt.correction_note(model.comparison),
         ]
         return lines
     base = model.base
