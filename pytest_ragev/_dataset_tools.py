@@ -250,6 +250,9 @@ class ConvertSummary:
     answers: int
     qrels: int
     renumbered: tuple[str, ...]  # tables whose source ids were replaced by 1..n
+    #: Keys of the source that are not part of the format and were left out (metadata
+    #: such as ``category``), in first-seen order; the CLI warns about them.
+    ignored_keys: tuple[str, ...] = ()
 
 
 # --- writing through a staging folder ----------------------------------------------------------
@@ -513,14 +516,17 @@ def convert_jsonl(
 ) -> ConvertSummary:
     """Convert a JSONL QA file: one object per line.
 
-    Keys (:data:`QA_KEYS`; any other key is an error naming the known ones): ``question``
+    Keys (:data:`QA_KEYS`): ``question``
     (required), ``answer`` (optional; blank means no answer), ``passages`` (relevant
     passage texts) and/or ``passage_ids`` (ids of passages in ``corpus_file``, a JSONL of
     ``{"id", "text"}`` objects that may also hold distractors), and an optional ``id``
     (then on every line; otherwise questions are numbered 1..n). Ids are integers or
     strings; a table whose ids are not all distinct integers is renumbered 1..n and the
     mapping written to ``id_map.parquet``, as for BEIR. Identical passage texts share one
-    id; every listed passage is relevant with grade 1.
+    id; every listed passage is relevant with grade 1. A key that names data the format
+    holds under another name (ragas's ``contexts``, ``ground_truth``, ...) is an error
+    saying which key to use, since converting without it would lose that data; any other
+    key is metadata, left out and listed in :attr:`ConvertSummary.ignored_keys`.
     """
     if source.is_dir():
         hint = (
@@ -552,8 +558,9 @@ def convert_jsonl(
     lines = list(_json_lines(source))
     if not lines:
         raise DatasetError(f"{source} holds no questions; write one JSON object per line")
+    ignored: dict[str, None] = {}
     for number, item in lines:
-        _check_qa_keys(source, number, item)
+        ignored.update(dict.fromkeys(_check_qa_keys(source, number, item)))
     with_id = [number for number, item in lines if "id" in item]
     if with_id and len(with_id) != len(lines):
         missing = next(number for number, item in lines if "id" not in item)
@@ -632,21 +639,32 @@ def convert_jsonl(
         answers=len(answers),
         qrels=len(qrels),
         renumbered=renumbered,
+        ignored_keys=tuple(ignored),
     )
 
 
-def _check_qa_keys(source: Path, number: int, item: dict[str, Any]) -> None:
-    """Unknown keys (ragas's ``contexts``, ...) are errors, not silently dropped data."""
+def _check_qa_keys(source: Path, number: int, item: dict[str, Any]) -> list[str]:
+    """The line's metadata keys; a key that holds data under another name is an error.
+
+    ragas's ``contexts`` or ``ground_truth`` dropped silently would convert into a
+    dataset without passages or answers, so those name the key to rename to.
+    """
     known = ", ".join(QA_KEYS)
+    metadata = []
     for key in item:
-        if key not in QA_KEYS:
-            alias = _KEY_ALIASES.get(key)
-            fix = f"rename it to {alias!r}" if alias else "rename or remove it"
-            raise DatasetError(
-                f"{source} line {number}: unknown key {key!r} (known keys: {known}); {fix}"
-            )
+        if key in QA_KEYS:
+            continue
+        alias = _KEY_ALIASES.get(key)
+        if alias is None:
+            metadata.append(key)
+            continue
+        raise DatasetError(
+            f"{source} line {number}: unknown key {key!r} (known keys: {known}); "
+            f"rename it to {alias!r}"
+        )
     if "question" not in item:
         raise DatasetError(
             f"{source} line {number}: field 'question' is missing (known keys: {known}); "
             "give every line a question"
         )
+    return metadata

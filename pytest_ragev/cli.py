@@ -228,6 +228,7 @@ def _sample(args: argparse.Namespace) -> int:
 
 def _convert(args: argparse.Namespace) -> int:
     from pytest_ragev._dataset_tools import (
+        QA_KEYS,
         check_destination,
         convert_beir,
         convert_jsonl,
@@ -259,6 +260,13 @@ def _convert(args: argparse.Namespace) -> int:
         f"wrote {destination}: {summary.questions} questions, {summary.passages} passages, "
         f"{summary.answers} answers, {summary.qrels} qrels{renumbered}"
     )
+    if summary.ignored_keys:
+        keys = ", ".join(repr(key) for key in summary.ignored_keys)
+        print(
+            f"ragev: warning: {source}: left out key(s) {keys}, which the dataset format "
+            f"has no place for (known keys: {', '.join(QA_KEYS)})",
+            file=sys.stderr,
+        )
     return 0
 
 

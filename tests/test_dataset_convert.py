@@ -440,3 +440,24 @@ def test_blank_answers_count_as_no_answer_in_both_converters(
         ds = load_dataset(tmp_path / folder)
         assert ds.stats.answers == 1 and ds.pair(2).answer is None
         assert ds.stats.questions_without_answer == len(ds.pairs) - 1
+
+
+def test_jsonl_metadata_keys_are_left_out_with_a_warning(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    qa_file = _jsonl(tmp_path / "qa.jsonl", [
+        {"question": "Who?", "answer": "Me.", "passages": ["I did."], "category": "people"},
+        {"question": "When?", "answer": "Now.", "passages": ["It is now."], "source": "faq",
+         "category": "time"},
+    ])
+    out_dir = tmp_path / "out"
+    code, out, err = run(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
+                         str(out_dir))
+    assert code == 0, err
+    assert out.startswith(f"wrote {out_dir}: 2 questions")
+    assert err.strip() == (
+        f"ragev: warning: {qa_file}: left out key(s) 'category', 'source', which the dataset "
+        "format has no place for (known keys: id, question, answer, passages, passage_ids)"
+    )
+    ds = load_dataset(out_dir)
+    assert [pair.answer for pair in ds.pairs] == ["Me.", "Now."]
