@@ -48,6 +48,8 @@ class LoadedDataset:
     corpus_order: npt.NDArray[np.intp] | None
     answer_count: int
     fingerprint: str
+    #: sha256 hex of the corpus part of the fingerprint (passage ids and texts only).
+    corpus_fingerprint: str
     #: Relevant qrels rows (``score > 0``) in total.
     relevant_qrels: int
     #: Distinct passages that some question's relevant qrels point at.
@@ -201,6 +203,7 @@ def _assemble_loaded(
         corpus_order=corpus_order,
         answer_count=len(answers.ids),
         fingerprint=_combine_digests([corpus_digest, *parts]),
+        corpus_fingerprint=corpus_digest.hex(),
         relevant_qrels=len(rel_pids),
         referenced_passages=int(np.count_nonzero(referenced)),
         qids_without_qrels=queries.ids[
@@ -467,6 +470,18 @@ def _sorted_with_digest(name: str, table: _TextTable) -> tuple[TextArray, bytes]
     _hash_ints(digest, name, table.ids)
     _hash_texts(digest, texts)
     return texts, digest.digest()
+
+
+def corpus_digest(ids: IntArray, texts: TextArray) -> str:
+    """The corpus part of the fingerprint (hex) for ``ids`` (ascending) and their ``texts``.
+
+    The loader hashes a file this way (:func:`_streamed_digest`); this is the same for a
+    corpus held in memory, so both give one key for one content.
+    """
+    digest = hashlib.sha256()
+    _hash_ints(digest, "corpus", ids)
+    _hash_texts(digest, texts)
+    return digest.hexdigest()
 
 
 #: Rows per block when hashing a shuffled table in id order (a few MiB of text per block).

@@ -63,13 +63,23 @@ class Corpus(Mapping[int, str]):
     them (``texts`` materialises the Python list once and caches it).
     """
 
-    __slots__ = ("_file_order", "_ids", "_texts_arrow", "_texts_list")
+    __slots__ = ("_file_order", "_fingerprint", "_ids", "_texts_arrow", "_texts_list")
 
-    def __init__(self, ids: npt.NDArray[np.int64], texts: pa.ChunkedArray[Any]) -> None:
-        """Wrap sorted, unique ``ids`` and their ``texts`` (same length, same order)."""
+    def __init__(
+        self,
+        ids: npt.NDArray[np.int64],
+        texts: pa.ChunkedArray[Any],
+        *,
+        fingerprint: str | None = None,
+    ) -> None:
+        """Wrap sorted, unique ``ids`` and their ``texts`` (same length, same order).
+
+        ``fingerprint`` is the loader's digest of exactly these ids and texts, if known.
+        """
         if len(ids) != len(texts):
             raise ValueError(f"Corpus: {len(ids)} ids but {len(texts)} texts")
         ids.flags.writeable = False
+        self._fingerprint = fingerprint
         self._ids = ids
         self._texts_arrow = texts
         self._texts_list: list[str] | None = None
@@ -82,17 +92,28 @@ class Corpus(Mapping[int, str]):
         ids: npt.NDArray[np.int64],
         file_texts: pa.ChunkedArray[Any],
         order: npt.NDArray[np.intp] | None,
+        fingerprint: str | None = None,
     ) -> Corpus:
         """A corpus over texts still in file order: ``file_texts[order[i]]`` is ``ids[i]``'s.
 
         Lookups go through ``order``; the texts are physically put in id order only when
         a caller asks for them all (:attr:`arrow_texts`, :attr:`texts`).
         """
-        corpus = cls(ids, file_texts)
+        corpus = cls(ids, file_texts, fingerprint=fingerprint)
         if order is not None:
             order.flags.writeable = False
             corpus._file_order = order
         return corpus
+
+    @property
+    def fingerprint(self) -> str | None:
+        """sha256 (hex) of the passage ids and texts when the corpus was loaded from files.
+
+        It is the corpus part of :attr:`Dataset.fingerprint`: editing a question, an
+        answer or a qrel leaves it unchanged (the built-in pipeline keys its knowledge
+        base on it). ``None`` for a corpus built in memory.
+        """
+        return self._fingerprint
 
     @property
     def ids(self) -> npt.NDArray[np.int64]:
@@ -372,7 +393,12 @@ def load_dataset(path: str | os.PathLike[str], dataset_id: str | None = None) ->
 
     folder = Path(path)
     loaded = read_dataset_folder(folder)
-    corpus = Corpus._in_file_order(loaded.corpus_ids, loaded.corpus_texts, loaded.corpus_order)
+    corpus = Corpus._in_file_order(
+        loaded.corpus_ids,
+        loaded.corpus_texts,
+        loaded.corpus_order,
+        fingerprint=loaded.corpus_fingerprint,
+    )
     stats = _stats(
         questions=len(loaded.pairs),
         passages=len(corpus),

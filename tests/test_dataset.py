@@ -333,6 +333,31 @@ def test_fingerprint_changes_with_content(tmp_path: Path, change: dict[str, Any]
     )
 
 
+def test_corpus_fingerprint_covers_the_passages_only(tmp_path: Path) -> None:
+    """The built-in KB is keyed on it: question edits keep it, passage edits change it."""
+    base = load_dataset(_write_basic(tmp_path / "a"))
+    fingerprint = base.corpus.fingerprint
+    assert fingerprint is not None and len(fingerprint) == 64
+    assert fingerprint != base.fingerprint
+    same_corpus = [
+        {"queries": {**QUERIES, 2: "Who wrote Macbeth?"}},
+        {"answers": {**ANSWERS, 100: "Paris, France."}},
+        {"qrels": [*QRELS, (2, 14)]},
+    ]
+    for index, change in enumerate(same_corpus):
+        other = load_dataset(_write_basic(tmp_path / f"same{index}", **change))
+        assert other.fingerprint != base.fingerprint
+        assert other.corpus.fingerprint == fingerprint, change
+    edited = {**CORPUS, 14: "A distractor passage about volcanoes!"}
+    assert load_dataset(_write_basic(tmp_path / "edit", corpus=edited)).corpus.fingerprint != (
+        fingerprint
+    )
+    assert load_dataset(_resave(tmp_path / "a", tmp_path / "resaved")).corpus.fingerprint == (
+        fingerprint
+    )
+    assert base.limit(1).corpus.fingerprint == fingerprint
+
+
 def test_fingerprint_of_sliced_and_chunked_text_columns(tmp_path: Path) -> None:
     """Hashing reads Arrow buffers directly: row offsets into shared buffers must be honoured."""
     folder = tmp_path / "chunked"

@@ -308,42 +308,26 @@ def corpus_fingerprint(corpus: Mapping[int, str]) -> str:
     """sha256 of the corpus alone (ids and texts in id order): what the KB depends on.
 
     Editing a question, an answer or a qrel leaves it unchanged, so the cached KB is
-    reused. A :class:`~pytest_ragev.dataset.Corpus` is hashed from its columns (no Python
-    string per passage); any other mapping from its items.
+    reused. A loaded :class:`~pytest_ragev.dataset.Corpus` carries it from the loader;
+    any other mapping is hashed the same way (one content, one key).
     """
     import numpy as np
+    import pyarrow as pa
+
+    from pytest_ragev._dataset_load import corpus_digest
 
     own = getattr(corpus, "fingerprint", None)
     if isinstance(own, str):
         return own
-    digest = hashlib.sha256(b"pytest-ragev corpus v1\n")
     ids = getattr(corpus, "ids", None)
     texts = getattr(corpus, "arrow_texts", None)
     if isinstance(ids, np.ndarray) and texts is not None:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        digest.update(b"%d\n" % len(ids) + np.ascontiguousarray(ids, dtype="<i8").tobytes())
-        lengths = pc.binary_length(texts).cast(pa.int64()).to_numpy()
-        digest.update(np.ascontiguousarray(lengths, dtype="<i8").tobytes())
-        for chunk in texts.chunks:
-            if len(chunk) == 0:
-                continue
-            width = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
-            buffers = chunk.buffers()
-            offsets = np.frombuffer(buffers[1], dtype=width)
-            start, end = int(offsets[chunk.offset]), int(offsets[chunk.offset + len(chunk)])
-            if end > start:
-                digest.update(memoryview(buffers[2])[start:end])
-        return digest.hexdigest()
+        return corpus_digest(ids, texts)
     pairs = sorted(corpus.items())
-    digest.update(b"%d\n" % len(pairs))
-    digest.update(np.asarray([pid for pid, _ in pairs], dtype="<i8").tobytes())
-    texts_list = [text for _, text in pairs]
-    digest.update(np.fromiter(map(len, (t.encode() for t in texts_list)), dtype="<i8",
-                              count=len(texts_list)).tobytes())
-    digest.update("".join(texts_list).encode("utf-8"))
-    return digest.hexdigest()
+    return corpus_digest(
+        np.asarray([pid for pid, _ in pairs], dtype=np.int64),
+        pa.chunked_array([pa.array([text for _, text in pairs], pa.string())]),
+    )
 
 
 # ---------------------------------------------------------------------- embedders
