@@ -140,6 +140,7 @@ class RagevSession:
         self._old_sigterm: Any = None
         self._sigterm_installed = False
         self.terminated_by: str | None = None
+        self._deferred = False
         self.stopped_by: str | None = None
         self._deferred_signal = False
 
@@ -234,9 +235,30 @@ class RagevSession:
     # ------------------------------------------------------------------ pytest hooks
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        # Validate everything before xdist starts workers, so a bad config is one line.
+        if self._reaches_config_file():
+            self._activate()
+        else:
+            # e.g. `pytest tests/unit` with the ini twin set: most likely no question runs,
+            # so the dataset is loaded (and the run validated) only if collection finds a
+            # ragev_case test (see pytest_collection_finish).
+            self._deferred = True
+
+    def _reaches_config_file(self) -> bool:
+        """Whether the run collects the config file (or runs under xdist: always eager)."""
+        if self.is_worker or getattr(self.config.option, "dist", "no") != "no":
+            return True  # validate before xdist starts workers, so a bad config is one line
+        base = self.config.invocation_params.dir
+        for arg in self.config.args:
+            path = (base / arg.split("::", 1)[0]).resolve()
+            if path == self.ragev.source or path in self.ragev.source.parents:
+                return True
+        return False
+
+    def _activate(self) -> None:
+        """Load the dataset and validate every setting, before any question runs."""
         from pytest_ragev.settings import check_metric_names
 
+        self._deferred = False
         _ = self.dataset
         names = [*METRIC_NAMES, *(m.name for m in self.custom_metrics())]
         try:
@@ -287,7 +309,7 @@ class RagevSession:
     def pytest_collection(self, session: pytest.Session) -> None:
         # Warnings raised here are recorded by pytest's warnings plugin (-W and
         # filterwarnings apply), with the config file as their location.
-        if not self.is_worker:
+        if not self.is_worker and not self._deferred:
             for name in self.selected_variants():
                 if name is not None:
                     self._warn_variant(name)
@@ -334,7 +356,10 @@ class RagevSession:
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if self.is_worker:
             return
-        self.set_collected(_item_key(item) for item in session.items)
+        keys = [_item_key(item) for item in session.items]
+        if self._deferred and any(key is not None for key in keys):
+            self._activate()  # a UsageError here still ends the run with status 4
+        self.set_collected(keys)
 
     def set_collected(self, keys: Iterable[CaseKey | None]) -> None:
         """The questions the run will answer; the progress file goes to status 0 (pending)."""

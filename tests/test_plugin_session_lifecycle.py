@@ -314,3 +314,42 @@ def test_exitfirst_stop_is_not_a_finished_run(
     result.stdout.fnmatch_lines(
         ["ragev: verdict FAILED (1 errors, stopped early (stopping after 1 failures))"]
     )
+
+
+def test_ini_twin_with_unrelated_tests_does_not_load_the_dataset(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    make_project()
+    (pytester.path / "data" / "qas.parquet").unlink()  # loading it would be a usage error
+    pytester.makeini("[pytest]\nragev_config = ragev.toml\n")
+    pytester.makepyfile(test_other="def test_ok():\n    assert True\n")
+    result = pytester.runpytest("test_other.py")
+    assert result.ret == pytest.ExitCode.OK
+    # Collecting the config file (here: the whole folder) loads it, and says what is wrong.
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: *qas.parquet*"])
+
+
+def test_ini_twin_with_hand_written_tests_loads_and_validates_after_collection(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    make_project("[thresholds]\nrecall = 0.5\n")
+    pytester.makeini("[pytest]\nragev_config = ragev.toml\n")
+    pytester.makepyfile(
+        test_rag=textwrap.dedent(
+            """
+            def test_rag(ragev_case, ragev_answer, ragev_record):
+                ragev_record(retrieved=ragev_answer.retrieved, text=ragev_answer.text)
+            """
+        )
+    )
+    result = pytester.runpytest("test_rag.py")
+    result.assert_outcomes(passed=5)
+    result.stdout.fnmatch_lines(["*recall*1.000*5*0.500*ok", "ragev: verdict passed"])
+    config = pytester.path / "ragev.toml"
+    config.write_text(config.read_text().replace("recall", "recal"))
+    result = pytester.runpytest("test_rag.py")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: *'recal' is not a metric; did you mean 'recall'?*"])
+    assert "test_rag" not in result.stdout.str()  # nothing ran
