@@ -51,6 +51,26 @@ def test_expanded_headers_hold_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
     assert sorted(secrets) == sorted([CANARY, "literal-key"]) and CANARY not in repr(secrets)
 
 
+def test_header_snapshot_follows_the_settings_secret_rules() -> None:
+    """Templates are recorded as written; a literal credential never is."""
+    snapshot = _env.snapshot_headers({
+        "Authorization": "Bearer ${RAG_TOKEN}",
+        "Proxy-Authorization": f"Bearer {CANARY} ${{X}}",  # a literal beside a reference
+        "X-Auth-Token": CANARY,
+        "Cookie": f"session={CANARY}",
+        "X-Request-Id": "run-17",
+        "Content-Type": "application/json",
+    })
+    assert snapshot == {
+        "Authorization": "Bearer ${RAG_TOKEN}",
+        "Proxy-Authorization": "***",
+        "X-Auth-Token": "***",
+        "Cookie": "***",
+        "X-Request-Id": "run-17",
+        "Content-Type": "application/json",
+    }
+
+
 @pytest.mark.parametrize("bad", [f"{CANARY}\nX-Evil: 1", f"{CANARY}\u2713"])
 def test_a_key_http_cannot_carry_is_a_pipeline_error_without_the_key(
     server: ScriptedServer, monkeypatch: pytest.MonkeyPatch, bad: str

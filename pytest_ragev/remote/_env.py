@@ -7,11 +7,9 @@ import re
 from collections.abc import Mapping
 
 from pytest_ragev._errors import PipelineError
-from pytest_ragev.settings import REDACTED
+from pytest_ragev.settings import REDACTED, is_reference_only, is_secret_key
 
 _REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-# Header names whose literal (not ${VAR}) values are credentials.
-_SECRET_HEADER = re.compile(r"(authorization|api[_-]?key|token|secret|cookie|password)", re.I)
 
 
 class Secret(str):
@@ -57,7 +55,7 @@ def expand_headers(headers: Mapping[str, str], *, where: str) -> tuple[dict[str,
 
         filled = _REFERENCE.sub(substitute, value)
         # A value with a substituted variable, or a literal credential, is kept hidden.
-        hidden = filled != value or bool(_SECRET_HEADER.search(name))
+        hidden = filled != value or is_secret_key(name)
         expanded[name] = Secret(filled) if hidden else filled
         if hidden and filled == value and value:
             secrets.append(Secret(value))
@@ -65,9 +63,14 @@ def expand_headers(headers: Mapping[str, str], *, where: str) -> tuple[dict[str,
 
 
 def snapshot_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    """Headers as written, with literal credentials (no ``${VAR}``) replaced by ``***``."""
+    """Headers as written, with literal credentials replaced by ``***``.
+
+    The rules are the settings' own (:func:`~pytest_ragev.settings.is_secret_key`,
+    :func:`~pytest_ragev.settings.is_reference_only`): a credential header whose value is
+    only a ``${VAR}`` template is shown; ``"Bearer sk-... ${X}"`` holds a literal and is not.
+    """
     out: dict[str, str] = {}
     for name, value in headers.items():
-        literal_secret = _SECRET_HEADER.search(name) and not references(value)
+        literal_secret = is_secret_key(name) and not is_reference_only(value)
         out[name] = REDACTED if literal_secret and value else value
     return out
