@@ -1,6 +1,7 @@
 """Soundness and speed of the regression gate, by simulation (run on demand).
 
-    .venv/bin/python benchmarks/bench_gate.py [--seeds 2000] [--resamples 10000]
+    .venv/bin/python benchmarks/bench_gate.py [--seeds 2000] [--run-seeds 1500]
+        [--resamples 10000] [--only speed|soundness|run-level]
 
 Soundness: simulated pipelines answer 300 questions. Each question has 1-5 relevant
 passages and a difficulty q (Beta(2, 2)); a passage is retrieved when its uniform
@@ -18,6 +19,17 @@ flip every run (the worst case).
 
 A second scenario gates a continuous score (ROUGE-like) with Gaussian noise sd.
 
+Run level: a real run gates twelve metrics at once, so an unchanged pipeline fails when
+*any* of them looks significantly worse. ``run_level`` simulates whole runs of 87
+questions (the size of the sample dataset): per question a ranked top-10 list (each
+relevant passage found with probability q at a random rank, distractors elsewhere) and
+an answer whose tokens match the reference more often when a relevant passage was found;
+all twelve metrics are computed from them by ``pytest_ragev.metrics.score`` and gated by
+``checks.compare``, so the metrics are correlated as in a real run. A share nu of the
+questions is re-rolled per run, as above. It reports the run-level false-alarm rate
+(any metric regressed, no change) and power (any metric regressed, true 0.05 recall
+drop) with ``correction = "none"``, the default ``"holm"`` and ``"maxt"``.
+
 Speed: ``paired_stats`` on 400 questions x 12 metrics x 10,000 resamples, against
 ``scipy.stats.permutation_test`` + ``scipy.stats.bootstrap`` (when scipy is installed)
 doing the same work metric by metric. Medians of several repeats.
@@ -26,16 +38,22 @@ doing the same work metric by metric. Medians of several repeats.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_ragev.checks import GateRules, MetricRule, judge, paired_stats
+from pytest_ragev import MetricInput, checks
+from pytest_ragev.checks import GateRules, MetricRule, compare, judge, paired_stats
+from pytest_ragev.metrics import aggregate, score
+from pytest_ragev.results import RunResult, SampleResult
 
 N_QUESTIONS = 300
 DROP = 0.05
@@ -138,6 +156,126 @@ def soundness(seeds: int, resamples: int) -> None:
             )
 
 
+RUN_QUESTIONS = 87
+_VOCAB = [f"w{i}" for i in range(400)]
+
+
+def _simulated_run(
+    rng: np.random.Generator, world: dict[str, np.ndarray], *, nu: float, quality: np.ndarray
+) -> RunResult:
+    """One run of a simulated RAG pipeline over ``world``; a share ``nu`` of questions re-rolled."""
+    n = len(quality)
+    draws = world["draws"].copy()
+    ranks = world["ranks"].copy()
+    tokens = world["tokens"].copy()
+    rerolled = rng.random(n) < nu
+    count = int(rerolled.sum())
+    draws[rerolled] = rng.random((count, draws.shape[1]))
+    ranks[rerolled] = rng.random((count, ranks.shape[1]))
+    tokens[rerolled] = rng.random((count, tokens.shape[1]))
+    inputs = []
+    for qid in range(n):
+        k = int(world["k"][qid])
+        relevant = [qid * 100 + j for j in range(k)]
+        found = [pid for j, pid in enumerate(relevant) if draws[qid, j] < quality[qid]]
+        # Ten slots: found passages at random ranks, distractors in the others.
+        order = list(np.argsort(ranks[qid, :10]))
+        ranking = [-(qid * 100 + 50 + j) for j in range(10)]
+        for pid, slot in zip(found, order, strict=False):
+            ranking[slot] = pid
+        length = int(world["length"][qid])
+        reference = [_VOCAB[int(t)] for t in world["words"][qid, :length]]
+        keep = 0.85 if found else 0.35
+        answer = [w if tokens[qid, i] < keep else _VOCAB[(i * 7 + qid) % len(_VOCAB)]
+                  for i, w in enumerate(reference)]
+        inputs.append(MetricInput(retrieval_gt=[relevant], retrieval_ids=ranking,
+                                  generated_text=" ".join(answer),
+                                  generated_gt=" ".join(reference)))
+    rows = score(inputs, profile="weknora")
+    samples = [
+        SampleResult(qid=qid, question="", retrieval_gt=inp.retrieval_gt,
+                     retrieval_ids=inp.retrieval_ids, generated_text=inp.generated_text,
+                     generated_gt=inp.generated_gt, metrics={m: float(v) for m, v in row.items()},
+                     error=None)
+        for qid, (inp, row) in enumerate(zip(inputs, rows, strict=True))
+    ]
+    return RunResult(dataset_id="sim", fingerprint="0" * 64, dataset_stats={}, profile="weknora",
+                     params={}, params_hash="", samples=samples,
+                     summary=aggregate([s.metrics for s in samples]))
+
+
+def _world(seed: int, n: int) -> tuple[np.random.Generator, dict[str, np.ndarray], np.ndarray]:
+    rng = np.random.default_rng(seed)
+    world = {
+        "k": rng.integers(1, 6, size=n),
+        "draws": rng.random((n, 5)),
+        "ranks": rng.random((n, 10)),
+        "tokens": rng.random((n, 20)),
+        "length": rng.integers(8, 21, size=n),
+        "words": rng.integers(0, len(_VOCAB), size=(n, 20)),
+    }
+    return rng, world, rng.beta(2.0, 2.0, size=n)
+
+
+@contextlib.contextmanager
+def _stats_computed_once() -> Iterator[None]:
+    """Within the block, ``compare`` reuses the paired statistics of identical inputs.
+
+    Both corrections judge the same statistics; only the decision differs. Caching the
+    one call halves the benchmark's time and leaves ``compare`` itself untouched.
+    """
+    original = checks.paired_stats
+    cache: dict[tuple[Any, ...], Any] = {}
+
+    def cached(pairs: Any, **kwargs: Any) -> Any:
+        key = (tuple((name, tuple(a), tuple(b)) for name, (a, b) in pairs.items()),
+               tuple(sorted((kwargs.get("alphas") or {}).items())),
+               kwargs.get("resamples"), kwargs.get("seed"))
+        if key not in cache:
+            cache[key] = original(pairs, **kwargs)
+        return cache[key]
+
+    checks.paired_stats = cached  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        checks.paired_stats = original  # type: ignore[assignment]
+
+
+def run_level(seeds: int, resamples: int, levels: tuple[float, ...] = (0.2, 1.0)) -> None:
+    """Run-level false alarms and power over twelve correlated metrics, with and without Holm."""
+    n = RUN_QUESTIONS
+    corrections = ("none", "holm", "maxt")
+    print(
+        f"run level: {n} questions, 12 metrics from simulated retrieval and answers, "
+        f"{seeds} seeds, {resamples} resamples, alpha=0.05, mode=significant, max_drop=0"
+    )
+    print("  share of runs with any metric regressed, ± 1.96 standard errors")
+    print(
+        f"  {'scenario':<14} {'correction':<10} {'false alarms':>15} "
+        f"{'power (recall Δ −0.05)':>24}"
+    )
+    for nu in levels:
+        hits = {(c, drop): 0 for c in corrections for drop in (0.0, DROP)}
+        for index in range(seeds):
+            rng, world, q = _world(90_000_000 + index + int(nu * 1_000_003), n)
+            before = _simulated_run(rng, world, nu=nu, quality=q)
+            for drop in (0.0, DROP):
+                # k relevant passages each found with probability q: expected recall is q,
+                # so scaling q lowers the expected mean recall by exactly ``drop``.
+                after = _simulated_run(rng, world, nu=nu, quality=q * (1.0 - drop / q.mean()))
+                with _stats_computed_once():
+                    for correction in corrections:
+                        rules = GateRules(resamples=resamples, correction=correction)  # type: ignore[arg-type]
+                        hits[(correction, drop)] += not compare(before, after, rules).passed
+        for correction in corrections:
+            rates = []
+            for drop in (0.0, DROP):
+                share = hits[(correction, drop)] / seeds
+                rates.append(f"{share:.3f} ± {1.96 * (share * (1 - share) / seeds) ** 0.5:.3f}")
+            print(f"  {f'nu={nu:g}':<14} {correction:<10} {rates[0]:>15} {rates[1]:>24}")
+
+
 def speed(repeats: int) -> None:
     rng = np.random.default_rng(0)
     pairs = {f"m{i}": (rng.random(400), np.clip(rng.random(400) - 0.01, 0, 1)) for i in range(12)}
@@ -204,9 +342,16 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=2000)
     parser.add_argument("--resamples", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--run-seeds", type=int, default=1500,
+                        help="seeds of the run-level (twelve metrics) simulation")
+    parser.add_argument("--only", choices=("speed", "soundness", "run-level"), default=None)
     args = parser.parse_args()
-    speed(args.repeats)
-    soundness(args.seeds, args.resamples)
+    if args.only in (None, "speed"):
+        speed(args.repeats)
+    if args.only in (None, "soundness"):
+        soundness(args.seeds, args.resamples)
+    if args.only in (None, "run-level"):
+        run_level(args.run_seeds, args.resamples)
 
 
 if __name__ == "__main__":
