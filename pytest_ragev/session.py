@@ -120,6 +120,7 @@ class RagevSession:
         self._kbs: dict[str, Any] = {}
         self._kb_settings: dict[str, PipelineSettings] = {}
         self._kb_failures: dict[str, str] = {}
+        self._kb_ready: set[str | None] = set()  # variants whose KB exists (prefetch)
         self._cached: dict[CaseKey, bool] = {}
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._futures: dict[str, concurrent.futures.Future[Answer]] = {}
@@ -625,6 +626,7 @@ class RagevSession:
                     if callable(close):
                         close()
             self._kbs.clear()
+            self._kb_ready.clear()
 
     def answer(self, case: QAPair, variant: str | None) -> Answer:
         """Call the pipeline for one question (or take the cached answer)."""
@@ -677,7 +679,7 @@ class RagevSession:
         try:
             if self.concurrency > 1 and not self.is_worker:
                 # Build the KB synchronously, before any question runs in a thread.
-                self.knowledge_base(self.pipeline_settings(variant))
+                self._ensure_kb(variant)
                 self._prefetch(item)
                 future = self._future(case, variant)  # already submitted by the prefetch
                 self._futures.pop(f"{variant}:{case.qid}", None)
@@ -731,14 +733,23 @@ class RagevSession:
         for upcoming in itertools.islice(items, start, None):
             if window >= self.concurrency * 2:
                 break
-            if isinstance(upcoming, RagevItem):
-                try:
-                    # Knowledge bases are built here, in the main thread, never in the pool.
-                    self.knowledge_base(self.pipeline_settings(upcoming.variant))
-                except KnowledgeBaseFailed:
-                    continue  # that item fails with the KB's error when it runs
-                self._future(upcoming.case, upcoming.variant)
-                window += 1
+            if not isinstance(upcoming, RagevItem):
+                continue
+            window += 1
+            if f"{upcoming.variant}:{upcoming.case.qid}" in self._futures:
+                continue
+            try:
+                # Knowledge bases are built here, in the main thread, never in the pool.
+                self._ensure_kb(upcoming.variant)
+            except KnowledgeBaseFailed:
+                continue  # that item fails with the KB's error when it runs
+            self._future(upcoming.case, upcoming.variant)
+
+    def _ensure_kb(self, variant: str | None) -> None:
+        """Build the KB of ``variant`` now (main thread); cheap once it exists."""
+        if variant not in self._kb_ready:
+            self.knowledge_base(self.pipeline_settings(variant))
+            self._kb_ready.add(variant)
 
     def _shutdown_executor(self) -> None:
         if self._executor is not None:
