@@ -55,15 +55,8 @@ class Evaluation:
         return bool(self.failures) or self.errors > 0 or self.interrupted is not None
 
     def verdict_failures(self) -> list[str]:
-        """The lines that explain a failed verdict: checks, errors, the interruption."""
-        lines = list(self.failures)
-        if self.errors:
-            lines.append(
-                f"ragev: {self.errors} question(s) raised errors (left out of the means)"
-            )
-        if self.interrupted is not None:
-            lines.append(self.interrupted)
-        return lines
+        """The failed checks, then the interruption line (errors have their own count)."""
+        return [*self.failures, *([self.interrupted] if self.interrupted else [])]
 
     @property
     def base(self) -> RunResult | None:
@@ -344,10 +337,7 @@ def final_report(
         "samples": [s.to_json() for s in base.samples] if base is not None else [],
         "verdict": {
             "passed": not evaluation.failed,
-            "failures": [
-                *evaluation.failures,
-                *([evaluation.interrupted] if evaluation.interrupted else []),
-            ],
+            "failures": evaluation.verdict_failures(),
             "errors": evaluation.errors,
             "fallbacks": evaluation.fallbacks,
         },
@@ -502,10 +492,8 @@ def terminal_lines(session: RagevSession, *, verbose: int) -> Iterator[tuple[str
         yield f"ragev: warning: {warning}", {"yellow": True}
     for note in evaluation.notes:
         yield note, {"yellow": True}
-    for failure in evaluation.failures:
+    for failure in evaluation.verdict_failures():
         yield failure, {"red": True, "bold": True}
-    if evaluation.interrupted:
-        yield evaluation.interrupted, {"red": True, "bold": True}
     if not evaluation.failed:
         yield "ragev: verdict passed", {"green": True, "bold": True}
         return
