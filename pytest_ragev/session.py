@@ -300,7 +300,9 @@ class RagevSession:
         if not self._sigterm_installed:
             return
         self._sigterm_installed = False
-        signal.signal(signal.SIGTERM, self._old_sigterm)
+        # None: a handler installed from C, which Python cannot put back; default then.
+        previous = signal.SIG_DFL if self._old_sigterm is None else self._old_sigterm
+        signal.signal(signal.SIGTERM, previous)
         if self._deferred_signal:
             self._deferred_signal = False
             os.kill(os.getpid(), signal.SIGTERM)
