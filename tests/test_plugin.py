@@ -332,7 +332,8 @@ def test_progress_file_is_rewritten_while_the_run_goes(
     )
     assert result.ret == pytest.ExitCode.OK
     seen = (pytester.path / "seen.txt").read_text().split("\n")
-    assert seen[:4] == ["2 1 1", "3 1 2", "4 1 3", "5 1 4"]
+    # The file exists from the start: status 1 with nothing finished when q1 is asked.
+    assert seen[:5] == ["1 1 0", "2 1 1", "3 1 2", "4 1 3", "5 1 4"]
     assert report_of(pytester.path / "r.json")["data"]["task"]["status"] == 2
 
 
