@@ -133,3 +133,67 @@ def test_han_runs_segment_as_jieba_lcut(run: str) -> None:
     # The shortcut past lcut's own block splitting must not change a single word.
     expected = jieba_tokenizer().lcut(run, HMM=True)
     assert list(_han_segmenter()(run)) == expected
+
+
+def _jieba_words() -> list[str]:
+    import jieba
+
+    dictionary = Path(jieba.__file__).with_name("dict.txt")
+    with dictionary.open(encoding="utf-8") as handle:
+        return [line.split()[0] for index, line in enumerate(handle) if index % 37 == 0]
+
+
+_DICTIONARY_WORDS = _jieba_words()
+_CJK = st.characters(min_codepoint=0x4E00, max_codepoint=0x9FD5)
+# Runs of dictionary words (long words, overlapping candidates), rare characters
+# (unknown runs for the HMM) and both mixed.
+_MIXED_RUNS = st.lists(
+    st.sampled_from(_DICTIONARY_WORDS) | _CJK | st.text(_CJK, min_size=2, max_size=4),
+    min_size=1,
+    max_size=25,
+).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_MIXED_RUNS)
+def test_the_one_pass_dag_cutter_segments_as_jieba_lcut(run: str) -> None:
+    assert list(_han_segmenter()(run)) == jieba_tokenizer().lcut(run, HMM=True)
+
+
+def test_the_dag_cutter_reads_the_dictionary_live(tmp_path: Path) -> None:
+    import jieba
+    from jieba import finalseg
+
+    from pytest_ragev.metrics.text import _cut_dag
+
+    # A private instance: words added here must not reach the shared one.
+    instance = jieba.Tokenizer()
+    instance.tmp_dir = str(tmp_path)
+    instance.initialize()
+    text = "蓝色大海豚游过清华大学"
+    assert _cut_dag(instance, finalseg.cut, text) == instance.lcut(text, HMM=True)
+    instance.add_word("蓝色大海豚", freq=10**7)
+    instance.add_word("游过清", freq=10**8)
+    cut = _cut_dag(instance, finalseg.cut, text)
+    assert cut == instance.lcut(text, HMM=True)
+    assert cut[:2] == ["蓝色大海豚", "游过清"]
+
+
+def test_another_jieba_version_goes_through_lcut(monkeypatch: pytest.MonkeyPatch) -> None:
+    import jieba
+
+    from pytest_ragev.metrics import text
+
+    calls: list[str] = []
+    instance = jieba_tokenizer()
+    original = instance.lcut
+
+    def counting_lcut(run: str, HMM: bool = True) -> list[str]:
+        calls.append(run)
+        return original(run, HMM=HMM)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(jieba, "__version__", "0.43.0")
+    monkeypatch.setattr(instance, "lcut", counting_lcut)
+    monkeypatch.setattr(text, "_segmenter", None)
+    assert list(text._han_segmenter()("我来到北京清华大学")) == ["我", "来到", "北京", "清华大学"]
+    assert calls == ["我来到北京清华大学"]
