@@ -290,7 +290,7 @@ def report_model(session: RagevSession, evaluation: Evaluation) -> ReportModel:
         variant_table=state.variant_table if state else None,
         regressions=state.regressions if state else [],
         passed=not evaluation.failed,
-        failures=evaluation.failures,
+        failures=evaluation.verdict_failures(),
         errors=evaluation.errors,
         fallbacks=evaluation.fallbacks,
         task_id=session.task_id or "",

@@ -383,6 +383,9 @@ def _comparison_json(comparison: Comparison) -> dict[str, Any]:
                 "ci": [m.ci_low, m.ci_high],
                 "ci_level": m.ci_level,
                 "p": m.p,
+                "p_raw": m.p_raw,
+                "correction": m.correction,
+                "family": m.family,
                 "n": m.n,
                 "status": m.status,
             }
@@ -429,8 +432,7 @@ def _write_reports(session: RagevSession, evaluation: Evaluation) -> None:
         markdown = render_markdown(model)
         if md_path is not None:
             atomic_write_text(md_path, markdown)
-        else:
-            assert summary_env is not None
+        if summary_env:
             # GitHub's step summary is appended to, by design, across steps.
             with open(summary_env, "a", encoding="utf-8") as handle:
                 handle.write(markdown + "\n")

@@ -61,7 +61,9 @@ def test_life_cycle(pytester: pytest.Pytester, make_project: Project) -> None:
     )
     report = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))
     gate = report["data"]["baseline"]
-    assert gate["comparisons"][0]["metrics"]["recall"]["status"] == "regressed"
+    recall = gate["comparisons"][0]["metrics"]["recall"]
+    assert recall["status"] == "regressed"
+    assert (recall["correction"], recall["family"], recall["p_raw"]) == ("none", 1, recall["p"])
     worst = gate["regressions"][0]
     assert worst["metrics"]["recall"] == {"before": 1.0, "after": 0.0, "delta": -1.0}
     assert worst["retrieved_after"] == [7, 6] and worst["answer_after"] == "I do not know."

@@ -8,6 +8,7 @@ obtained snapshot is exactly what ``--ragev-update-baseline`` would have written
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
@@ -66,6 +67,45 @@ def test_markdown_report_is_written_where_asked(
     assert "### Most regressed questions (5)" in text
     # The failing run's answers are listed next to the recorded ones.
     assert "I do not know." in text
+
+
+def test_markdown_file_and_step_summary_are_both_written(
+    pytester: pytest.Pytester, make_project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _degraded(pytester, make_project)
+    summary = pytester.path / "step-summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    assert _run(pytester, "--ragev-markdown", "ragev.md").ret == pytest.ExitCode.TESTS_FAILED
+    written = (pytester.path / "ragev.md").read_text(encoding="utf-8")
+    assert written.startswith("## pytest-ragev: ❌ failed\n")
+    assert summary.read_text(encoding="utf-8") == written + "\n"
+
+
+def test_interrupted_run_says_why_in_the_markdown(
+    pytester: pytest.Pytester, make_project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    make_project(conftest=textwrap.dedent(
+        """
+        import os, signal, time
+        import pytest
+        from pytest_ragev import Answer
+
+        @pytest.hookimpl
+        def pytest_ragev_answer(case, kb, settings):
+            if case.qid == 3:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5)  # the handler interrupts this at once
+            return Answer(retrieved=list(case.pids), text=case.answer)
+        """
+    ))
+    result = pytester.runpytest_subprocess(
+        "--ragev-config", "ragev.toml", "--ragev-concurrency", "1", "--ragev-markdown", "ragev.md"
+    )
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    text = (pytester.path / "ragev.md").read_text(encoding="utf-8")
+    assert text.startswith("## pytest-ragev: ❌ failed\n")
+    assert "ragev: run interrupted by SIGTERM: 2 of 5 questions answered" in text
 
 
 def test_obtained_snapshot_is_the_runs_snapshot_and_removed_once_passing(
