@@ -137,3 +137,26 @@ def test_small_chunks_score_like_the_reference_path(
         expected = retrieval.score_one(retrieval.dedupe(ranked), [truth], profile=profile)
         for column, value in zip(columns, expected, strict=True):
             assert math.isclose(float(column[index]), value, abs_tol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("batch", "message"),
+    [
+        ([MetricInput([[1]], [], "", ""), MetricInput([[1]], [True, 2], "", "")],
+         r"inputs\[1\]\.retrieval_ids\[0\]: .* got bool"),
+        ([MetricInput([[1]], [5, 0], "", ""), MetricInput([[1]], [7, 1, False], "", "")],
+         r"inputs\[1\]\.retrieval_ids\[2\]: .* got bool"),
+        ([MetricInput([[1]], [1], "", ""), MetricInput(((2, True),), [1], "", "")],
+         r"inputs\[1\]\.retrieval_gt\[0\]: .* got bool"),
+        ([MetricInput([[1]], [1], "", ""), MetricInput([{False, 5}], [1], "", "")],
+         r"inputs\[1\]\.retrieval_gt\[0\]: .* got bool"),
+    ],
+)  # fmt: skip
+def test_bools_hidden_among_zeros_and_ones_are_found(
+    batch: list[MetricInput], message: str
+) -> None:
+    # Python bools convert to 0 and 1 in an int64 array: each 0/1 cell is traced back.
+    with pytest.raises(TypeError, match=message):
+        score_columns(batch, metrics=RETRIEVAL_METRICS)
+    plain = [MetricInput([[0, 1]], [1, 0, 0, 5], "", ""), MetricInput([[1]], [0], "", "")]
+    assert score_columns(plain, metrics=RETRIEVAL_METRICS)["precision"].tolist() == [2 / 3, 0.0]
