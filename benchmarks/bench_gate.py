@@ -242,9 +242,10 @@ def _stats_computed_once() -> Iterator[None]:
         checks.paired_stats = original  # type: ignore[assignment]
 
 
-def run_level(seeds: int, resamples: int, levels: tuple[float, ...] = (0.2, 1.0)) -> None:
+def run_level(
+    seeds: int, resamples: int, levels: tuple[float, ...] = (0.2, 1.0), n: int = RUN_QUESTIONS
+) -> None:
     """Run-level false alarms and power over twelve correlated metrics, with and without Holm."""
-    n = RUN_QUESTIONS
     corrections = ("none", "holm", "maxt")
     print(
         f"run level: {n} questions, 12 metrics from simulated retrieval and answers, "
@@ -344,6 +345,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--run-seeds", type=int, default=1500,
                         help="seeds of the run-level (twelve metrics) simulation")
+    parser.add_argument("--run-questions", type=int, default=RUN_QUESTIONS,
+                        help="questions per run in the run-level simulation")
     parser.add_argument("--only", choices=("speed", "soundness", "run-level"), default=None)
     args = parser.parse_args()
     if args.only in (None, "speed"):
@@ -351,7 +354,7 @@ def main() -> None:
     if args.only in (None, "soundness"):
         soundness(args.seeds, args.resamples)
     if args.only in (None, "run-level"):
-        run_level(args.run_seeds, args.resamples)
+        run_level(args.run_seeds, args.resamples, n=args.run_questions)
 
 
 if __name__ == "__main__":

@@ -285,7 +285,7 @@ def test_holm_correction_across_the_metrics_of_a_run() -> None:
     # for each metric alone, not once the twelve tests are corrected together.
     before, after = _twelve(-0.02, seed=4)
     alone = compare(before, after, GateRules(resamples=2000, correction="none"))
-    corrected = compare(before, after, GateRules(resamples=2000))
+    corrected = compare(before, after, GateRules(resamples=2000, correction="holm"))
     assert {m.status for m in alone.metrics} == {"regressed"}
     assert {m.status for m in corrected.metrics} == {"not significant"}
     first = corrected.metrics[0]
@@ -294,7 +294,7 @@ def test_holm_correction_across_the_metrics_of_a_run() -> None:
     assert alone.metrics[0].p == alone.metrics[0].p_raw and alone.metrics[0].family == 1
     # A large drop survives the correction, and the line says the p-value is adjusted.
     before, after = _twelve(-0.1, seed=4)
-    strong = compare(before, after, GateRules(resamples=2000))
+    strong = compare(before, after, GateRules(resamples=2000, correction="holm"))
     assert len(strong.failure_lines) == 12
     assert strong.failure_lines[0].endswith(", p=0.006 (Holm, 12 metrics), n=200)")
 
@@ -308,8 +308,11 @@ def test_maxt_keeps_the_power_holm_loses_on_metrics_that_move_together() -> None
     assert first.p_raw is not None and first.p == pytest.approx(first.p_raw, abs=0.01)
     assert first.family == 12 and first.correction == "maxt"
     assert maxt.failure_lines[0].endswith(" (max-T, 12 metrics), n=200)")
-    rules = GateRules.from_table({"correction": "maxt"}, source="x", metric_names=METRICS)
-    assert rules.correction == "maxt"
+    # max-T is the default, in code and from an empty [gate] table.
+    assert GateRules().correction == "maxt"
+    assert GateRules.from_table({}, source="x", metric_names=METRICS).correction == "maxt"
+    default = compare(before, after, GateRules(resamples=4000))
+    assert [m.p for m in default.metrics] == [m.p for m in maxt.metrics]
 
 
 def test_step_down_maxt_properties() -> None:
@@ -347,14 +350,16 @@ def test_maxt_family_wise_false_alarms_stay_near_alpha() -> None:
 
 def test_holm_family_leaves_out_disabled_and_tolerance_metrics() -> None:
     before, after = _twelve(-0.1, seed=4)
-    rules = GateRules(
-        resamples=2000,
-        per_metric={"m0": MetricRule(enabled=False), "m1": MetricRule(mode="tolerance")},
-    )
-    comparison = compare(before, after, rules)
-    assert {m.family for m in comparison.metrics[2:]} == {10}
-    assert comparison.get("m0") is not None and comparison.get("m1") is not None
-    assert comparison.metrics[0].family == comparison.metrics[1].family == 1
+    for correction in ("holm", "maxt"):
+        rules = GateRules(
+            resamples=2000,
+            per_metric={"m0": MetricRule(enabled=False), "m1": MetricRule(mode="tolerance")},
+            correction=correction,  # type: ignore[arg-type]
+        )
+        comparison = compare(before, after, rules)
+        assert {m.family for m in comparison.metrics[2:]} == {10}
+        assert comparison.get("m0") is not None and comparison.get("m1") is not None
+        assert comparison.metrics[0].family == comparison.metrics[1].family == 1
 
 
 def test_noise_does_not_fail_the_default_mode() -> None:

@@ -74,19 +74,30 @@ def test_max_drop_pct_globally_and_per_metric(
     assert len(failures) == 1  # a 100 % drop is not beyond a 100 % tolerance
 
 
-def test_default_holm_correction_and_correction_none(
+def test_holm_correction_and_correction_none(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:
-    # Five questions: each metric's p is 1/32; corrected over twelve metrics about 0.38.
-    corrected = _gated(pytester, make_project, "")
+    # Five questions: each metric's p is 1/32; Holm-corrected over twelve metrics about 0.38.
+    corrected = _gated(pytester, make_project, '[gate]\ncorrection = "holm"\n')
     assert corrected.ret == pytest.ExitCode.OK
     corrected.stdout.fnmatch_lines(["*recall*1.000*0.000*−1.000*0.3[78]?*not significant*"])
     config = pytester.path / "ragev.toml"
-    config.write_text(config.read_text(encoding="utf-8") + '[gate]\ncorrection = "none"\n',
-                      encoding="utf-8")
+    config.write_text(
+        config.read_text(encoding="utf-8").replace('correction = "holm"', 'correction = "none"'),
+        encoding="utf-8",
+    )
     alone = _run(pytester)
     assert alone.ret == pytest.ExitCode.TESTS_FAILED
     alone.stdout.fnmatch_lines(["ragev: recall 0.000 < baseline 1.000 (*p=0.03?, n=5)"])
+
+
+def test_default_correction_is_maxt(pytester: pytest.Pytester, make_project: Project) -> None:
+    # No [gate] table: the metrics broke together, and max-T keeps the single-metric 1/32.
+    result = _gated(pytester, make_project, "")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        ["ragev: recall 0.000 < baseline 1.000 (*p=0.03? (max-T, 12 metrics), n=5)"]
+    )
 
 
 def _baseline_json(pytester: pytest.Pytester) -> dict[str, object]:

@@ -70,7 +70,7 @@ def make_run(
     )
 
 
-RULES = GateRules(resamples=2000)
+RULES = GateRules(resamples=2000, correction="holm")
 
 
 def full_model() -> ReportModel:
@@ -448,7 +448,7 @@ def test_reports_of_a_variant_only_session_name_the_variant() -> None:
 
 
 def test_reports_say_when_p_is_adjusted(model: ReportModel) -> None:
-    # The fixture's comparison gates three metrics with the default Holm correction.
+    # The fixture's comparison gates three metrics with the Holm correction.
     note = "p is adjusted for the 3 metrics tested together (Holm)."
     assert note in render_markdown(model)
     assert note in text(tree(render_html(model)))
