@@ -36,7 +36,7 @@ def test_code_digest_covers_every_module_that_decides_kb_and_answers(tmp_path: P
     assert builtin.source_digest(copy) == builtin.code_digest()
     watched = [copy / "kb" / name for name in ("chunking.py", "builtin.py", "bm25.py",
                                                "_tokens.py", "__init__.py")]
-    watched.append(copy / "_builtin.py")
+    watched += [copy / "_builtin.py", copy / "metrics" / "text.py"]
     seen = {builtin.source_digest(copy)}
     for path in watched:
         path.write_text(path.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")

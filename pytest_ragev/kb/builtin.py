@@ -266,7 +266,10 @@ def _digest(value: Any) -> str:
 
 
 #: The modules (relative to the package) whose code decides the built-in KB and answers.
-CODE_MODULES = ("kb/*.py", "_builtin.py", "remote/chat.py", "remote/_options.py")
+# metrics/text.py sets up the jieba instance the BM25 tokenizer segments with.
+CODE_MODULES = (
+    "kb/*.py", "_builtin.py", "metrics/text.py", "remote/chat.py", "remote/_options.py",
+)
 
 
 @functools.cache
