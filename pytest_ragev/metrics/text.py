@@ -215,6 +215,10 @@ def _han_segmenter() -> Callable[[str], Iterable[str]]:
     return _segmenter
 
 
+# _cut_dag and _flush follow the algorithm of jieba 0.42.1 (jieba/__init__.py,
+# Tokenizer.get_DAG, calc and __cut_DAG), https://github.com/fxsjy/jieba, which is
+# distributed under the MIT License, Copyright (c) 2013 Sun Junyi. The tests check
+# that they segment exactly as jieba.lcut does.
 def _cut_dag(instance: Any, hmm_cut: Callable[[str], Iterable[str]], sentence: str) -> list[str]:
     """jieba 0.42's ``Tokenizer.__cut_DAG`` (precise mode, HMM on), word for word.
 
