@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import math
 import random
+from collections import Counter
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_ragev import GENERATION_METRICS, METRIC_NAMES, RETRIEVAL_METRICS, MetricInput, score
-from pytest_ragev.metrics import retrieval
+from pytest_ragev.metrics import generation, retrieval
 from pytest_ragev.metrics._lcs import lcs_length, lcs_tokens
 from pytest_ragev.metrics._validate import flat_ids as flat
 from pytest_ragev.metrics.text import _tokenize_ascii, _tokenize_unicode
@@ -270,3 +272,106 @@ def test_weknora_rougel_is_the_plain_union_lcs(
     gold = ". ".join(" ".join(s) for s in reference)
     row = score([MetricInput([], [], text, gold)], metrics=["rougel"])[0]
     assert row["rougel"] == expected
+
+
+# The plain definitions of the six generation metrics (spec / rouge-score / NLTK),
+# straight from the text: n-gram Counters and full LCS tables, no shortcut.
+def _plain_ngrams(tokens: list[str], n: int) -> Counter[tuple[str, ...]]:
+    return Counter(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
+
+
+def _plain_bleu(hypothesis: list[str], reference: list[str], profile: str) -> list[float]:
+    hyp = [token.lower() for token in hypothesis]
+    ref = [token.lower() for token in reference]
+    precisions = []
+    for n in (1, 2, 3, 4):
+        total = max(len(hyp) - n + 1, 0)
+        clipped = sum((_plain_ngrams(hyp, n) & _plain_ngrams(ref, n)).values())
+        if profile == "weknora":
+            precisions.append((clipped + 1) / (total + 1) if total > 0 else 0.0)
+        else:
+            precisions.append(clipped / max(1, total))
+    if not hyp:
+        brevity = 0.0
+    elif len(hyp) > len(ref):
+        brevity = 1.0
+    else:
+        brevity = math.exp(1 - len(ref) / len(hyp))
+    values = []
+    for weights in ((1.0,), (0.5, 0.5), (0.25, 0.25, 0.25, 0.25)):
+        used = precisions[: len(weights)]
+        if profile == "standard" and precisions[0] == 0:
+            values.append(0.0)  # NLTK: no unigram match gives 0
+        elif any(p == 0 for p in used):
+            values.append(0.0)
+        else:
+            values.append(
+                brevity * math.exp(sum(w * math.log(p) for w, p in zip(weights, used, strict=True)))
+            )
+    return values
+
+
+def _plain_scores(
+    hypothesis: list[list[str]], reference: list[list[str]], profile: str
+) -> list[float]:
+    hyp = [token for sentence in hypothesis for token in sentence]
+    ref = [token for sentence in reference for token in sentence]
+    rouge = []
+    if profile == "weknora":
+
+        def f1(p: float, r: float) -> float:
+            return 2.0 * ((p * r) / (p + r + 1e-8))
+
+        for n in (1, 2):
+            hyp_set, ref_set = set(_plain_ngrams(hyp, n)), set(_plain_ngrams(ref, n))
+            shared = len(hyp_set & ref_set)
+            p = shared / len(hyp_set) if hyp_set else 0.0
+            r = shared / len(ref_set) if ref_set else 0.0
+            rouge.append(f1(p, r))
+        union: set[str] = set()
+        for reference_sentence in reference:
+            for hypothesis_sentence in hypothesis:
+                union.update(_spec_lcs_tokens(reference_sentence, hypothesis_sentence))
+        p = len(union) / len(set(hyp)) if hyp else 0.0
+        r = len(union) / len(set(ref)) if ref else 0.0
+        rouge.append(f1(p, r))
+    else:
+
+        def f1(p: float, r: float) -> float:
+            return 2 * p * r / (p + r) if p + r > 0 else 0.0
+
+        for n in (1, 2):
+            overlap = sum((_plain_ngrams(hyp, n) & _plain_ngrams(ref, n)).values())
+            total_hyp, total_ref = max(len(hyp) - n + 1, 0), max(len(ref) - n + 1, 0)
+            rouge.append(f1(overlap / max(total_hyp, 1), overlap / max(total_ref, 1)))
+        lcs = _lcs_table(ref, hyp)[-1][-1] if hyp and ref else 0
+        rouge.append(f1(lcs / len(hyp), lcs / len(ref)) if lcs else 0.0)
+    return _plain_bleu(hyp, ref, profile) + rouge
+
+
+# Few words, case variants that BLEU's lowercasing merges: many repeated n-grams.
+cased_sentences = st.lists(
+    st.lists(st.sampled_from(["a", "A", "b", "B", "c", "d", "x"]), min_size=1, max_size=12),
+    max_size=4,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(cased_sentences, cased_sentences, st.sampled_from(PROFILES))
+def test_fast_generation_metrics_equal_the_plain_definitions(
+    hypothesis: list[list[str]], reference: list[list[str]], profile: str
+) -> None:
+    score_pair = generation.score_weknora if profile == "weknora" else generation.score_standard
+    hyp = tuple(tuple(sentence) for sentence in hypothesis)
+    ref = tuple(tuple(sentence) for sentence in reference)
+    fast = score_pair(hyp, ref)
+    plain = _plain_scores(hypothesis, reference, profile)
+    assert list(fast) == pytest.approx(plain, rel=1e-12, abs=1e-15)
+    # The batch path gives the same values, for texts read once ("once") and for
+    # texts shared across pairs ("hyp", "ref").
+    segment = {"once": hyp, "hyp": hyp, "ref": ref}.__getitem__
+    batch = generation.score_texts(
+        ["hyp", "ref", "hyp", "once"], ["ref", "ref", "ref", "ref"], segment, profile
+    )
+    assert batch[0] == batch[2] == batch[3] == fast
+    assert batch[1] == score_pair(ref, ref)

@@ -14,8 +14,15 @@ number of zero bits of ``V_|a|``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import repeat
 
-__all__ = ["lcs_length", "lcs_table_rows", "lcs_tokens", "match_masks"]
+__all__ = [
+    "lcs_length",
+    "lcs_length_of_matches",
+    "lcs_table_rows",
+    "lcs_tokens",
+    "match_masks",
+]
 
 
 def match_masks(b: Sequence[str]) -> dict[str, int]:
@@ -42,6 +49,17 @@ def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
             # Carries only travel up: bits past len(b) may fill with junk, never the rest.
             row = (row + matches) | (row - matches)
     return len(b) - (row & full).bit_count()
+
+
+def lcs_length_of_matches(matches: Sequence[int], width: int) -> int:
+    """:func:`lcs_length` of ``a`` and ``b`` from ``matches``, the
+    ``match_masks(b).get(token, 0)`` of each token of ``a``, with ``width = len(b)``."""
+    row = full = (1 << width) - 1
+    for mask in matches:
+        hits = row & mask
+        if hits:
+            row = (row + hits) | (row - hits)
+    return width - (row & full).bit_count()
 
 
 def lcs_table_rows(a: Sequence[str], b: Sequence[str]) -> list[int]:
@@ -82,30 +100,33 @@ def lcs_tokens(
     """
     if not reference or not hypothesis:
         return []
-    get = (hypothesis_masks or match_masks(hypothesis)).get
+    column_masks = list(
+        map((hypothesis_masks or match_masks(hypothesis)).get, reference, repeat(0))
+    )
     row = (1 << len(hypothesis)) - 1
     rows = [row]
     append = rows.append
-    for token in reference:
-        matches = row & get(token, 0)
-        if matches:
-            row = (row + matches) | (row - matches)
+    for mask in column_masks:
+        hits = row & mask
+        if hits:
+            row = (row + hits) | (row - hits)
         append(row)
-    i, j = len(reference), len(hypothesis)
+    # ``limit`` holds the bits of the columns left of the walk's column j, (1 << j) - 1.
+    limit = (1 << len(hypothesis)) - 1
+    i = len(reference)
     taken: list[str] = []
-    while i > 0 and j > 0:
-        token = reference[i - 1]
-        token_mask = get(token, 0)
+    while i:
+        token_mask = column_masks[i - 1]
         # Walking left along row i continues while the tokens differ and V_i's bit is
         # set; jump straight to the first column where either stops being true.
-        stops = (token_mask | ~rows[i]) & ((1 << j) - 1)
+        stops = (token_mask | ~rows[i]) & limit
         if not stops:
             break  # the walk reaches column 0
-        column = stops.bit_length() - 1
+        column = 1 << (stops.bit_length() - 1)
         i -= 1
-        if (token_mask >> column) & 1:
-            taken.append(token)  # equal tokens: diagonal
-            j = column
+        if token_mask & column:
+            taken.append(reference[i])  # equal tokens: diagonal
+            limit = column - 1
         else:
-            j = column + 1  # T[i-1][j] > T[i][j-1]: up
+            limit = (column << 1) - 1  # T[i-1][j] > T[i][j-1]: up
     return taken

@@ -227,11 +227,7 @@ def _generation_columns(
     hypotheses = _validate.texts(samples, "generated_text")
     references = _validate.texts(samples, "generated_gt")
     segment = tokenize_tuples if tokenizer is None else _checked_tokenizer(tokenizer)
-    pair_scores = generation.score_weknora if profile == "weknora" else generation.score_standard
-    rows = [
-        pair_scores(segment(hypothesis), segment(reference))
-        for hypothesis, reference in zip(hypotheses, references, strict=True)
-    ]
+    rows = generation.score_texts(hypotheses, references, segment, profile)
     if not rows:
         return [[] for _ in GENERATION_METRICS]
     return [list(column) for column in zip(*rows, strict=True)]

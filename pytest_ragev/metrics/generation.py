@@ -11,18 +11,38 @@ Both profiles read the same tokens (sentences of tokens from the tokenizer):
 
 BLEU lowercases tokens, ROUGE does not. The functions return the six values in
 :data:`~pytest_ragev._types.GENERATION_METRICS` order.
+
+How it stays fast (every count is exact; the tests compare with the plain
+definitions and with rouge-score / NLTK): each text is read once into a
+:class:`_Text`; n-gram overlaps come from bit sets of reference positions, not from
+n-gram tuples: for each hypothesis token the bit set of the reference positions
+holding the same token, and for longer n-grams ``m_n[i] = m_(n-1)[i] &
+(m_1[i+n-1] >> (n-1))``, a few C-level ``map`` passes over small integers. A
+nonzero item names one shared n-gram (its reference count is the popcount, its
+hypothesis count the number of equal items), so clipping is a ``set`` or
+``Counter`` of integers. The same bit sets feed the bit-parallel LCS.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Hashable, Iterable, Sequence
-from itertools import chain, pairwise
+from collections.abc import Callable, Sequence
+from itertools import chain, pairwise, repeat
+from operator import and_, rshift
 
-from pytest_ragev.metrics._lcs import lcs_length, lcs_tokens, match_masks
+from pytest_ragev.metrics._lcs import lcs_length_of_matches, lcs_tokens, match_masks
 
-__all__ = ["GenerationScores", "score_standard", "score_weknora"]
+__all__ = [
+    "GenerationScores",
+    "score_standard",
+    "score_texts",
+    "score_weknora",
+    "standard_pair",
+    "standard_text",
+    "weknora_pair",
+    "weknora_text",
+]
 
 #: bleu1, bleu2, bleu4, rouge1, rouge2, rougel.
 GenerationScores = tuple[float, float, float, float, float, float]
@@ -37,70 +57,51 @@ def _flatten(sentences: Sentences) -> tuple[str, ...]:
     return tuple(chain.from_iterable(sentences))
 
 
-def _ngrams(tokens: tuple[str, ...], n: int) -> Iterable[Hashable]:
-    """The n-grams of ``tokens`` in order (the tokens themselves for n = 1), n <= 4."""
-    if n == 1:
-        return tokens
-    if n == 2:
-        return pairwise(tokens)
-    if n == 3:
-        return zip(tokens, tokens[1:], tokens[2:], strict=False)
-    return zip(tokens, tokens[1:], tokens[2:], tokens[3:], strict=False)
+def _matches(hypothesis: Sequence[str], reference_masks: dict[str, int]) -> list[int]:
+    """For each hypothesis token, the bit set of the reference positions holding it."""
+    return list(map(reference_masks.get, hypothesis, repeat(0)))
 
 
-def _clipped(
-    candidate: tuple[str, ...],
-    reference: tuple[str, ...],
-    n: int,
-    candidate_set: set[Hashable] | None = None,
-    reference_set: set[Hashable] | None = None,
-) -> int:
-    """Σ over distinct n-grams of min(count in candidate, count in reference).
+def _longer(matches: list[int], unigram_matches: list[int], n: int) -> list[int]:
+    """The n-gram matches from the (n-1)-gram ones: bit ``j`` of item ``i`` is set
+    when the n-grams at hypothesis position ``i`` and reference position ``j`` are equal."""
+    return list(map(and_, matches, map(rshift, unigram_matches[n - 1 :], repeat(n - 1))))
 
-    The n-gram sets may be passed when the caller has them already.
+
+def _clipped(matches: list[int]) -> int:
+    """Σ over the hypothesis's distinct n-grams of min(count in it, count in the reference).
+
+    ``matches`` are n-gram matches (:func:`_longer`). Equal n-grams have equal
+    items, different n-grams disjoint ones (a reference position holds one n-gram),
+    so a nonzero item names an n-gram shared with the reference, the number of
+    hypothesis items equal to it is its hypothesis count and its popcount its
+    reference count.
     """
-    if candidate_set is None:
-        candidate_set = set(_ngrams(candidate, n))
-    if reference_set is None:
-        reference_set = set(_ngrams(reference, n))
-    common = candidate_set & reference_set
-    if not common:
+    hits = len(matches) - matches.count(0)
+    if not hits:
         return 0
-    if len(candidate_set) == len(candidate) - n + 1 or len(reference_set) == len(reference) - n + 1:
-        # One side has no repeated n-gram: every shared n-gram clips to exactly 1.
-        return len(common)
-    candidate_counts = Counter(_ngrams(candidate, n))
-    reference_counts = Counter(_ngrams(reference, n))
-    # map() keeps the per-n-gram work in C (no generator frame per n-gram).
-    return sum(
-        map(
-            min,
-            map(candidate_counts.__getitem__, common),
-            map(reference_counts.__getitem__, common),
-        )
-    )
+    distinct = set(matches)
+    if len(distinct) - (0 in distinct) == hits:
+        return hits  # no shared n-gram repeats in the hypothesis: each clips to 1
+    counts = Counter(matches)
+    # Item 0 (no match) adds min(count, popcount(0)) = 0.
+    return sum(map(min, counts.values(), map(int.bit_count, counts)))
 
 
-def _bleu_counts(
-    candidate: tuple[str, ...],
-    reference: tuple[str, ...],
-    known_sets: Sequence[tuple[set[Hashable], set[Hashable]]] = (),
-) -> list[int]:
-    """Clipped n-gram matches for n = 1..4 (of lowercased tokens).
-
-    ``known_sets`` may hold the (candidate, reference) n-gram sets for n = 1, 2, ...
-    when the caller has them already.
-    """
-    clipped: list[int] = []
-    for n in (1, 2, 3, 4):
-        if len(candidate) < n or len(reference) < n or (clipped and clipped[-1] == 0):
-            # No (n-1)-gram matched, so no n-gram can: skip counting.
-            clipped.append(0)
-        elif n <= len(known_sets):
-            clipped.append(_clipped(candidate, reference, n, *known_sets[n - 1]))
-        else:
-            clipped.append(_clipped(candidate, reference, n))
-    return clipped
+def _bleu_clipped(matches: list[int]) -> list[int]:
+    """Clipped n-gram matches for n = 1..4, given the unigram ``matches``."""
+    first = _clipped(matches)
+    if not first:
+        return [0, 0, 0, 0]  # no n-gram matched, so no longer one can
+    bigrams = _longer(matches, matches, 2)
+    second = _clipped(bigrams)
+    if not second:
+        return [first, 0, 0, 0]
+    trigrams = _longer(bigrams, matches, 3)
+    third = _clipped(trigrams)
+    if not third:
+        return [first, second, 0, 0]
+    return [first, second, third, _clipped(_longer(trigrams, matches, 4))]
 
 
 def _bleu_weknora(clipped: list[int], candidate_length: int, reference_length: int) -> list[float]:
@@ -161,7 +162,7 @@ def _f1_standard(precision: float, recall: float) -> float:
     return 0.0
 
 
-def _same_order(first: Sequence[str], second: Sequence[str], shared: set[Hashable]) -> bool:
+def _same_order(first: Sequence[str], second: Sequence[str], shared: set[str]) -> bool:
     """Whether both sequences, reduced to their ``shared`` tokens, are equal.
 
     The reduced sequence is a common subsequence of both; when they are equal it is
@@ -174,8 +175,8 @@ def _same_order(first: Sequence[str], second: Sequence[str], shared: set[Hashabl
 def _rougel_weknora(
     hypothesis: Sentences,
     reference: Sentences,
-    hypothesis_words: set[Hashable],
-    reference_words: set[Hashable],
+    hypothesis_words: set[str],
+    reference_words: set[str],
 ) -> float:
     """Summary-level union LCS over distinct words (the spec's ``rougel``)."""
     if not hypothesis_words or not reference_words:
@@ -183,7 +184,7 @@ def _rougel_weknora(
     shared = hypothesis_words & reference_words
     if not shared:
         return 0.0
-    union: set[Hashable] = set()
+    union: set[str] = set()
     masks: dict[int, dict[str, int]] = {}
     for reference_sentence in reference:
         sentence_shared = shared.intersection(reference_sentence)
@@ -210,67 +211,153 @@ def _rougel_weknora(
     return _f1_weknora(precision, recall)
 
 
-def score_weknora(hypothesis: Sentences, reference: Sentences) -> GenerationScores:
-    """The six generation metrics of the ``weknora`` profile."""
-    hyp = _flatten(hypothesis)
-    ref = _flatten(reference)
-    hyp_words: set[Hashable] = set(hyp)
-    ref_words: set[Hashable] = set(ref)
-    hyp_bigrams: set[Hashable] = set(pairwise(hyp))
-    ref_bigrams: set[Hashable] = set(pairwise(ref))
+class _Text:
+    """What the metrics read of one text, computed once per text (and per batch when
+    the text occurs more than once in it); the reference's position masks are
+    computed on first use."""
+
+    __slots__ = (
+        "bigrams",
+        "length",
+        "lower",
+        "lower_masks",
+        "masks",
+        "sentences",
+        "tokens",
+        "words",
+    )
+
+    def __init__(self, sentences: Sentences, *, distinct: bool) -> None:
+        tokens = _flatten(sentences)
+        lower = tuple(map(str.lower, tokens))
+        self.sentences = sentences
+        self.tokens = tokens
+        self.length = len(tokens)
+        # BLEU reads lowercased tokens; when that changes none, it shares ROUGE's work.
+        self.lower = tokens if lower == tokens else lower
+        self.masks: dict[str, int] | None = None
+        self.lower_masks: dict[str, int] | None = None
+        if distinct:  # the weknora profile's distinct words and bigrams
+            self.words: set[str] = set(tokens)
+            self.bigrams: set[tuple[str, str]] = set(pairwise(tokens))
+
+    def reference_masks(self) -> dict[str, int]:
+        masks = self.masks
+        if masks is None:
+            masks = self.masks = match_masks(self.tokens)
+        return masks
+
+    def reference_lower_masks(self) -> dict[str, int]:
+        if self.lower is self.tokens:
+            return self.reference_masks()
+        masks = self.lower_masks
+        if masks is None:
+            masks = self.lower_masks = match_masks(self.lower)
+        return masks
+
+
+def weknora_text(sentences: Sentences) -> _Text:
+    """Everything :func:`weknora_pair` needs of one text."""
+    return _Text(sentences, distinct=True)
+
+
+def standard_text(sentences: Sentences) -> _Text:
+    """Everything :func:`standard_pair` needs of one text."""
+    return _Text(sentences, distinct=False)
+
+
+def weknora_pair(hypothesis: _Text, reference: _Text) -> GenerationScores:
+    """The six ``weknora`` metrics of a pair of :func:`weknora_text` results."""
+    hyp_words = hypothesis.words
+    ref_words = reference.words
     shared_words = len(hyp_words & ref_words)
-    shared_bigrams = len(hyp_bigrams & ref_bigrams) if shared_words else 0
-
-    rouge1 = _f1_weknora(
-        shared_words / len(hyp_words) if hyp_words else 0.0,
-        shared_words / len(ref_words) if ref_words else 0.0,
-    )
-    rouge2 = _f1_weknora(
-        shared_bigrams / len(hyp_bigrams) if hyp_bigrams else 0.0,
-        shared_bigrams / len(ref_bigrams) if ref_bigrams else 0.0,
-    )
-    rougel = _rougel_weknora(hypothesis, reference, hyp_words, ref_words)
-
-    clipped = _lowercase_bleu_counts(hyp, ref, [(hyp_words, ref_words), (hyp_bigrams, ref_bigrams)])
-    bleu1, bleu2, bleu4 = _bleu_weknora(clipped, len(hyp), len(ref))
+    if shared_words:
+        rouge1 = _f1_weknora(shared_words / len(hyp_words), shared_words / len(ref_words))
+        hyp_bigrams = hypothesis.bigrams
+        ref_bigrams = reference.bigrams
+        shared_bigrams = len(hyp_bigrams & ref_bigrams)
+        rouge2 = (
+            _f1_weknora(shared_bigrams / len(hyp_bigrams), shared_bigrams / len(ref_bigrams))
+            if shared_bigrams
+            else 0.0
+        )
+        rougel = _rougel_weknora(hypothesis.sentences, reference.sentences, hyp_words, ref_words)
+    else:
+        rouge1 = rouge2 = rougel = 0.0
+    clipped = _bleu_clipped(_matches(hypothesis.lower, reference.reference_lower_masks()))
+    bleu1, bleu2, bleu4 = _bleu_weknora(clipped, hypothesis.length, reference.length)
     return (bleu1, bleu2, bleu4, rouge1, rouge2, rougel)
 
 
-def _lowercase_bleu_counts(
-    hyp: tuple[str, ...],
-    ref: tuple[str, ...],
-    case_sensitive_sets: Sequence[tuple[set[Hashable], set[Hashable]]],
-) -> list[int]:
-    hyp_lower = tuple(map(str.lower, hyp))
-    ref_lower = tuple(map(str.lower, ref))
-    # Lowercasing changes no token in most texts: the ROUGE n-gram sets serve BLEU then.
-    if hyp_lower == hyp and ref_lower == ref:
-        return _bleu_counts(hyp, ref, case_sensitive_sets)
-    return _bleu_counts(hyp_lower, ref_lower)
+def standard_pair(hypothesis: _Text, reference: _Text) -> GenerationScores:
+    """The six ``standard`` metrics of a pair of :func:`standard_text` results."""
+    hyp_length = hypothesis.length
+    ref_length = reference.length
+    matches = _matches(hypothesis.tokens, reference.reference_masks())
+    matched_words = _clipped(matches)
+    if matched_words:
+        bigram_matches = _longer(matches, matches, 2)
+        rouge1 = _rouge_n_standard(matched_words, hyp_length, ref_length)
+        rouge2 = _rouge_n_standard(_clipped(bigram_matches), hyp_length - 1, ref_length - 1)
+        lcs = lcs_length_of_matches(matches, ref_length)
+        rougel = _f1_standard(lcs / hyp_length, lcs / ref_length)
+    else:
+        rouge1 = rouge2 = rougel = 0.0
+    if hypothesis.lower is not hypothesis.tokens or reference.lower is not reference.tokens:
+        matches = _matches(hypothesis.lower, reference.reference_lower_masks())
+    clipped = _bleu_clipped(matches)
+    bleu1, bleu2, bleu4 = _bleu_standard(clipped, hyp_length, ref_length)
+    return (bleu1, bleu2, bleu4, rouge1, rouge2, rougel)
+
+
+def score_weknora(hypothesis: Sentences, reference: Sentences) -> GenerationScores:
+    """The six generation metrics of the ``weknora`` profile."""
+    return weknora_pair(weknora_text(hypothesis), weknora_text(reference))
 
 
 def score_standard(hypothesis: Sentences, reference: Sentences) -> GenerationScores:
     """The six generation metrics of the ``standard`` profile."""
-    hyp = _flatten(hypothesis)
-    ref = _flatten(reference)
-    hyp_words: set[Hashable] = set(hyp)
-    ref_words: set[Hashable] = set(ref)
-    hyp_bigrams: set[Hashable] = set(pairwise(hyp))
-    ref_bigrams: set[Hashable] = set(pairwise(ref))
+    return standard_pair(standard_text(hypothesis), standard_text(reference))
 
-    matched_words = _clipped(hyp, ref, 1, hyp_words, ref_words)
-    matched_bigrams = _clipped(hyp, ref, 2, hyp_bigrams, ref_bigrams) if matched_words else 0
-    rouge1 = _rouge_n_standard(matched_words, len(hyp), len(ref))
-    rouge2 = _rouge_n_standard(matched_bigrams, max(len(hyp) - 1, 0), max(len(ref) - 1, 0))
-    if matched_words:
-        lcs = lcs_length(ref, hyp)
-        rougel = _f1_standard(lcs / len(hyp), lcs / len(ref))
-    else:
-        rougel = 0.0
 
-    clipped = _lowercase_bleu_counts(hyp, ref, [(hyp_words, ref_words), (hyp_bigrams, ref_bigrams)])
-    bleu1, bleu2, bleu4 = _bleu_standard(clipped, len(hyp), len(ref))
-    return (bleu1, bleu2, bleu4, rouge1, rouge2, rougel)
+def score_texts(
+    hypotheses: Sequence[str],
+    references: Sequence[str],
+    segment: Callable[[str], Sentences],
+    profile: str,
+) -> list[GenerationScores]:
+    """The six metrics of each (hypothesis, reference) pair of texts, in order.
+
+    Each text is read once per pair (:func:`weknora_text` / :func:`standard_text`);
+    a text that occurs more than once in the batch (a reference answer scored against
+    several pipelines' answers) is read once for the whole batch. Only those are kept,
+    so memory stays that of one pair for batches of distinct texts.
+    """
+    read: Callable[[Sentences], _Text] = weknora_text if profile == "weknora" else standard_text
+    pair: Callable[[_Text, _Text], GenerationScores] = (
+        weknora_pair if profile == "weknora" else standard_pair
+    )
+    occurrences = Counter(hypotheses)
+    occurrences.update(references)
+    repeated = {text for text, count in occurrences.items() if count > 1}
+    memo: dict[str, _Text] = {}
+    rows: list[GenerationScores] = []
+    append = rows.append
+    for hypothesis, reference in zip(hypotheses, references, strict=True):
+        if hypothesis in repeated:
+            hyp = memo.get(hypothesis)
+            if hyp is None:
+                hyp = memo[hypothesis] = read(segment(hypothesis))
+        else:
+            hyp = read(segment(hypothesis))
+        if reference in repeated:
+            ref = memo.get(reference)
+            if ref is None:
+                ref = memo[reference] = read(segment(reference))
+        else:
+            ref = read(segment(reference))
+        append(pair(hyp, ref))
+    return rows
 
 
 def _rouge_n_standard(overlap: int, hypothesis_count: int, reference_count: int) -> float:
