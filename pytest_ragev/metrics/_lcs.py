@@ -24,14 +24,17 @@ __all__ = [
     "match_masks",
 ]
 
+#: 1 << position for the positions of typical sentences and answers.
+_BITS = [1 << position for position in range(512)]
+
 
 def match_masks(b: Sequence[str]) -> dict[str, int]:
     """For each token of ``b``, the bit set of its positions."""
     masks: dict[str, int] = {}
-    bit = 1
-    for token in b:
-        masks[token] = masks.get(token, 0) | bit
-        bit <<= 1
+    get = masks.get
+    bits = _BITS if len(b) <= len(_BITS) else [1 << position for position in range(len(b))]
+    for token, bit in zip(b, bits, strict=False):
+        masks[token] = get(token, 0) | bit
     return masks
 
 

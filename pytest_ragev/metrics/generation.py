@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Sequence
-from itertools import chain, pairwise, repeat
+from collections.abc import Callable, Iterable, Sequence
+from itertools import chain, pairwise, product, repeat
 from operator import and_, rshift
 
 from pytest_ragev.metrics._lcs import lcs_length_of_matches, lcs_tokens, match_masks
@@ -68,40 +68,49 @@ def _longer(matches: list[int], unigram_matches: list[int], n: int) -> list[int]
     return list(map(and_, matches, map(rshift, unigram_matches[n - 1 :], repeat(n - 1))))
 
 
-def _clipped(matches: list[int]) -> int:
-    """Σ over the hypothesis's distinct n-grams of min(count in it, count in the reference).
+def _clipped(matches: list[int], may_repeat: bool = True) -> tuple[int, bool]:
+    """(Σ over the hypothesis's distinct n-grams of min(count in it, count in the
+    reference), whether some shared n-gram repeats in the hypothesis).
 
     ``matches`` are n-gram matches (:func:`_longer`). Equal n-grams have equal
     items, different n-grams disjoint ones (a reference position holds one n-gram),
     so a nonzero item names an n-gram shared with the reference, the number of
     hypothesis items equal to it is its hypothesis count and its popcount its
-    reference count.
+    reference count. ``may_repeat=False`` says no shared (n-1)-gram repeats in the
+    hypothesis, so no shared n-gram can.
     """
     hits = len(matches) - matches.count(0)
-    if not hits:
-        return 0
-    distinct = set(matches)
-    if len(distinct) - (0 in distinct) == hits:
-        return hits  # no shared n-gram repeats in the hypothesis: each clips to 1
+    if hits < 2:
+        return hits, False
+    if may_repeat:
+        distinct = set(matches)
+        if len(distinct) - (0 in distinct) < hits:
+            counts = Counter(matches)
+            # Item 0 (no match) adds min(count, popcount(0)) = 0.
+            return sum(map(min, counts.values(), map(int.bit_count, counts))), True
+    return hits, False  # each shared n-gram occurs once in the hypothesis: clips to 1
+
+
+def _clipped_words(matches: list[int]) -> int:
+    """The unigram clip count of :func:`_clipped`, where some shared word usually repeats."""
     counts = Counter(matches)
-    # Item 0 (no match) adds min(count, popcount(0)) = 0.
     return sum(map(min, counts.values(), map(int.bit_count, counts)))
 
 
 def _bleu_clipped(matches: list[int]) -> list[int]:
     """Clipped n-gram matches for n = 1..4, given the unigram ``matches``."""
-    first = _clipped(matches)
+    first = _clipped_words(matches)
     if not first:
         return [0, 0, 0, 0]  # no n-gram matched, so no longer one can
     bigrams = _longer(matches, matches, 2)
-    second = _clipped(bigrams)
+    second, repeats = _clipped(bigrams)
     if not second:
         return [first, 0, 0, 0]
     trigrams = _longer(bigrams, matches, 3)
-    third = _clipped(trigrams)
+    third, repeats = _clipped(trigrams, repeats)
     if not third:
         return [first, second, 0, 0]
-    return [first, second, third, _clipped(_longer(trigrams, matches, 4))]
+    return [first, second, third, _clipped(_longer(trigrams, matches, 4), repeats)[0]]
 
 
 def _bleu_weknora(clipped: list[int], candidate_length: int, reference_length: int) -> list[float]:
@@ -186,20 +195,36 @@ def _rougel_weknora(
         return 0.0
     union: set[str] = set()
     masks: dict[int, dict[str, int]] = {}
-    for reference_sentence in reference:
-        sentence_shared = shared.intersection(reference_sentence)
-        if not sentence_shared:
+    # The union does not depend on the order of the sentence pairs. Matching sentences
+    # (the k-th of each) first: they give most of it, and a later pair whose shared
+    # tokens are all in the union already is skipped without a table.
+    if len(reference) == 1 or len(hypothesis) == 1:
+        order: Iterable[tuple[int, int]] = product(range(len(reference)), range(len(hypothesis)))
+    else:
+        order = chain(
+            zip(range(len(reference)), range(len(hypothesis)), strict=False),
+            ((r, h) for r, h in product(range(len(reference)), range(len(hypothesis))) if r != h),
+        )
+    sentence_shared: list[set[str] | None] = [None] * len(reference)
+    for reference_position, position in order:
+        reference_sentence = reference[reference_position]
+        ref_shared = sentence_shared[reference_position]
+        if ref_shared is None:
+            ref_shared = sentence_shared[reference_position] = shared.intersection(
+                reference_sentence
+            )
+        if not ref_shared:
             continue
-        for position, hypothesis_sentence in enumerate(hypothesis):
-            common = sentence_shared.intersection(hypothesis_sentence)
-            # An LCS only holds tokens both sentences share: when those are all in
-            # the union already, this pair cannot add anything.
-            if not common or common <= union:
-                continue
-            if len(common) == 1 or _same_order(reference_sentence, hypothesis_sentence, common):
-                # Then every LCS uses all shared tokens: no table needed.
-                union |= common
-                continue
+        hypothesis_sentence = hypothesis[position]
+        common = ref_shared.intersection(hypothesis_sentence)
+        # An LCS only holds tokens both sentences share: when those are all in
+        # the union already, this pair cannot add anything.
+        if not common or common <= union:
+            continue
+        if len(common) == 1 or _same_order(reference_sentence, hypothesis_sentence, common):
+            # Then every LCS uses all shared tokens: no table needed.
+            union |= common
+        else:
             sentence_masks = masks.get(position)
             if sentence_masks is None:
                 sentence_masks = masks[position] = match_masks(hypothesis_sentence)
@@ -294,11 +319,11 @@ def standard_pair(hypothesis: _Text, reference: _Text) -> GenerationScores:
     hyp_length = hypothesis.length
     ref_length = reference.length
     matches = _matches(hypothesis.tokens, reference.reference_masks())
-    matched_words = _clipped(matches)
+    matched_words = _clipped_words(matches)
     if matched_words:
         bigram_matches = _longer(matches, matches, 2)
         rouge1 = _rouge_n_standard(matched_words, hyp_length, ref_length)
-        rouge2 = _rouge_n_standard(_clipped(bigram_matches), hyp_length - 1, ref_length - 1)
+        rouge2 = _rouge_n_standard(_clipped(bigram_matches)[0], hyp_length - 1, ref_length - 1)
         lcs = lcs_length_of_matches(matches, ref_length)
         rougel = _f1_standard(lcs / hyp_length, lcs / ref_length)
     else:
