@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
+from functools import lru_cache
 from itertools import chain, pairwise, product, repeat
 from operator import and_, rshift
 
@@ -181,30 +182,30 @@ def _same_order(first: Sequence[str], second: Sequence[str], shared: set[str]) -
     return list(filter(keep, first)) == list(filter(keep, second))
 
 
+@lru_cache(maxsize=256)
+def _sentence_pairs(references: int, hypotheses: int) -> tuple[tuple[int, int], ...]:
+    """The (reference, hypothesis) sentence index pairs in the order ROUGE-L visits them.
+
+    The union does not depend on the order. Matching sentences (the k-th of each)
+    come first: they give most of it, and a later pair whose shared tokens are all in
+    the union already is skipped without a table.
+    """
+    every = list(product(range(references), range(hypotheses)))
+    return tuple(sorted(every, key=lambda pair: pair[0] != pair[1]))
+
+
 def _rougel_weknora(
     hypothesis: Sentences,
     reference: Sentences,
     hypothesis_words: set[str],
     reference_words: set[str],
+    shared: set[str],
 ) -> float:
-    """Summary-level union LCS over distinct words (the spec's ``rougel``)."""
-    if not hypothesis_words or not reference_words:
-        return 0.0
-    shared = hypothesis_words & reference_words
-    if not shared:
-        return 0.0
+    """Summary-level union LCS over distinct words (the spec's ``rougel``);
+    ``shared`` = ``hypothesis_words & reference_words``, not empty."""
     union: set[str] = set()
     masks: dict[int, dict[str, int]] = {}
-    # The union does not depend on the order of the sentence pairs. Matching sentences
-    # (the k-th of each) first: they give most of it, and a later pair whose shared
-    # tokens are all in the union already is skipped without a table.
-    if len(reference) == 1 or len(hypothesis) == 1:
-        order: Iterable[tuple[int, int]] = product(range(len(reference)), range(len(hypothesis)))
-    else:
-        order = chain(
-            zip(range(len(reference)), range(len(hypothesis)), strict=False),
-            ((r, h) for r, h in product(range(len(reference)), range(len(hypothesis))) if r != h),
-        )
+    order = _sentence_pairs(len(reference), len(hypothesis))
     sentence_shared: list[set[str] | None] = [None] * len(reference)
     for reference_position, position in order:
         reference_sentence = reference[reference_position]
@@ -252,7 +253,7 @@ class _Text:
         "words",
     )
 
-    def __init__(self, sentences: Sentences, *, distinct: bool) -> None:
+    def __init__(self, sentences: Sentences, distinct: bool) -> None:
         tokens = _flatten(sentences)
         lower = tuple(map(str.lower, tokens))
         self.sentences = sentences
@@ -283,19 +284,20 @@ class _Text:
 
 def weknora_text(sentences: Sentences) -> _Text:
     """Everything :func:`weknora_pair` needs of one text."""
-    return _Text(sentences, distinct=True)
+    return _Text(sentences, True)
 
 
 def standard_text(sentences: Sentences) -> _Text:
     """Everything :func:`standard_pair` needs of one text."""
-    return _Text(sentences, distinct=False)
+    return _Text(sentences, False)
 
 
 def weknora_pair(hypothesis: _Text, reference: _Text) -> GenerationScores:
     """The six ``weknora`` metrics of a pair of :func:`weknora_text` results."""
     hyp_words = hypothesis.words
     ref_words = reference.words
-    shared_words = len(hyp_words & ref_words)
+    shared = hyp_words & ref_words
+    shared_words = len(shared)
     if shared_words:
         rouge1 = _f1_weknora(shared_words / len(hyp_words), shared_words / len(ref_words))
         hyp_bigrams = hypothesis.bigrams
@@ -306,7 +308,9 @@ def weknora_pair(hypothesis: _Text, reference: _Text) -> GenerationScores:
             if shared_bigrams
             else 0.0
         )
-        rougel = _rougel_weknora(hypothesis.sentences, reference.sentences, hyp_words, ref_words)
+        rougel = _rougel_weknora(
+            hypothesis.sentences, reference.sentences, hyp_words, ref_words, shared
+        )
     else:
         rouge1 = rouge2 = rougel = 0.0
     clipped = _bleu_clipped(_matches(hypothesis.lower, reference.reference_lower_masks()))
