@@ -63,7 +63,7 @@ def reordered(texts: TextArray, order: npt.NDArray[np.intp]) -> TextArray:
     """``texts`` permuted so that row ``i`` is ``texts[order[i]]``."""
     # A full permutation is several times faster on one contiguous array than across
     # the per-row-group chunks (and pyarrow concatenates them for a chunked take anyway).
-    combined = texts.combine_chunks()
+    combined = _one_chunk(texts)
     return pa.chunked_array([combined.take(_take_indices(order))])
 
 
@@ -90,7 +90,7 @@ class _TextTable:
         # A full permutation is several times faster on one contiguous array than across
         # the per-row-group chunks (and pyarrow concatenates them for a chunked take anyway).
         # 32-bit indices when they fit: Arrow's take gathers about twice as fast with them.
-        combined = self.file_texts.combine_chunks()
+        combined = _one_chunk(self.file_texts)
         return pa.chunked_array([combined.take(_take_indices(self.order))])
 
 
@@ -114,11 +114,25 @@ def read_dataset_folder(folder: Path) -> LoadedDataset:
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragev-corpus") as pool:
         corpus_path = folder / "corpus.parquet"
         corpus_ids, corpus_order = _read_id_index(corpus_path, allow_empty=False)
+        sorted_corpus_ids = corpus_ids if corpus_order is None else corpus_ids[corpus_order]
         text_work = pool.submit(_read_text_column, corpus_path)
+        # Queued right behind the decode, so the worker hashes as soon as the texts are
+        # there, while this thread is still building the pairs.
+        digest_work = pool.submit(
+            lambda: _streamed_digest(
+                "corpus",
+                _TextTable(ids=sorted_corpus_ids, file_texts=text_work.result(),
+                           order=corpus_order),
+            )
+        )
         try:
             with _collector_paused():
                 return _assemble_loaded(
-                    folder, pool, text_work, corpus_ids=corpus_ids, corpus_order=corpus_order
+                    folder,
+                    text_work,
+                    digest_work,
+                    sorted_corpus_ids=sorted_corpus_ids,
+                    corpus_order=corpus_order,
                 )
         except DatasetError:
             text_error = text_work.exception()
@@ -129,13 +143,12 @@ def read_dataset_folder(folder: Path) -> LoadedDataset:
 
 def _assemble_loaded(
     folder: Path,
-    pool: ThreadPoolExecutor,
     text_work: Future[TextArray],
+    digest_work: Future[bytes],
     *,
-    corpus_ids: IntArray,
+    sorted_corpus_ids: IntArray,
     corpus_order: npt.NDArray[np.intp] | None,
 ) -> LoadedDataset:
-    sorted_corpus_ids = corpus_ids if corpus_order is None else corpus_ids[corpus_order]
     queries = _read_text_table(folder / "queries.parquet", allow_empty=False)
     answers = _read_text_table(folder / "answers.parquet", allow_empty=True)
 
@@ -189,13 +202,12 @@ def _assemble_loaded(
         _links_digest(rel_qids, rel_pids, rel_grades, qas_qids[qas_order], qas_aids[qas_order]),
     ]
     corpus = _TextTable(ids=sorted_corpus_ids, file_texts=text_work.result(), order=corpus_order)
-    corpus_work = pool.submit(_streamed_digest, "corpus", corpus)
     passage_rows = _take_indices(corpus.file_rows(rel_corpus_pos))
     _fill_passages(pairs, bounds, python_strings(corpus.file_texts.take(passage_rows)))
     referenced = np.bincount(rel_corpus_pos, minlength=len(sorted_corpus_ids))
     without_answer = np.ones(len(queries.ids), dtype=bool)
     without_answer[qas_query_pos] = False
-    corpus_digest = corpus_work.result()
+    corpus_digest = digest_work.result()
     return LoadedDataset(
         pairs=tuple(pairs),
         corpus_ids=sorted_corpus_ids,
@@ -235,31 +247,43 @@ def _read_columns(
             "answers/qrels/qas if you have none)"
         )
     try:
-        schema = pq.read_schema(path)
+        # One open for the schema and the data. ``ParquetFile.read`` also hands back one
+        # chunk per column (``read_table`` splits into 128k-row batches), so nothing later
+        # has to concatenate the corpus texts before gathering them.
+        parquet = pq.ParquetFile(path)
     except (pa.ArrowException, OSError) as exc:
         raise DatasetError(
             f"{path} is not a readable Parquet file ({_first_line(exc)}); re-write it as Parquet"
         ) from None
-    names = set(schema.names)
-    for column in required:
-        if column not in names:
-            found = ", ".join(schema.names) or "none"
+    with parquet:
+        try:
+            schema = parquet.schema_arrow
+        except (pa.ArrowException, OSError) as exc:
             raise DatasetError(
-                f"{path} has no column {column!r} (columns: {found}); "
-                f"the file needs columns {', '.join(required)}"
-            )
-    columns = [*(required if read is None else read), *(n for n in optional if n in names)]
-    try:
-        return pq.read_table(path, columns=columns)
-    except (pa.ArrowException, OSError) as exc:
-        raise DatasetError(
-            f"{path} could not be read ({_first_line(exc)}); re-write it as Parquet"
-        ) from None
+                f"{path} is not a readable Parquet file ({_first_line(exc)}); "
+                "re-write it as Parquet"
+            ) from None
+        names = set(schema.names)
+        for column in required:
+            if column not in names:
+                found = ", ".join(schema.names) or "none"
+                raise DatasetError(
+                    f"{path} has no column {column!r} (columns: {found}); "
+                    f"the file needs columns {', '.join(required)}"
+                )
+        columns = [*(required if read is None else read), *(n for n in optional if n in names)]
+        try:
+            return parquet.read(columns=columns)
+        except (pa.ArrowException, OSError) as exc:
+            raise DatasetError(
+                f"{path} could not be read ({_first_line(exc)}); re-write it as Parquet"
+            ) from None
 
 
 def _read_text_table(path: Path, *, allow_empty: bool) -> _TextTable:
-    ids, order = _read_id_index(path, allow_empty=allow_empty)
-    texts = _read_text_column(path)
+    table = _read_columns(path, ("id", "text"))
+    ids, order = _id_index(table, path, allow_empty=allow_empty)
+    texts = _text_column(table, path)
     return _TextTable(ids=ids if order is None else ids[order], file_texts=texts, order=order)
 
 
@@ -271,6 +295,12 @@ def _read_id_index(
     Checks that the file has both ``id`` and ``text`` columns and that the ids are unique.
     """
     table = _read_columns(path, ("id", "text"), read=("id",))
+    return _id_index(table, path, allow_empty=allow_empty)
+
+
+def _id_index(
+    table: pa.Table, path: Path, *, allow_empty: bool
+) -> tuple[IntArray, npt.NDArray[np.intp] | None]:
     if table.num_rows == 0 and not allow_empty:
         raise DatasetError(
             f"{path} has no rows; a dataset needs at least one "
@@ -498,7 +528,7 @@ def _streamed_digest(name: str, table: _TextTable) -> bytes:
         return _sorted_with_digest(name, table)[1]
     digest = hashlib.sha256()
     _hash_ints(digest, name, table.ids)
-    combined = table.file_texts.combine_chunks()
+    combined = _one_chunk(table.file_texts)
     lengths = pc.binary_length(cast(Any, combined)).cast(pa.int64()).to_numpy()
     digest.update(np.ascontiguousarray(lengths[table.order], dtype="<i8").tobytes())
     order = table.order
@@ -662,6 +692,13 @@ def python_strings(texts: TextArray) -> list[str]:
     if len(texts) == 0:
         return []
     return cast("list[str]", texts.to_numpy(zero_copy_only=False).tolist())
+
+
+def _one_chunk(texts: TextArray) -> pa.Array[Any]:
+    """``texts`` as one Arrow array (no copy when it already is one chunk, as read)."""
+    # (pyarrow's stubs type combine_chunks as returning a ChunkedArray; it is an Array.)
+    combined: Any = texts.chunk(0) if texts.num_chunks == 1 else texts.combine_chunks()
+    return cast("pa.Array[Any]", combined)
 
 
 def _take_indices(positions: npt.NDArray[np.intp]) -> pa.Array[Any]:
