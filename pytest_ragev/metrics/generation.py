@@ -20,14 +20,17 @@ holding the same token, and for longer n-grams ``m_n[i] = m_(n-1)[i] &
 (m_1[i+n-1] >> (n-1))``, a few C-level ``map`` passes over small integers. A
 nonzero item names one shared n-gram (its reference count is the popcount, its
 hypothesis count the number of equal items), so clipping is a ``set`` or
-``Counter`` of integers. The same bit sets feed the bit-parallel LCS.
+``Counter`` of integers. The same bit sets feed the bit-parallel LCS. In the
+``weknora`` profile, when lowercasing changes no token of either text, BLEU reuses
+ROUGE's word and bigram sets instead (Chinese text, lowercase English).
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from functools import lru_cache
 from itertools import chain, pairwise, product, repeat
 from operator import and_, rshift
@@ -282,6 +285,45 @@ class _Text:
         return masks
 
 
+def _ngrams(tokens: tuple[str, ...], n: int) -> Iterable[tuple[str, ...]]:
+    """The n-grams of ``tokens`` in order, 2 <= n <= 4."""
+    if n == 2:
+        return pairwise(tokens)
+    if n == 3:
+        return zip(tokens, tokens[1:], tokens[2:], strict=False)
+    return zip(tokens, tokens[1:], tokens[2:], tokens[3:], strict=False)
+
+
+def _bleu_clipped_sets(hypothesis: _Text, reference: _Text, shared_words: set[str]) -> list[int]:
+    """:func:`_bleu_clipped` from n-gram sets, for weknora texts whose lowercasing
+    changes no token (their word and bigram sets serve BLEU as they are): when one
+    side has no repeated n-gram, every shared one clips to 1 and no count is needed."""
+    hyp, ref = hypothesis.tokens, reference.tokens
+    clipped = [0, 0, 0, 0]
+    common: AbstractSet[Hashable] = shared_words
+    for n in (1, 2, 3, 4):
+        if n == 2:
+            hyp_set: AbstractSet[Hashable] = hypothesis.bigrams
+            ref_set: AbstractSet[Hashable] = reference.bigrams
+            common = hyp_set & ref_set
+        elif n > 2:
+            hyp_set, ref_set = set(_ngrams(hyp, n)), set(_ngrams(ref, n))
+            common = hyp_set & ref_set
+        else:
+            hyp_set, ref_set = hypothesis.words, reference.words
+        if not common:
+            break  # no n-gram matched, so no longer one can
+        if len(hyp_set) == len(hyp) - n + 1 or len(ref_set) == len(ref) - n + 1:
+            clipped[n - 1] = len(common)
+        else:
+            hyp_counts: Counter[Hashable] = Counter(hyp if n == 1 else _ngrams(hyp, n))
+            ref_counts: Counter[Hashable] = Counter(ref if n == 1 else _ngrams(ref, n))
+            clipped[n - 1] = sum(
+                map(min, map(hyp_counts.__getitem__, common), map(ref_counts.__getitem__, common))
+            )
+    return clipped
+
+
 def weknora_text(sentences: Sentences) -> _Text:
     """Everything :func:`weknora_pair` needs of one text."""
     return _Text(sentences, True)
@@ -313,7 +355,11 @@ def weknora_pair(hypothesis: _Text, reference: _Text) -> GenerationScores:
         )
     else:
         rouge1 = rouge2 = rougel = 0.0
-    clipped = _bleu_clipped(_matches(hypothesis.lower, reference.reference_lower_masks()))
+    if hypothesis.lower is hypothesis.tokens and reference.lower is reference.tokens:
+        # Lowercasing changes nothing: BLEU shares ROUGE's word and bigram sets.
+        clipped = _bleu_clipped_sets(hypothesis, reference, shared)
+    else:
+        clipped = _bleu_clipped(_matches(hypothesis.lower, reference.reference_lower_masks()))
     bleu1, bleu2, bleu4 = _bleu_weknora(clipped, hypothesis.length, reference.length)
     return (bleu1, bleu2, bleu4, rouge1, rouge2, rougel)
 
