@@ -107,7 +107,7 @@ def lcs_tokens(
         map((hypothesis_masks or match_masks(hypothesis)).get, reference, repeat(0))
     )
     row = (1 << len(hypothesis)) - 1
-    rows = [row]
+    rows: list[int] = []  # V_1 .. V_|reference|
     append = rows.append
     for mask in column_masks:
         hits = row & mask
@@ -115,20 +115,21 @@ def lcs_tokens(
             row = (row + hits) | (row - hits)
         append(row)
     # ``limit`` holds the bits of the columns left of the walk's column j, (1 << j) - 1.
+    # Every step leaves row i (diagonal or up), so the walk visits the rows in turn
+    # from the last one: a loop over them, read backwards.
     limit = (1 << len(hypothesis)) - 1
-    i = len(reference)
     taken: list[str] = []
-    while i:
-        token_mask = column_masks[i - 1]
+    for token, token_mask, row in zip(
+        reversed(reference), reversed(column_masks), reversed(rows), strict=True
+    ):
         # Walking left along row i continues while the tokens differ and V_i's bit is
         # set; jump straight to the first column where either stops being true.
-        stops = (token_mask | ~rows[i]) & limit
+        stops = (token_mask | ~row) & limit
         if not stops:
             break  # the walk reaches column 0
         column = 1 << (stops.bit_length() - 1)
-        i -= 1
         if token_mask & column:
-            taken.append(reference[i])  # equal tokens: diagonal
+            taken.append(token)  # equal tokens: diagonal
             limit = column - 1
         else:
             limit = (column << 1) - 1  # T[i-1][j] > T[i][j-1]: up
