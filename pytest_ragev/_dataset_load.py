@@ -625,15 +625,20 @@ def _pairs_without_passages(
     # Relevant qrels are sorted by qid, so each question's rows are one contiguous slice.
     per_question = np.bincount(rel_query_pos, minlength=question_count)
     bounds: list[int] = np.concatenate(([0], np.cumsum(per_question))).tolist()
-    pid_list: list[int] = rel_pids.tolist()
-    grade_list: list[float] = rel_grades.tolist()
+    # Slicing one tuple makes each question's tuple in one step (no list in between).
+    pid_tuple: tuple[int, ...] = tuple(rel_pids.tolist())
+    grade_tuple: tuple[float, ...] = tuple(rel_grades.tolist())
 
-    answer_slot = np.full(question_count, -1, dtype=np.int64)
-    answer_slot[qas_query_pos] = np.arange(len(qas_query_pos))
-    answer_rows = _take_indices(answers.file_rows(qas_answer_pos))
-    answer_texts = python_strings(answers.file_texts.take(answer_rows))
-    aid_list: list[int] = qas_aids.tolist()
-    slots: list[int] = answer_slot.tolist()
+    # Each question's aid and answer (None without one), aligned with the questions by
+    # numpy's object arrays instead of a per-question lookup.
+    aids: Any = np.full(question_count, None, dtype=object)
+    aids[qas_query_pos] = qas_aids
+    answer_texts: Any = np.full(question_count, None, dtype=object)
+    if len(qas_query_pos):
+        answer_rows = _take_indices(answers.file_rows(qas_answer_pos))
+        answer_texts[qas_query_pos] = answers.file_texts.take(answer_rows).to_numpy(
+            zero_copy_only=False
+        )
 
     qids: list[int] = queries.ids.tolist()
     questions = python_strings(queries.sorted_texts())
@@ -642,30 +647,31 @@ def _pairs_without_passages(
     # hash) about 3x faster, which matters at 100k questions.
     new_pair = QAPair.__new__
     pairs: list[QAPair] = []
-    for index, qid in enumerate(qids):
-        start, end = bounds[index], bounds[index + 1]
-        slot = slots[index]
+    append = pairs.append
+    for qid, question, start, end, aid, answer in zip(
+        qids, questions, bounds, bounds[1:], aids.tolist(), answer_texts.tolist(), strict=False
+    ):
         pair = new_pair(QAPair)
         pair.__dict__.update(
             qid=qid,
-            question=questions[index],
-            pids=tuple(pid_list[start:end]),
+            question=question,
+            pids=pid_tuple[start:end],
             passages=(),
-            aid=aid_list[slot] if slot >= 0 else None,
-            answer=answer_texts[slot] if slot >= 0 else None,
-            grades=tuple(grade_list[start:end]),
+            aid=aid,
+            answer=answer,
+            grades=grade_tuple[start:end],
         )
-        pairs.append(pair)
+        append(pair)
     return pairs, bounds
 
 
 def _fill_passages(pairs: list[QAPair], bounds: list[int], passage_texts: list[str]) -> None:
     """Set each pair's ``passages`` (the relevant qrels' texts, in the order of its pids)."""
-    for index, pair in enumerate(pairs):
-        start, end = bounds[index], bounds[index + 1]
+    texts = tuple(passage_texts)
+    for pair, start, end in zip(pairs, bounds, bounds[1:], strict=False):
         if end > start:
             # Same dict slot as the placeholder, so the instance dict keeps field order.
-            pair.__dict__["passages"] = tuple(passage_texts[start:end])
+            pair.__dict__["passages"] = texts[start:end]
 
 
 @contextmanager
