@@ -312,12 +312,15 @@ def test_progress_file_is_rewritten_while_the_run_goes(
         "[run]\nprogress_interval = 0.001\n",
         conftest=textwrap.dedent(
             """
-            import json, pathlib
+            import json, pathlib, time
             import pytest
             from pytest_ragev import Answer
 
             @pytest.hookimpl
             def pytest_ragev_answer(case, kb, settings):
+                # Longer than progress_interval: each finished item is written before
+                # the next question (items faster than the interval may share a write).
+                time.sleep(0.02)
                 report = pathlib.Path("r.json")
                 if report.exists():
                     task = json.loads(report.read_text())["data"]["task"]

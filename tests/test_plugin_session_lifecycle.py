@@ -145,6 +145,9 @@ def test_progress_file_is_pending_then_running_with_the_new_task(
         "[run]\nprogress_interval = 0.001\n",
         conftest=pipeline(
             """
+            # Each item lasts well over progress_interval, so every finished item is
+            # written before the next question is asked (fast items may share a write).
+            time.sleep(0.02)
             task = json.loads(pathlib.Path("r.json").read_text())["data"]["task"]
             with open("seen.txt", "a") as seen:
                 seen.write(f"{task['id']} {task['status']} {task['finished']} {task['total']}\\n")
@@ -352,4 +355,6 @@ def test_ini_twin_with_hand_written_tests_loads_and_validates_after_collection(
     result = pytester.runpytest("test_rag.py")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: *'recal' is not a metric; did you mean 'recall'?*"])
-    assert "test_rag" not in result.stdout.str()  # nothing ran
+    # Nothing ran. (Not "test_rag" alone: "pytest_ragev" contains it, and pytest may
+    # name the plugin in a warning.)
+    assert "test_rag.py" not in result.stdout.str() and " passed" not in result.stdout.str()
