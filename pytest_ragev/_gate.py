@@ -65,8 +65,8 @@ def _comparable_runs(session: RagevSession, runs: Sequence[RunResult]) -> list[R
     ``source_fingerprint``. Against a baseline the limited run is the full dataset with
     questions left out: the overlap logic lists them instead of refusing the comparison.
     """
-    source = getattr(session.dataset, "source_fingerprint", None)
-    if not isinstance(source, str) or not source:
+    source = session.dataset.source_fingerprint
+    if source is None:
         return list(runs)
     return [
         run if run.fingerprint == source else replace(run, fingerprint=source) for run in runs
@@ -89,7 +89,7 @@ def _subset_notes(session: RagevSession, runs: Sequence[RunResult], path: Path) 
                 f"gated until recorded): {id_list(missing)}"
             )
     limit = session.options.limit
-    if limit and getattr(session.dataset, "source_fingerprint", None):
+    if limit and session.dataset.source_fingerprint is not None:
         notes.append(
             f"ragev: warning: --ragev-limit {limit}: {path} holds only the first {limit} "
             "questions; rerun without the limit to record the whole dataset"

@@ -317,6 +317,9 @@ class Dataset:
     corpus: Corpus
     stats: DatasetStats
     warnings: tuple[str, ...] = ()
+    #: For a :meth:`limit`-ed dataset, the fingerprint of the full dataset it was cut
+    #: from (a baseline of the full dataset gates it on the questions it ran); else None.
+    source_fingerprint: str | None = None
     _by_qid: Mapping[int, QAPair] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -358,7 +361,7 @@ class Dataset:
             without_answer=len(without_answer),
             fingerprint=fingerprint,
         )
-        limited = Dataset(
+        return Dataset(
             path=self.path,
             dataset_id=self.dataset_id,
             fingerprint=fingerprint,
@@ -366,12 +369,8 @@ class Dataset:
             corpus=self.corpus,
             stats=stats,
             warnings=_warnings_for(without_qrels, without_answer),
+            source_fingerprint=self.source_fingerprint or self.fingerprint,
         )
-        # An attribute, not a field (the constructor stays as it is): the baseline gate
-        # reads it with getattr(dataset, "source_fingerprint", None).
-        source = getattr(self, "source_fingerprint", None) or self.fingerprint
-        object.__setattr__(limited, "source_fingerprint", source)
-        return limited
 
     def __len__(self) -> int:
         return len(self.pairs)
