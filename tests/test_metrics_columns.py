@@ -139,6 +139,39 @@ def test_small_chunks_score_like_the_reference_path(
             assert math.isclose(float(column[index]), value, abs_tol=1e-12)
 
 
+
+extreme_ids = st.sampled_from([-(2**63), -7, 0, 1, 2, 2**62, 2**63 - 2, 2**63 - 1])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(st.lists(extreme_ids, max_size=10), st.lists(extreme_ids, max_size=24)),
+        min_size=1,
+        max_size=12,
+    ),
+    st.sampled_from(["weknora", "standard"]),
+    st.sampled_from([0, 4, 64]),
+    st.sampled_from([64, 1 << 16]),
+)
+def test_both_repeat_searches_score_like_the_reference_path(
+    cases: list[tuple[list[int], list[int]]], profile: str, pairwise_max: int, chunk_cells: int
+) -> None:
+    # Repeats found pair by pair (narrow lists) and by sorting (wide ones), on ids at
+    # both ends of int64, where a padding value made from the data could collide.
+    saved = retrieval._PAIRWISE_MAX_WIDTH, retrieval._CHUNK_CELLS
+    retrieval._PAIRWISE_MAX_WIDTH, retrieval._CHUNK_CELLS = pairwise_max, chunk_cells
+    try:
+        ids, gt = flat_ids([ids for _, ids in cases]), flat_ids([gt for gt, _ in cases])
+        assert ids is not None and gt is not None
+        columns = retrieval.score_batch(ids, gt, profile=profile)
+    finally:
+        retrieval._PAIRWISE_MAX_WIDTH, retrieval._CHUNK_CELLS = saved
+    for index, (truth, ranked) in enumerate(cases):
+        expected = retrieval.score_one(retrieval.dedupe(ranked), [truth], profile=profile)
+        for column, value in zip(columns, expected, strict=True):
+            assert math.isclose(float(column[index]), value, abs_tol=1e-12)
+
 @pytest.mark.parametrize(
     ("batch", "message"),
     [

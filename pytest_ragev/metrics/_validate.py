@@ -73,22 +73,26 @@ def plain_flat_ids(
     what :func:`_as_id` accepts (integers through ``__index__``) except ``bool``,
     which hides in it as 0 and 1: those cells are looked at one by one.
     """
-    types = set(map(type, lists))
-    if not types <= containers:
-        return None
-    lengths = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
     flat: list[Any] | None = None
     buffer = array("q")
     try:
-        if types <= {list}:
-            # One pass over the ints (array.fromlist): with ids scattered over the
-            # heap, each pass costs a cache miss per id; flattening first costs two.
-            deque(map(buffer.fromlist, lists), maxlen=0)  # the loop in C
-        else:
+        # All lists, the common case, is tried first: array.fromlist takes nothing
+        # else, so the attempt doubles as the container check. One pass over the
+        # ints: with ids scattered over the heap, each pass costs a cache miss per
+        # id; flattening first would cost two.
+        deque(map(buffer.fromlist, lists), maxlen=0)  # the loop in C
+    except TypeError:  # another container, or an element that is not an int
+        if not set(map(type, lists)) <= containers:
+            return None
+        buffer = array("q")
+        try:
             flat = reduce(iadd, lists, [])  # sets have no index: keep the flat list
             buffer.fromlist(flat)
-    except (TypeError, OverflowError):  # floats, strings, None, nested lists, big ints
+        except (TypeError, OverflowError):
+            return None
+    except OverflowError:  # an id beyond int64
         return None
+    lengths = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
     values = np.frombuffer(buffer, dtype=np.int64)
     result = FlatIds(values, lengths)
     zeros_and_ones = np.flatnonzero((values & ~1) == 0)

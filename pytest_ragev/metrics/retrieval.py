@@ -110,15 +110,23 @@ def score_one(
 
 # ---------------------------------------------------------------------------------
 # The numpy path.
+#
+# Samples are processed in chunks laid out "transposed": one row per rank (or GT
+# position), one column per sample. Every step is then an elementwise operation over
+# a long contiguous row of samples (numpy's reductions along a short per-sample axis
+# pay a per-row overhead), and a chunk is sized so that its few (width x samples)
+# arrays stay in the CPU cache: measured on 100,000 x 10, chunks of 2**16 cells run
+# the whole path 2.2x faster than chunks of 2**21 cells.
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
 
-#: Cells of the (rows x retrieved x ground truth) comparison cube per chunk.
-_CHUNK_CELLS = 1 << 21
-#: Padding values are made from the row maximum; ids this close to 2**63 take the cube.
-_PAD_LIMIT = np.iinfo(np.int64).max - (1 << 20)
+#: Cells (width x samples) of one chunk's arrays.
+_CHUNK_CELLS = 1 << 16
+#: Up to this width, repeats are found by comparing every pair of ranks (w(w-1)/2
+#: elementwise passes); wider lists sort each sample instead.
+_PAIRWISE_MAX_WIDTH = 16
 
 
 class FlatIds:
@@ -132,58 +140,81 @@ class FlatIds:
         self.offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
         np.cumsum(lengths, out=self.offsets[1:])
 
-    def padded(self, start: int, stop: int) -> tuple[IntArray, BoolArray]:
-        """Rows ``start:stop`` as a zero-padded matrix and its validity mask."""
+    def transposed(self, start: int, stop: int) -> tuple[IntArray, BoolArray]:
+        """Lists ``start:stop`` as a (position x list) matrix and its validity mask.
+
+        Cells past a list's end are invalid; their value is another cell's (never
+        read without the mask).
+        """
         lengths = self.lengths[start:stop]
-        width = int(lengths.max()) if len(lengths) else 0
-        values = self.values[self.offsets[start] : self.offsets[stop]]
-        if len(values) == width * len(lengths):  # rectangular: no scatter needed
-            return values.reshape(len(lengths), width), np.ones((len(lengths), width), bool)
-        valid = np.arange(width) < lengths[:, None]
-        matrix = np.zeros((len(lengths), width), dtype=np.int64)
-        matrix[valid] = values
+        count = len(lengths)
+        width = int(lengths.max()) if count else 0
+        first, last = int(self.offsets[start]), int(self.offsets[stop])
+        if last - first == width * count:  # rectangular: a transposed copy is all it takes
+            matrix = np.ascontiguousarray(self.values[first:last].reshape(count, width).T)
+            return matrix, np.ones((width, count), dtype=bool)
+        matrix = np.empty((width, count), dtype=np.int64)
+        valid = np.empty((width, count), dtype=bool)
+        # One gather per position: cheaper than scattering through a boolean mask.
+        cells = self.offsets[start:stop].copy()
+        end = max(last - 1, 0)
+        for position in range(width):
+            np.greater(lengths, position, out=valid[position])
+            np.take(self.values, np.minimum(cells, end), out=matrix[position])
+            cells += 1
         return matrix, valid
 
 
-def _dedupe_rows(matrix: IntArray, valid: BoolArray) -> tuple[IntArray, BoolArray]:
-    """Each row without repeats (first occurrence kept, order kept, shifted left).
-
-    Returns the inputs themselves when no row has a repeat (the common case); only
-    the rows that do are rewritten, on copies.
-    """
-    count, width = matrix.shape
+def _repeats(matrix: IntArray, valid: BoolArray) -> BoolArray:
+    """Cells (position x sample) equal to a valid cell earlier in the same sample."""
+    width, count = matrix.shape
+    repeated = np.zeros((width, count), dtype=bool)
     if width < 2 or count == 0:
+        return repeated
+    if width <= _PAIRWISE_MAX_WIDTH:
+        equal = np.empty(count, dtype=bool)
+        for later in range(1, width):
+            for earlier in range(later):
+                np.equal(matrix[earlier], matrix[later], out=equal)
+                repeated[later] |= equal
+        # Valid cells form a prefix, so a valid cell's earlier cells are valid too.
+        repeated &= valid
+        return repeated
+    # Wide lists: sort each sample's values (stably: among equal values the earliest
+    # position comes first; invalid cells, zeroed, follow every valid zero because
+    # valid cells form a prefix); a valid cell equal to its valid predecessor in that
+    # order is a repeat.
+    rows, rows_valid = matrix.T, valid.T
+    keys = np.where(rows_valid, rows, 0)
+    by_value = np.argsort(keys, axis=1, kind="stable")
+    ordered = np.take_along_axis(keys, by_value, axis=1)
+    ordered_valid = np.take_along_axis(rows_valid, by_value, axis=1)
+    repeat_in_order = np.zeros_like(rows_valid)
+    repeat_in_order[:, 1:] = (ordered[:, 1:] == ordered[:, :-1]) & ordered_valid[:, 1:]
+    repeated_rows = np.zeros_like(rows_valid)
+    np.put_along_axis(repeated_rows, by_value, repeat_in_order, axis=1)
+    return np.ascontiguousarray(repeated_rows.T)
+
+
+def _drop_repeats(matrix: IntArray, valid: BoolArray) -> tuple[IntArray, BoolArray]:
+    """Each sample's list without repeats (first occurrence kept, order kept, moved up).
+
+    Returns the inputs themselves when no sample has a repeat (the common case); only
+    the samples that do are rewritten, on copies.
+    """
+    repeated = _repeats(matrix, valid)
+    suspects = np.flatnonzero(repeated.any(axis=0))
+    if len(suspects) == 0:
         return matrix, valid
-    top = int(matrix.max())
-    if top < _PAD_LIMIT:
-        # Cheap screen: sort each row, padding replaced by values above every value
-        # (distinct per column), and look for equal neighbours.
-        if valid.all():
-            ordered = np.sort(matrix, axis=1)
-        else:
-            filler = np.arange(top + 1, top + 1 + width, dtype=np.int64)
-            ordered = np.sort(np.where(valid, matrix, filler), axis=1)
-        equal_cells = np.flatnonzero(ordered[:, 1:] == ordered[:, :-1])
-        if len(equal_cells) == 0:
-            return matrix, valid
-        suspects = np.unique(equal_cells // (width - 1))
-    else:
-        suspects = np.arange(count)
     matrix, valid = matrix.copy(), valid.copy()
-    earlier = np.tri(width, width, -1, dtype=bool).T  # [j, k] = j < k
-    step = max(1, _CHUNK_CELLS // (width * width))  # bounds the comparison cube
-    for first in range(0, len(suspects), step):
-        chosen = suspects[first : first + step]
-        rows, row_valid = matrix[chosen], valid[chosen]
-        equal = rows[:, :, None] == rows[:, None, :]
-        repeated = (equal & row_valid[:, :, None] & earlier[None, :, :]).any(axis=1)
-        keep = row_valid & ~repeated
-        # Shift the kept cells of each row to the left, preserving their order.
-        new_valid = np.arange(width) < keep.sum(axis=1)[:, None]
-        compacted = np.zeros_like(rows)
-        compacted[new_valid] = rows[keep]
-        matrix[chosen] = compacted
-        valid[chosen] = new_valid
+    width = matrix.shape[0]
+    rows = matrix[:, suspects].T
+    keep = (valid[:, suspects] & ~repeated[:, suspects]).T
+    new_valid = np.arange(width) < keep.sum(axis=1)[:, None]
+    compacted = np.zeros_like(rows)
+    compacted[new_valid] = rows[keep]
+    matrix[:, suspects] = compacted.T
+    valid[:, suspects] = new_valid.T
     return matrix, valid
 
 
@@ -204,24 +235,20 @@ def score_batch(
     columns = [np.zeros(count) for _ in range(6)]
     if count == 0:
         return columns
-    width_r = int(ids.lengths.max())
-    width_g = int(gt.lengths.max())
+    width = max(1, int(ids.lengths.max()), int(gt.lengths.max()))
     graded = profile == "standard" and grades is not None and any(grades)
-    # The kernel holds a few (width x rows) arrays at a time; no 3-d cube.
-    rows_per_chunk = max(1, _CHUNK_CELLS // max(1, width_r, width_g))
+    rows_per_chunk = max(1, _CHUNK_CELLS // width)
     for start in range(0, count, rows_per_chunk):
         stop = min(count, start + rows_per_chunk)
-        retrieved, retrieved_valid = ids.padded(start, stop)
-        truth, truth_valid = gt.padded(start, stop)
-        retrieved, retrieved_valid = _dedupe_rows(retrieved, retrieved_valid)
-        # A GT set's repeats are dropped the same way (a set is a set).
-        truth, truth_valid = _dedupe_rows(truth, truth_valid)
+        ranked, ranked_valid = _drop_repeats(*ids.transposed(start, stop))
+        truth, truth_valid = gt.transposed(start, stop)
+        # A GT set is a set: a repeated passage counts once.
+        relevant = truth_valid & ~_repeats(truth, truth_valid)
         gain = None
-        relevant = truth_valid
         if graded:
             assert grades is not None
-            gain, relevant = _truth_gains(truth, truth_valid, grades[start:stop])
-        values = _score_matrices(retrieved, retrieved_valid, truth, relevant, gain, profile)
+            gain, relevant = _truth_gains(truth, relevant, grades[start:stop])
+        values = _score_chunk(ranked, ranked_valid, truth, relevant, gain, profile)
         for column, value in zip(columns, values, strict=True):
             column[start:stop] = value
     return columns
@@ -230,73 +257,66 @@ def score_batch(
 def _truth_gains(
     truth: IntArray, truth_valid: BoolArray, grades: Sequence[Mapping[int, float] | None]
 ) -> tuple[FloatArray, BoolArray]:
-    """(gain of each GT cell divided by its row's largest grade, cell has grade > 0).
+    """(gain of each GT cell divided by its sample's largest grade, cell has grade > 0).
 
     nDCG is scale-invariant, and the division keeps every DCG sum finite: grades
     near the float maximum would overflow to inf / inf = NaN. Relevance (grade > 0)
     is read before the division, which could underflow a tiny grade to 0.
     """
     gains = truth_valid.astype(np.float64)
-    for row, mapping in enumerate(grades):
+    for sample, mapping in enumerate(grades):
         if mapping:
-            for col in np.flatnonzero(truth_valid[row]).tolist():
-                grade = mapping.get(int(truth[row, col]))
+            for position in np.flatnonzero(truth_valid[:, sample]).tolist():
+                grade = mapping.get(int(truth[position, sample]))
                 if grade is not None:
-                    gains[row, col] = max(grade, 0.0)
+                    gains[position, sample] = max(grade, 0.0)
     relevant = gains > 0
-    top = gains.max(axis=1, keepdims=True) if gains.shape[1] else np.ones((len(gains), 1))
+    top = gains.max(axis=0) if len(gains) else np.ones(gains.shape[1])
     gains /= np.where(top > 0, top, 1.0)
     return gains, relevant
 
 
-def _score_matrices(
-    retrieved: IntArray,
-    retrieved_valid: BoolArray,
+def _score_chunk(
+    ranked: IntArray,
+    ranked_valid: BoolArray,
     truth: IntArray,
     relevant_truth: BoolArray,
     truth_gain: FloatArray | None,
     profile: str,
 ) -> list[FloatArray]:
-    """The six metrics; ``relevant_truth`` marks the relevant GT cells, ``truth_gain``
-    (graded nDCG only) their gains, scaled so that each row's largest is 1.
+    """The six metrics of one chunk (all arrays position x sample).
 
-    The work runs on transposed (rank x sample) arrays: every step is then an
-    elementwise operation over long contiguous rows of samples, where reductions
-    along a short per-sample axis would pay numpy's per-row overhead.
+    ``relevant_truth`` marks the relevant, distinct GT cells; ``truth_gain`` (graded
+    nDCG only) their gains, scaled so that each sample's largest is 1.
     """
-    rows, width_r = retrieved.shape
-    if width_r == 0 or truth.shape[1] == 0:
-        zero = np.zeros(rows)
+    width_r, samples = ranked.shape
+    if width_r == 0 or truth.shape[0] == 0:
+        zero = np.zeros(samples)
         return [zero, zero, zero, zero, zero, zero]
-    ranked = np.ascontiguousarray(retrieved.T)  # [rank, sample]
-    ranked_valid = np.ascontiguousarray(retrieved_valid.T)
-    truth_t = np.ascontiguousarray(truth.T)  # [gt position, sample]
-    relevant_t = np.ascontiguousarray(relevant_truth.T)
-    relevant_count = relevant_t.sum(axis=0)
+    relevant_count = relevant_truth.sum(axis=0)
     retrieved_count = ranked_valid.sum(axis=0)
 
     # hit[r, i]: retrieved id r of sample i is a relevant ground-truth passage.
-    hit = np.zeros((width_r, rows), dtype=bool)
-    gain: FloatArray | None = None if truth_gain is None else np.zeros((width_r, rows))
-    gain_t = None if truth_gain is None else np.ascontiguousarray(truth_gain.T)
-    equal = np.empty((width_r, rows), dtype=bool)
-    for position in range(truth_t.shape[0]):
-        np.equal(ranked, truth_t[position], out=equal)
-        equal &= relevant_t[position]
+    hit = np.zeros((width_r, samples), dtype=bool)
+    gain: FloatArray | None = None if truth_gain is None else np.zeros((width_r, samples))
+    equal = np.empty((width_r, samples), dtype=bool)
+    for position in range(truth.shape[0]):
+        np.equal(ranked, truth[position], out=equal)
+        equal &= relevant_truth[position]
         hit |= equal
         if gain is not None:
-            assert gain_t is not None
-            np.maximum(gain, np.where(equal, gain_t[position], 0.0), out=gain)
+            assert truth_gain is not None
+            np.maximum(gain, np.where(equal, truth_gain[position], 0.0), out=gain)
     hit &= ranked_valid
 
     # hits_so_far rank by rank (numpy's cumsum along the short axis is ~20x slower).
-    hits_so_far = np.empty((width_r, rows))
+    hits_so_far = np.empty((width_r, samples))
     hits_so_far[0] = hit[0]
     for rank in range(1, width_r):
         np.add(hits_so_far[rank - 1], hit[rank], out=hits_so_far[rank])
     hit_count = hits_so_far[-1]
     at_hit = hit * (1.0 / np.arange(1, width_r + 1))[:, None]  # 1 / rank at each hit
-    # MRR: 1 / rank of the first hit, i.e. the largest; AP: Σ hits_so_far / rank.
+    # MRR: 1 / rank of the first hit, i.e. the largest; AP: sum of hits_so_far / rank.
     mrr = at_hit.max(axis=0)
     ap_sum = (hits_so_far * at_hit).sum(axis=0)
     # A hit implies at least one id retrieved and one relevant passage: no 0 / 0.
@@ -311,8 +331,7 @@ def _score_matrices(
     else:
         gain[~hit] = 0.0
         assert truth_gain is not None
-        ideal = -np.sort(-np.where(relevant_truth, truth_gain, 0.0), axis=1)
-        ideal_gain = np.ascontiguousarray(ideal.T)  # [ideal rank, sample]
+        ideal_gain = -np.sort(-np.where(relevant_truth, truth_gain, 0.0), axis=0)
     ndcgs = []
     for k in _CUTOFFS:
         discount = 1.0 / np.log2(np.arange(k) + 2)
