@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import random
 from html.parser import HTMLParser
 from pathlib import Path
@@ -124,6 +125,18 @@ def test_markdown_sections(model: ReportModel) -> None:
     assert "| k10 |" in text and "`pipeline.top_k`" in text
     assert "> ragev: 2 question(s) not in the baseline" in text
 
+
+
+def test_markdown_variants_table_has_metrics_as_rows(model: ReportModel) -> None:
+    lines = render_markdown(model).splitlines()
+    start = lines.index("### Variants") + 2
+    table = list(itertools.takewhile(lambda line: line.startswith("|"), lines[start:]))
+    header, _marks, *body = [line.strip("|").split(" | ") for line in table]
+    assert [c.strip() for c in header][:3] == ["metric", "(base)", "k10"]
+    assert len(header) == 4  # one column per configuration, not one per metric
+    assert [row[0].strip() for row in body] == [*METRICS, "changed knobs"]
+    assert all(len(row) == len(header) for row in body)
+    assert "`pipeline.top_k`" in body[-1][2]
 
 def test_markdown_escapes_user_text(model: ReportModel) -> None:
     text = render_markdown(model)

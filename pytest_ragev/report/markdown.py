@@ -121,20 +121,24 @@ def _thresholds(results: Sequence[ThresholdResult]) -> list[str]:
 
 
 def _variants(model: ReportModel) -> list[str]:
+    """Metric x configuration, as in the terminal and the HTML report: twelve metric
+    columns would make GitHub scroll the step summary sideways."""
     variants = model.variant_table
     if variants is None or not variants.rows:
         return []
-    header = ["variant", *variants.metrics, "changed knobs"]
-    rows = [["(base)", *(variant_cell(variants.base.cells[m].mean, None, "")
-                         for m in variants.metrics), ""]]
-    for row in variants.rows:
-        rows.append([
-            cell(str(row.name)),
-            *(variant_cell(row.cells[m].mean, row.cells[m].delta, row.cells[m].marker)
-              for m in variants.metrics),
-            ", ".join(code(k) for k in row.changed_knobs) or "none",
-        ])
-    align = "l" + "r" * len(variants.metrics) + "l"
+    header = ["metric", "(base)", *(cell(str(row.name)) for row in variants.rows)]
+    rows = []
+    for metric in variants.metrics:
+        cells = [variant_cell(variants.base.cells[metric].mean, None, "")]
+        for row in variants.rows:
+            item = row.cells[metric]
+            cells.append(variant_cell(item.mean, item.delta, item.marker))
+        rows.append([cell(metric), *cells])
+    rows.append([
+        "changed knobs", "",
+        *(", ".join(code(k) for k in row.changed_knobs) or "none" for row in variants.rows),
+    ])  # fmt: skip
+    align = "l" + "r" * (len(header) - 1)
     return [
         "", "### Variants", "", *_table(header, rows, align), "",
         "Δ against the base run on shared questions; ▲/▼ = significantly better/worse "
