@@ -446,6 +446,21 @@ def test_variants_get_their_own_items(pytester: pytest.Pytester, make_project: P
     result.stderr.fnmatch_lines(["*did you mean 'bad'?*"])
 
 
+
+def test_thresholds_hold_the_base_configuration_and_selected_variants_only(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    # The "bad" variant retrieves nothing relevant (recall 0).
+    make_project('[thresholds]\nrecall = 0.5\n\n[[variants]]\nname = "bad"\npipeline.quality = "bad"\n')
+    result = pytester.runpytest("--ragev-config", "ragev.toml")
+    result.assert_outcomes(passed=10)
+    assert result.ret == pytest.ExitCode.OK  # a variant is an experiment, not the shipped config
+    result.stdout.fnmatch_lines(["ragev: verdict passed"])
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-variant", "bad")
+    result.assert_outcomes(passed=5)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # selected on its own, it is checked
+    result.stdout.fnmatch_lines(["ragev: recall [[]bad[]] 0.000 < threshold 0.500 (n=5)"])
+
 def test_tokenizer_hook_replaces_the_spec_tokenizer(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:
