@@ -126,6 +126,9 @@ class RagevSession:
         self._futures: dict[str, concurrent.futures.Future[Answer]] = {}
         self._records: dict[CaseKey, dict[str, Any]] = {}
         self._collected: set[CaseKey] = set()
+        # Questions whose item ran to its end, recorded or not: a hand-written
+        # ragev_case test that fails before recording has still finished.
+        self._done: set[CaseKey] = set()
         self._cases_by_qid: dict[int, QAPair] | None = None
         self._duplicates = 0
         self._progress = _Progress()
@@ -420,6 +423,10 @@ class RagevSession:
             if key is not None and key not in self._records:
                 self._add_record(self._error_record(key, report))
         if report.when in ("teardown", "???"):
+            key = self.key_of_nodeid(report.nodeid)
+            if key is not None and key in self._collected:
+                self._done.add(key)
+                self._progress.finished = len(self._done)
             self._maybe_write_progress()
 
     def _add_record(self, value: dict[str, Any]) -> None:
@@ -428,7 +435,8 @@ class RagevSession:
             self._duplicates += 1
             return
         self._records[key] = value
-        self._progress.finished = len(self._records)
+        self._done.add(key)
+        self._progress.finished = len(self._done)
         if key not in self._collected:  # e.g. a test the xdist node ids did not reveal
             self._progress.total += 1
         cached = value.get("cached")

@@ -235,6 +235,28 @@ def test_hand_written_and_generated_items_count_questions_once(
     result.stdout.fnmatch_lines(["ragev: 3 duplicate records*"])
 
 
+
+def test_a_hand_written_test_failing_before_recording_has_finished(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    make_project()
+    pytester.makepyfile(
+        test_manual=textwrap.dedent(
+            """
+            def test_rag(ragev_case, ragev_answer, ragev_record):
+                assert ragev_case.qid != 2, "no answer worth recording"
+                ragev_record(retrieved=ragev_answer.retrieved, text=ragev_answer.text)
+            """
+        )
+    )
+    result = pytester.runpytest(
+        "--ragev-config", "ragev.toml", "test_manual.py", "--ragev-report", "r.json"
+    )
+    result.assert_outcomes(passed=4, failed=1)
+    task = report_of(pytester.path / "r.json")["data"]["task"]
+    # The run went to its end: not "4 of 5", which reads as a run still going.
+    assert (task["status"], task["finished"], task["total"]) == (2, 5, 5)
+
 # ---------------------------------------------------------------------- empty runs
 def test_collect_only_leaves_the_report_alone(
     pytester: pytest.Pytester, make_project: Project
