@@ -274,6 +274,24 @@ def test_weknora_rougel_is_the_plain_union_lcs(
     assert row["rougel"] == expected
 
 
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.sampled_from("abcd"), min_size=1, max_size=10),
+    st.lists(st.sampled_from("abcd"), min_size=1, max_size=10),
+)
+def test_the_no_table_shortcut_only_fires_when_the_lcs_holds_every_shared_token(
+    reference: list[str], hypothesis: list[str]
+) -> None:
+    from pytest_ragev.metrics.generation import _every_lcs_holds
+
+    shared = set(reference) & set(hypothesis)
+    if shared and _every_lcs_holds(reference, hypothesis, shared):
+        assert set(_spec_lcs_tokens(reference, hypothesis)) == shared
+    # And it fires in the case it is there for: a repeat dropped on one side.
+    assert _every_lcs_holds(["a", "b", "a", "c"], ["a", "b", "c"], {"a", "b", "c"})
+    assert not _every_lcs_holds(["a", "b"], ["b", "a"], {"a", "b"})
+
 # The plain definitions of the six generation metrics (spec / rouge-score / NLTK),
 # straight from the text: n-gram Counters and full LCS tables, no shortcut.
 def _plain_ngrams(tokens: list[str], n: int) -> Counter[tuple[str, ...]]:

@@ -175,14 +175,26 @@ def _f1_standard(precision: float, recall: float) -> float:
     return 0.0
 
 
-def _same_order(first: Sequence[str], second: Sequence[str], shared: set[str]) -> bool:
-    """Whether both sequences, reduced to their ``shared`` tokens, are equal.
+def _every_lcs_holds(first: Sequence[str], second: Sequence[str], shared: set[str]) -> bool:
+    """Whether every LCS of ``first`` and ``second`` holds every token of ``shared``
+    (the tokens both hold), so that no table is needed to know the LCS's tokens.
 
-    The reduced sequence is a common subsequence of both; when they are equal it is
-    the longest one, so any LCS holds exactly the shared tokens.
+    No other token can be in a common subsequence, so the sequences reduced to the
+    ``shared`` tokens have the same LCSs. When one reduced sequence is a subsequence
+    of the other (equal ones included), it is the only LCS, and it holds every shared
+    token. Between a reference and a close paraphrase this is the usual case: a
+    repeated word dropped or added on one side breaks equal order, not this.
     """
     keep = shared.__contains__
-    return list(filter(keep, first)) == list(filter(keep, second))
+    shorter, longer = list(filter(keep, first)), list(filter(keep, second))
+    if len(shorter) > len(longer):
+        shorter, longer = longer, shorter
+    if len(shorter) == len(longer):
+        return shorter == longer
+    remaining = iter(longer)
+    # ``token in remaining`` advances the iterator past the first match: a greedy
+    # subsequence test in C.
+    return all(token in remaining for token in shorter)
 
 
 @lru_cache(maxsize=256)
@@ -225,8 +237,7 @@ def _rougel_weknora(
         # the union already, this pair cannot add anything.
         if not common or common <= union:
             continue
-        if len(common) == 1 or _same_order(reference_sentence, hypothesis_sentence, common):
-            # Then every LCS uses all shared tokens: no table needed.
+        if len(common) == 1 or _every_lcs_holds(reference_sentence, hypothesis_sentence, common):
             union |= common
         else:
             sentence_masks = masks.get(position)
