@@ -48,7 +48,7 @@ class QAPair:
         return self.answer is not None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MetricInput:
     """What the metric engine scores for one question.
 
