@@ -112,6 +112,26 @@ def test_index_types_are_ids_on_both_paths_and_numpy_bools_are_not() -> None:
             score([MetricInput([[1]], [1, bad], "", "")], metrics=RETRIEVAL_METRICS)  # type: ignore[list-item]
 
 
+def _assert_batch_scores_like_the_reference(
+    cases: list[tuple[list[int], list[int]]], profile: str, **knobs: int
+) -> None:
+    """score_batch with some module knobs set, against score_one sample by sample."""
+    saved = {name: getattr(retrieval, name) for name in knobs}
+    for name, value in knobs.items():
+        setattr(retrieval, name, value)
+    try:
+        ids, gt = flat_ids([ids for _, ids in cases]), flat_ids([gt for gt, _ in cases])
+        assert ids is not None and gt is not None
+        columns = retrieval.score_batch(ids, gt, profile=profile)
+    finally:
+        for name, value in saved.items():
+            setattr(retrieval, name, value)
+    for index, (truth, ranked) in enumerate(cases):
+        expected = retrieval.score_one(retrieval.dedupe(ranked), [truth], profile=profile)
+        for column, want in zip(columns, expected, strict=True):
+            assert math.isclose(float(column[index]), want, abs_tol=1e-12)
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(
@@ -125,19 +145,7 @@ def test_small_chunks_score_like_the_reference_path(
     cases: list[tuple[list[int], list[int]]], profile: str
 ) -> None:
     # Chunks of a few rows and of a few suspect rows in the repeat search.
-    original = retrieval._CHUNK_CELLS
-    retrieval._CHUNK_CELLS = 64
-    try:
-        ids, gt = flat_ids([ids for _, ids in cases]), flat_ids([gt for gt, _ in cases])
-        assert ids is not None and gt is not None
-        columns = retrieval.score_batch(ids, gt, profile=profile)
-    finally:
-        retrieval._CHUNK_CELLS = original
-    for index, (truth, ranked) in enumerate(cases):
-        expected = retrieval.score_one(retrieval.dedupe(ranked), [truth], profile=profile)
-        for column, value in zip(columns, expected, strict=True):
-            assert math.isclose(float(column[index]), value, abs_tol=1e-12)
-
+    _assert_batch_scores_like_the_reference(cases, profile, _CHUNK_CELLS=64)
 
 
 extreme_ids = st.sampled_from([-(2**63), -7, 0, 1, 2, 2**62, 2**63 - 2, 2**63 - 1])
@@ -159,18 +167,10 @@ def test_both_repeat_searches_score_like_the_reference_path(
 ) -> None:
     # Repeats found pair by pair (narrow lists) and by sorting (wide ones), on ids at
     # both ends of int64, where a padding value made from the data could collide.
-    saved = retrieval._PAIRWISE_MAX_WIDTH, retrieval._CHUNK_CELLS
-    retrieval._PAIRWISE_MAX_WIDTH, retrieval._CHUNK_CELLS = pairwise_max, chunk_cells
-    try:
-        ids, gt = flat_ids([ids for _, ids in cases]), flat_ids([gt for gt, _ in cases])
-        assert ids is not None and gt is not None
-        columns = retrieval.score_batch(ids, gt, profile=profile)
-    finally:
-        retrieval._PAIRWISE_MAX_WIDTH, retrieval._CHUNK_CELLS = saved
-    for index, (truth, ranked) in enumerate(cases):
-        expected = retrieval.score_one(retrieval.dedupe(ranked), [truth], profile=profile)
-        for column, value in zip(columns, expected, strict=True):
-            assert math.isclose(float(column[index]), value, abs_tol=1e-12)
+    _assert_batch_scores_like_the_reference(
+        cases, profile, _PAIRWISE_MAX_WIDTH=pairwise_max, _CHUNK_CELLS=chunk_cells
+    )
+
 
 @pytest.mark.parametrize(
     ("batch", "message"),

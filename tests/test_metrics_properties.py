@@ -274,7 +274,6 @@ def test_weknora_rougel_is_the_plain_union_lcs(
     assert row["rougel"] == expected
 
 
-
 @settings(max_examples=400, deadline=None)
 @given(
     st.lists(st.sampled_from("abcd"), min_size=1, max_size=10),

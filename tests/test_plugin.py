@@ -446,7 +446,6 @@ def test_variants_get_their_own_items(pytester: pytest.Pytester, make_project: P
     result.stderr.fnmatch_lines(["*did you mean 'bad'?*"])
 
 
-
 def test_thresholds_hold_the_base_configuration_and_selected_variants_only(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:

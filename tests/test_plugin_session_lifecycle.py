@@ -235,7 +235,6 @@ def test_hand_written_and_generated_items_count_questions_once(
     result.stdout.fnmatch_lines(["ragev: 3 duplicate records*"])
 
 
-
 def test_a_hand_written_test_failing_before_recording_has_finished(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:

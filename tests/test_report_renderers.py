@@ -126,7 +126,6 @@ def test_markdown_sections(model: ReportModel) -> None:
     assert "> ragev: 2 question(s) not in the baseline" in text
 
 
-
 def test_markdown_variants_table_has_metrics_as_rows(model: ReportModel) -> None:
     lines = render_markdown(model).splitlines()
     start = lines.index("### Variants") + 2
