@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import queue
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -108,29 +109,34 @@ def read_dataset_folder(folder: Path) -> LoadedDataset:
         )
     # Decoding the corpus texts, putting them in id order and hashing them are the biggest
     # single costs, and all release the GIL: a worker thread does them while this thread
-    # reads and checks the other files and builds the QAPair objects. The corpus ids are
-    # read first (cheap) so that every check runs in the same order as a serial load; a
-    # corpus text error still wins over any later one, as if it had been raised first.
+    # reads and checks the other files and builds the QAPair objects. The decode is on the
+    # critical path (the digest of a shuffled corpus can only start once every text is
+    # there), so it starts first; this thread reads the ids meanwhile. Errors keep the
+    # order of a serial load: an id error is raised before the texts are looked at, and
+    # a corpus text error wins over any error of the files read after it.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragev-corpus") as pool:
         corpus_path = folder / "corpus.parquet"
+        text_work = pool.submit(_read_text_column, corpus_path)
         corpus_ids, corpus_order = _read_id_index(corpus_path, allow_empty=False)
         sorted_corpus_ids = corpus_ids if corpus_order is None else corpus_ids[corpus_order]
-        text_work = pool.submit(_read_text_column, corpus_path)
-        # Queued right behind the decode, so the worker hashes as soon as the texts are
-        # there, while this thread is still building the pairs.
-        digest_work = pool.submit(
-            lambda: _streamed_digest(
-                "corpus",
-                _TextTable(ids=sorted_corpus_ids, file_texts=text_work.result(),
-                           order=corpus_order),
+        sorted_digest_work = None
+        if corpus_order is None:
+            # Queued right behind the decode: in id order already, the texts are hashed as
+            # soon as they are there (a shuffled corpus is hashed as this thread feeds it
+            # id-order blocks, see _assemble_loaded).
+            sorted_digest_work = pool.submit(
+                lambda: _sorted_with_digest(
+                    "corpus",
+                    _TextTable(ids=sorted_corpus_ids, file_texts=text_work.result(), order=None),
+                )[1]
             )
-        )
         try:
             with _collector_paused() as collecting:
                 return _assemble_loaded(
                     folder,
+                    pool,
                     text_work,
-                    digest_work,
+                    sorted_digest_work,
                     sorted_corpus_ids=sorted_corpus_ids,
                     corpus_order=corpus_order,
                     collect_young=collecting,
@@ -144,8 +150,9 @@ def read_dataset_folder(folder: Path) -> LoadedDataset:
 
 def _assemble_loaded(
     folder: Path,
+    pool: ThreadPoolExecutor,
     text_work: Future[TextArray],
-    digest_work: Future[bytes],
+    sorted_digest_work: Future[bytes] | None,
     *,
     sorted_corpus_ids: IntArray,
     corpus_order: npt.NDArray[np.intp] | None,
@@ -166,8 +173,10 @@ def _assemble_loaded(
         qrel_pids, sorted_corpus_ids, qrels_path, "pid", "corpus.parquet", "passage"
     )
     # Sort by (question, passage) so each question's relevant pids are ascending.
-    qrel_order = np.lexsort((qrel_pids, qrel_qids))
-    _check_unique_pairs(qrel_qids, qrel_pids, qrel_order, qrels_path)
+    qrel_order = _pair_order(
+        qrel_qids, qrel_pids, qrel_query_pos, qrel_corpus_pos, len(sorted_corpus_ids),
+        qrels_path,
+    )
 
     qas_path = folder / "qas.parquet"
     qas = _read_columns(qas_path, ("qid", "aid"))
@@ -203,22 +212,39 @@ def _assemble_loaded(
         _sorted_with_digest("answers", answers)[1],
         _links_digest(rel_qids, rel_pids, rel_grades, qas_qids[qas_order], qas_aids[qas_order]),
     ]
-    corpus = _TextTable(ids=sorted_corpus_ids, file_texts=text_work.result(), order=corpus_order)
-    passage_rows = _take_indices(corpus.file_rows(rel_corpus_pos))
-    _fill_passages(pairs, bounds, python_strings(corpus.file_texts.take(passage_rows)))
     referenced = np.bincount(rel_corpus_pos, minlength=len(sorted_corpus_ids))
     without_answer = np.ones(len(queries.ids), dtype=bool)
     without_answer[qas_query_pos] = False
-    if collect_young and not digest_work.done():
-        # The one young-generation pass over the new pairs, which the next allocation after
-        # the pause would run anyway (~0.07 s at 100k questions): run it now, while the
-        # worker still hashes (hashlib releases the GIL), instead of after the wait.
+    # Everything about a shuffled corpus's digest that needs no text is done now, while
+    # the worker still decodes: the texts are then on the critical path.
+    feed = (
+        None if corpus_order is None
+        else _IdOrderFeed.prepare("corpus", sorted_corpus_ids, corpus_order, rel_corpus_pos)
+    )
+    if collect_young:
+        # The young-generation pass over the new pairs, which the next allocation after the
+        # pause would run anyway (~0.07 s at 100k questions). Now, the worker is still
+        # decoding (one long call without the GIL); later, this pass would hold the GIL
+        # while the corpus digest needs it between blocks, and stall it.
         gc.collect(0)
+    file_texts = text_work.result()
+    if feed is None:
+        assert sorted_digest_work is not None
+        # One sha256 call over the whole text buffer, which needs the GIL only to start, so
+        # this thread's passage lookups do not slow it down.
+        digest_work = sorted_digest_work
+        passage_texts = python_strings(file_texts.take(_take_indices(rel_corpus_pos)))
+    else:
+        combined = _one_chunk(file_texts)
+        blocks: queue.Queue[pa.Array[Any] | None] = queue.Queue(maxsize=2)
+        digest_work = pool.submit(feed.hash_blocks, combined, blocks)
+        passage_texts = feed.put_blocks(combined, blocks, digest_work)
+    _fill_passages(pairs, bounds, passage_texts)
     corpus_digest = digest_work.result()
     return LoadedDataset(
         pairs=tuple(pairs),
         corpus_ids=sorted_corpus_ids,
-        corpus_texts=corpus.file_texts,
+        corpus_texts=file_texts,
         corpus_order=corpus_order,
         answer_count=len(answers.ids),
         fingerprint=_combine_digests([corpus_digest, *parts]),
@@ -317,6 +343,16 @@ def _id_index(
     if len(ids) <= 1 or bool(np.all(ids[1:] > ids[:-1])):
         # Already sorted and unique, the common case: no copy of the text data.
         return ids, None
+    count = len(ids)
+    first = int(ids.min())
+    if int(ids.max()) - first == count - 1:
+        # Shuffled consecutive ids (most exports number rows 0..n-1 or 1..n): each id's
+        # sorted position is its offset, so one scatter replaces the O(n log n) sort. n ids
+        # in n slots are unique exactly when every slot is written (otherwise some repeat).
+        order = np.full(count, -1, dtype=np.intp)
+        order[ids - first] = np.arange(count, dtype=np.intp)
+        if bool((order >= 0).all()):
+            return ids, order
     # The unstable sort is about twice as fast; only when ids repeat does the order among
     # equal ids matter (for naming the first two rows), so the error path re-sorts stably.
     order = np.argsort(ids)
@@ -465,6 +501,32 @@ def _check_unique_pairs(qids: IntArray, pids: IntArray, order: npt.NDArray[np.in
         )
 
 
+def _pair_order(
+    qids: IntArray,
+    pids: IntArray,
+    query_pos: npt.NDArray[np.intp],
+    corpus_pos: npt.NDArray[np.intp],
+    corpus_count: int,
+    path: Path,
+) -> npt.NDArray[np.intp]:
+    """The qrels rows sorted by (qid, pid); a ``DatasetError`` for a repeated pair.
+
+    The positions of qid and pid in the sorted queries and corpus order the rows exactly
+    as the ids do, and fold into one int64 key: one unstable argsort of it is about ten
+    times faster than a two-key lexsort. Only a repeated pair makes the order among equal
+    keys matter (for naming the first two rows), so that path sorts stably.
+    """
+    if len(qids) and (int(query_pos.max()) + 1) * max(corpus_count, 1) <= _INT64_MAX:
+        key = query_pos.astype(np.int64) * corpus_count + corpus_pos
+        order = np.argsort(key)
+        ordered = key[order]
+        if not bool((ordered[1:] == ordered[:-1]).any()):
+            return order
+    order = np.lexsort((pids, qids))
+    _check_unique_pairs(qids, pids, order, path)
+    return order
+
+
 def _positions(values: IntArray, sorted_ids: IntArray, path: Path, column: str,
                target: str, noun: str) -> npt.NDArray[np.intp]:
     """Where each value sits in ``sorted_ids``; a ``DatasetError`` for the first unknown one."""
@@ -512,7 +574,7 @@ def _sorted_with_digest(name: str, table: _TextTable) -> tuple[TextArray, bytes]
 def corpus_digest(ids: IntArray, texts: TextArray) -> str:
     """The corpus part of the fingerprint (hex) for ``ids`` (ascending) and their ``texts``.
 
-    The loader hashes a file this way (:func:`_streamed_digest`); this is the same for a
+    The loader hashes a file this way (:class:`_IdOrderFeed`); this is the same for a
     corpus held in memory, so both give one key for one content.
     """
     digest = hashlib.sha256()
@@ -525,36 +587,97 @@ def corpus_digest(ids: IntArray, texts: TextArray) -> str:
 _DIGEST_BLOCK_ROWS = 1 << 15
 
 
-def _streamed_digest(name: str, table: _TextTable) -> bytes:
-    """The same digest as :func:`_sorted_with_digest`, without keeping a reordered copy.
+@dataclass(frozen=True)
+class _IdOrderFeed:
+    """The digest of a shuffled table, computed from id-order blocks (see :meth:`prepare`).
 
-    A shuffled table is gathered into id order one block at a time: each block is hashed
-    and dropped, so the full reorder never sits in memory.
+    The same digest as :func:`_sorted_with_digest`, without a full reordered copy: this
+    thread gathers one block at a time into id order (:meth:`put_blocks`) while the worker
+    hashes the previous one (:meth:`hash_blocks`). Both steps release the GIL for their
+    bulk (Arrow's take, sha256), so on two cores the pass costs about the hashing alone.
+    The passages the pairs need are picked out of the same fresh blocks, which is cheaper
+    than a second random gather over the whole table.
     """
-    if table.order is None:
-        return _sorted_with_digest(name, table)[1]
-    digest = hashlib.sha256()
-    _hash_ints(digest, name, table.ids)
-    combined = _one_chunk(table.file_texts)
-    lengths = pc.binary_length(cast(Any, combined)).cast(pa.int64()).to_numpy()
-    digest.update(np.ascontiguousarray(lengths[table.order], dtype="<i8").tobytes())
-    order = table.order
 
-    def gather(start: int) -> TextArray:
-        rows = _take_indices(order[start : start + _DIGEST_BLOCK_ROWS])
-        return pa.chunked_array([combined.take(rows)])
+    #: sha256 with the name, the row count and the sorted ids already hashed.
+    digest: Any
+    #: The permutation (sorted position -> file row) as an Arrow index array.
+    order: pa.Array[Any]
+    #: Sorted positions of the wanted passages, ascending, and where each came from in
+    #: the caller's array; ``block_bounds[k]:block_bounds[k + 1]`` are block ``k``'s.
+    passage_positions: npt.NDArray[np.intp]
+    passage_slots: npt.NDArray[np.intp]
+    block_bounds: list[int]
 
-    # Gathering the next block (Arrow's take) overlaps hashing this one (hashlib): both
-    # release the GIL, so on two cores the pass costs about the larger of the two.
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragev-gather") as gatherer:
-        pending = gatherer.submit(gather, 0)
-        for start in range(_DIGEST_BLOCK_ROWS, len(order) + _DIGEST_BLOCK_ROWS,
-                           _DIGEST_BLOCK_ROWS):
-            block = pending.result()
-            if start < len(order):
-                pending = gatherer.submit(gather, start)
-            _hash_text_bytes(digest, block)
-    return digest.digest()
+    @classmethod
+    def prepare(
+        cls,
+        name: str,
+        sorted_ids: IntArray,
+        order: npt.NDArray[np.intp],
+        passage_positions: npt.NDArray[np.intp],
+    ) -> _IdOrderFeed:
+        """Plan the feed of a table with ``sorted_ids`` whose file rows are ``order``, and
+        of the texts at the sorted ``passage_positions``; everything that needs no text."""
+        digest = hashlib.sha256()
+        _hash_ints(digest, name, sorted_ids)
+        slots = np.argsort(passage_positions)
+        positions = passage_positions[slots]
+        block_starts = np.arange(0, len(order) + _DIGEST_BLOCK_ROWS, _DIGEST_BLOCK_ROWS)
+        return cls(
+            digest=digest,
+            order=_take_indices(order),
+            passage_positions=positions,
+            passage_slots=slots,
+            block_bounds=np.searchsorted(positions, block_starts).tolist(),
+        )
+
+    def hash_blocks(
+        self, combined: pa.Array[Any], blocks: queue.Queue[pa.Array[Any] | None]
+    ) -> bytes:
+        """Hash the text lengths in id order, then the blocks from ``blocks`` up to ``None``."""
+        digest = self.digest
+        lengths = pc.binary_length(cast(Any, combined)).take(self.order)
+        digest.update(np.ascontiguousarray(lengths.cast(pa.int64()).to_numpy(), dtype="<i8"))
+        while (block := blocks.get()) is not None:
+            _hash_text_bytes(digest, pa.chunked_array([block]))
+        return cast(bytes, digest.digest())
+
+    def put_blocks(
+        self,
+        combined: pa.Array[Any],
+        blocks: queue.Queue[pa.Array[Any] | None],
+        hashing: Future[bytes],
+    ) -> list[str]:
+        """Put ``combined`` on ``blocks`` in id order, one block at a time, then ``None``;
+        returns the texts at the planned passage positions, in the caller's order."""
+        texts: Any = np.empty(len(self.passage_positions), dtype=object)
+        try:
+            for index, start in enumerate(range(0, len(self.order), _DIGEST_BLOCK_ROWS)):
+                block = combined.take(self.order.slice(start, _DIGEST_BLOCK_ROWS))
+                _put_unless_stopped(blocks, block, hashing)
+                first, last = self.block_bounds[index], self.block_bounds[index + 1]
+                if last > first:
+                    rows = _take_indices(self.passage_positions[first:last] - start)
+                    texts[self.passage_slots[first:last]] = block.take(rows).to_numpy(
+                        zero_copy_only=False
+                    )
+        finally:
+            _put_unless_stopped(blocks, None, hashing)
+        return cast("list[str]", texts.tolist())
+
+
+def _put_unless_stopped(
+    blocks: queue.Queue[pa.Array[Any] | None], item: pa.Array[Any] | None, consumer: Future[Any]
+) -> None:
+    """``blocks.put(item)``, unless the consumer has ended (by an error) and never takes it."""
+    while True:
+        try:
+            blocks.put(item, timeout=0.05)
+            return
+        except queue.Full:
+            if consumer.done():
+                return
 
 
 def _links_digest(

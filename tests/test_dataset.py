@@ -423,6 +423,62 @@ def test_fingerprint_hashed_in_blocks_matches_sorted_file(
     assert load_dataset(_write_basic(tmp_path / "c", corpus=changed)).fingerprint != in_order
 
 
+@pytest.mark.parametrize("gaps", [False, True], ids=["consecutive-ids", "ids-with-gaps"])
+def test_shuffled_corpus_fed_in_blocks_loads_like_the_sorted_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gaps: bool
+) -> None:
+    from pytest_ragev import _dataset_load
+
+    # 2 rows per block: passages are picked out of several id-order blocks, some blocks
+    # hold none, and one passage serves two questions.
+    monkeypatch.setattr(_dataset_load, "_DIGEST_BLOCK_ROWS", 2)
+    corpus = {pid * 7 if gaps else pid: text for pid, text in CORPUS.items()}
+    qrels = [(qid, pid * 7 if gaps else pid) for qid, pid in [*QRELS, (1, 12)]]
+    in_order = load_dataset(_write_basic(tmp_path / "a", corpus=corpus, qrels=qrels))
+    for name, order in (("reversed", [4, 3, 2, 1, 0]), ("mixed", [2, 4, 0, 3, 1])):
+        items = list(corpus.items())
+        shuffled = load_dataset(
+            _write_basic(tmp_path / name, corpus=[items[i] for i in order], qrels=qrels)
+        )
+        assert shuffled.pairs == in_order.pairs
+        assert shuffled.pairs[0].passages == (corpus[11 * 7 if gaps else 11],
+                                              corpus[12 * 7 if gaps else 12])
+        assert list(shuffled.corpus.items()) == list(in_order.corpus.items())
+        assert shuffled.fingerprint == in_order.fingerprint
+        assert shuffled.corpus.fingerprint == in_order.corpus.fingerprint
+
+
+def test_failing_corpus_digest_is_raised_not_waited_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from pytest_ragev import _dataset_load
+
+    def broken(self: Any, combined: Any, blocks: Any) -> bytes:
+        blocks.get()
+        raise RuntimeError("hashing failed")
+
+    # One row per block: the feeder has more blocks than the queue holds once the hashing
+    # worker has stopped taking them.
+    monkeypatch.setattr(_dataset_load, "_DIGEST_BLOCK_ROWS", 1)
+    monkeypatch.setattr(_dataset_load._IdOrderFeed, "hash_blocks", broken)
+    folder = _write_basic(tmp_path / "d", corpus=dict(reversed(list(CORPUS.items()))))
+    outcome: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            load_dataset(folder)
+        except BaseException as exc:  # handed over to the test thread
+            outcome.append(exc)
+
+    loader = threading.Thread(target=load, daemon=True)
+    loader.start()
+    loader.join(timeout=30)
+    assert not loader.is_alive(), "load_dataset hung on a failed corpus digest"
+    assert [str(exc) for exc in outcome] == ["hashing failed"]
+
+
 def test_pair_lookup_and_limit(tmp_path: Path) -> None:
     ds = load_dataset(_write_basic(tmp_path / "d", queries={**QUERIES, 4: "unanswered"}))
     with pytest.raises(KeyError, match="no question with qid 7"):

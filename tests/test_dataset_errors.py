@@ -166,6 +166,8 @@ def test_score_not_finite(tmp_path: Path) -> None:
     [
         ("queries", [(1, "a"), (2, "b"), (1, "c")], "queries.parquet"),
         ("corpus", [(10, "a"), (11, "b"), (12, "c"), (11, "d")], "corpus.parquet"),
+        # n ids spanning exactly n values, one repeated: caught although most are offsets
+        ("corpus", [(10, "a"), (13, "b"), (11, "c"), (11, "d")], "corpus.parquet"),
         ("answers", [(100, "a"), (100, "b")], "answers.parquet"),
     ],
 )
