@@ -19,7 +19,6 @@ from itertools import repeat
 __all__ = [
     "lcs_length",
     "lcs_length_of_matches",
-    "lcs_table_rows",
     "lcs_tokens",
     "match_masks",
 ]
@@ -42,16 +41,7 @@ def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
     """Length of a longest common subsequence of ``a`` and ``b``."""
     if not a or not b:
         return 0
-    masks = match_masks(b)
-    full = (1 << len(b)) - 1
-    row = full
-    get = masks.get
-    for token in a:
-        matches = row & get(token, 0)
-        if matches:
-            # Carries only travel up: bits past len(b) may fill with junk, never the rest.
-            row = (row + matches) | (row - matches)
-    return len(b) - (row & full).bit_count()
+    return lcs_length_of_matches(list(map(match_masks(b).get, a, repeat(0))), len(b))
 
 
 def lcs_length_of_matches(matches: Sequence[int], width: int) -> int:
@@ -61,27 +51,9 @@ def lcs_length_of_matches(matches: Sequence[int], width: int) -> int:
     for mask in matches:
         hits = row & mask
         if hits:
+            # Carries only travel up: bits past ``width`` may fill with junk, never the rest.
             row = (row + hits) | (row - hits)
     return width - (row & full).bit_count()
-
-
-def lcs_table_rows(a: Sequence[str], b: Sequence[str]) -> list[int]:
-    """The bit vectors ``V_0 .. V_|a|`` encoding the LCS table of ``a`` x ``b``.
-
-    Only bits ``0 .. len(b) - 1`` are meaningful; higher bits may hold carries.
-    """
-    masks = match_masks(b)
-    row = (1 << len(b)) - 1
-    rows = [row]
-    get = masks.get
-    append = rows.append
-    for token in a:
-        matches = row & get(token, 0)
-        if matches:
-            # Bits past len(b) may hold carries; readers look at bits below len(b) only.
-            row = (row + matches) | (row - matches)
-        append(row)
-    return rows
 
 
 def lcs_tokens(
