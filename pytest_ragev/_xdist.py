@@ -25,4 +25,4 @@ class XdistProgress:
         if self._counted:
             return
         self._counted = True
-        self._session.set_collected(self._session.key_of_nodeid(nodeid) for nodeid in ids)
+        self._session.set_collected((nodeid, self._session.key_of_nodeid(nodeid)) for nodeid in ids)

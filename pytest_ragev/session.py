@@ -126,6 +126,7 @@ class RagevSession:
         self._futures: dict[str, concurrent.futures.Future[Answer]] = {}
         self._records: dict[CaseKey, dict[str, Any]] = {}
         self._collected: set[CaseKey] = set()
+        self._question_of: dict[str, CaseKey] = {}  # node id -> question, collected items
         # Questions whose item ran to its end, recorded or not: a hand-written
         # ragev_case test that fails before recording has still finished.
         self._done: set[CaseKey] = set()
@@ -365,11 +366,13 @@ class RagevSession:
         keys = [_item_key(item) for item in session.items]
         if self._deferred and any(key is not None for key in keys):
             self._activate()  # a UsageError here still ends the run with status 4
-        self.set_collected(keys)
+        self.set_collected(zip((item.nodeid for item in session.items), keys, strict=True))
 
-    def set_collected(self, keys: Iterable[CaseKey | None]) -> None:
-        """The questions the run will answer; the progress file goes to status 0 (pending)."""
-        self._collected = {key for key in keys if key is not None}
+    def set_collected(self, items: Iterable[tuple[str, CaseKey | None]]) -> None:
+        """The questions the run will answer, from ``(node id, question or None)`` per
+        collected item; the progress file goes to status 0 (pending)."""
+        self._question_of = {nodeid: key for nodeid, key in items if key is not None}
+        self._collected = set(self._question_of.values())
         self._progress.total = len(self._collected)
         if self._collected and not self.config.option.collectonly:
             self._write_progress(STATUS_PENDING)
@@ -423,8 +426,8 @@ class RagevSession:
             if key is not None and key not in self._records:
                 self._add_record(self._error_record(key, report))
         if report.when in ("teardown", "???"):
-            key = self.key_of_nodeid(report.nodeid)
-            if key is not None and key in self._collected:
+            key = self._question_of.get(report.nodeid)
+            if key is not None:
                 self._done.add(key)
                 self._progress.finished = len(self._done)
             self._maybe_write_progress()

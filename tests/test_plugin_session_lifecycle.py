@@ -355,6 +355,22 @@ def test_ini_twin_with_unrelated_tests_does_not_load_the_dataset(
     result.stderr.fnmatch_lines(["ERROR: *qas.parquet*"])
 
 
+def test_an_unrelated_test_with_a_q1_parameter_does_not_load_the_dataset(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    # A parameter id that looks like a question ("q1") is not a ragev_case test.
+    make_project()
+    (pytester.path / "data" / "qas.parquet").unlink()  # loading it would be a usage error
+    pytester.makeini("[pytest]\nragev_config = ragev.toml\n")
+    pytester.makepyfile(
+        test_other="import pytest\n\n@pytest.mark.parametrize('x', ['q1'])\n"
+        "def test_ok(x):\n    assert x\n"
+    )
+    result = pytester.runpytest("test_other.py")
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.OK
+
+
 def test_ini_twin_with_hand_written_tests_loads_and_validates_after_collection(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:
