@@ -36,13 +36,19 @@ class GateState:
 
 
 def _rules(session: RagevSession) -> GateRules:
+    """``[gate]``'s rules; ``top_regressions`` falls back to ``[report]``'s (default 10)."""
     from pytest_ragev.checks import GateRules
 
     names = [*METRIC_NAMES, *(m.name for m in session.custom_metrics())]
-    if not session.ragev.gate:
-        return GateRules()
-    return GateRules.from_table(session.ragev.gate, source=str(session.ragev.source),
-                                metric_names=names)
+    gate = session.ragev.gate or {}
+    rules = (
+        GateRules.from_table(gate, source=str(session.ragev.source), metric_names=names)
+        if gate
+        else GateRules()
+    )
+    if "top_regressions" not in gate:
+        rules = replace(rules, top_regressions=session.ragev.top_regressions)
+    return rules
 
 
 def baseline_path(session: RagevSession) -> Path | None:
@@ -114,7 +120,6 @@ def _remove_stale(path: Path, evaluation: Evaluation) -> None:
 def apply(
     session: RagevSession,
     evaluation: Evaluation,
-    gated: Sequence[RunResult],
     *,
     interrupted: bool,
 ) -> GateState:
@@ -122,8 +127,7 @@ def apply(
 
     Every run of ``evaluation.runs`` is compared with its own recorded run (the base
     configuration with the base run, each variant with its variant run), whichever of
-    them were selected; ``gated`` is the caller's threshold selection and is not used
-    here. A session that ran only some configurations (``--ragev-variant``, ``-k``)
+    them were selected. A session that ran only some configurations (``--ragev-variant``, ``-k``)
     compares those, and ``--ragev-update-baseline`` merges them into the file, keeping
     the recorded runs of the configurations that did not run.
     """
@@ -138,7 +142,6 @@ def apply(
     )
     from pytest_ragev.checks import compare, compare_variants, top_regressions
 
-    del gated  # the baseline gate covers every run; see the docstring
     rules = _rules(session)
     state = GateState(rules=rules)
     session.gate_state = state
@@ -230,7 +233,7 @@ def apply(
         comparison = compare(before, run, rules)
         state.comparisons.append(comparison)
         evaluation.failures.extend(comparison.failure_lines)
-        state.regressions.extend(top_regressions(before, run, _top(session, rules)))
+        state.regressions.extend(top_regressions(before, run, rules.top_regressions))
     if any(not c.passed for c in state.comparisons):
         obtained = obtained_path(path)
         merged = merge_snapshot(baseline, runs, plugin_version=version, keep=configured)
@@ -241,13 +244,6 @@ def apply(
     else:
         _remove_stale(path, evaluation)
     return state
-
-
-def _top(session: RagevSession, rules: GateRules) -> int:
-    """``[gate] top_regressions``, else ``[report] top_regressions``, else 10."""
-    if "top_regressions" in (session.ragev.gate or {}):
-        return rules.top_regressions
-    return session.ragev.top_regressions
 
 
 def verbose_lines(session: RagevSession, evaluation: Evaluation) -> Iterator[str]:

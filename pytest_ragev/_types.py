@@ -18,6 +18,12 @@ GENERATION_METRICS: tuple[str, ...] = ("bleu1", "bleu2", "bleu4", "rouge1", "rou
 #: All twelve built-in metrics, in report order.
 METRIC_NAMES: tuple[str, ...] = RETRIEVAL_METRICS + GENERATION_METRICS
 
+#: ``task.status`` values of the JSON report (the seed's).
+STATUS_PENDING = 0
+STATUS_RUNNING = 1
+STATUS_SUCCESS = 2
+STATUS_FAILED = 3
+
 
 @dataclass(frozen=True)
 class QAPair:

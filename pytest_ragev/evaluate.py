@@ -19,6 +19,9 @@ from pytest_ragev._types import (
     GENERATION_METRICS,
     METRIC_NAMES,
     RETRIEVAL_METRICS,
+    STATUS_FAILED,
+    STATUS_RUNNING,
+    STATUS_SUCCESS,
     CustomMetric,
     MetricInput,
 )
@@ -28,11 +31,6 @@ from pytest_ragev.settings import RagevConfig, redact, settings_hash
 if TYPE_CHECKING:
     from pytest_ragev.checks import Comparison, QuestionDiff, ThresholdResult
     from pytest_ragev.session import RagevSession
-
-_STATUS_PENDING = 0
-_STATUS_RUNNING = 1
-_STATUS_SUCCESS = 2
-_STATUS_FAILED = 3
 
 
 @dataclass
@@ -243,7 +241,7 @@ def evaluate(session: RagevSession, *, interrupted: bool) -> Evaluation:
         )
     from pytest_ragev import _gate
 
-    _gate.apply(session, evaluation, gated, interrupted=interrupted)
+    _gate.apply(session, evaluation, interrupted=interrupted)
     evaluation.report = final_report(session, evaluation, interrupted=interrupted)
     session.config.hook.pytest_ragev_report(report=evaluation.report)
     _write_reports(session, evaluation)
@@ -306,12 +304,12 @@ def _task(
 
 
 def progress_report(
-    session: RagevSession, *, status: int = _STATUS_RUNNING, err_msg: str = ""
+    session: RagevSession, *, status: int = STATUS_RUNNING, err_msg: str = ""
 ) -> dict[str, Any]:
     """The report before the first item (status 0), while the run goes (1), or after a
     usage error (3)."""
     return {
-        "success": status != _STATUS_FAILED,
+        "success": status != STATUS_FAILED,
         "data": {
             "task": _task(session, status=status, err_msg=err_msg),
             "params": run_params(session, None),
@@ -326,10 +324,10 @@ def final_report(
     """The JSON report in WeKnora's ``EvaluationDetail`` shape, plus samples and verdict."""
     base = evaluation.base
     if interrupted:
-        status = _STATUS_FAILED
+        status = STATUS_FAILED
         err_msg = f"{session.interrupt_reason} before every question was answered"
     else:
-        status, err_msg = _STATUS_SUCCESS, ""
+        status, err_msg = STATUS_SUCCESS, ""
     data: dict[str, Any] = {
         "task": _task(session, status=status, err_msg=err_msg),
         "params": base.params if base is not None else run_params(session, None),

@@ -90,9 +90,9 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     pluginmanager.add_hookspecs(hookspecs)
 
 
-def _config_path(config: pytest.Config) -> tuple[Path | None, bool]:
-    """The ragev config file and whether it came from the command line."""
-    cli = config.getoption("ragev_config")
+def _config_path(config: pytest.Config, cli: str | None) -> tuple[Path | None, bool]:
+    """The ragev config file (``cli``, the ``--ragev-config`` value, else the
+    ``ragev_config`` ini key) and whether it came from the command line."""
     if cli:
         return Path(cli), True
     ini = config.getini("ragev_config")
@@ -115,15 +115,11 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> Any:
     """
     result = yield
     namespace = early_config.known_args_namespace
-    cli = getattr(namespace, "ragev_config", None)
-    if cli:
-        path = early_config.invocation_params.dir / cli
-    else:
-        ini = early_config.getini("ragev_config")
-        if not ini:
-            return result
-        base = early_config.inipath.parent if early_config.inipath else early_config.rootpath
-        path = base / str(ini)
+    # Options are not parsed into config.getoption yet: read the early namespace.
+    found, _ = _config_path(early_config, getattr(namespace, "ragev_config", None))
+    if found is None:
+        return result
+    path = early_config.invocation_params.dir / found  # an absolute ini path stays as is
     if not path.is_file():
         return result  # pytest_configure reports it as one line
     _load_conftests(early_config, path.resolve().parent)
@@ -153,7 +149,7 @@ def _path_option(config: pytest.Config, name: str) -> Path | None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
-    path, from_cli = _config_path(config)
+    path, from_cli = _config_path(config, config.getoption("ragev_config"))
     if path is None:
         return
     from pytest_ragev._errors import RagevError

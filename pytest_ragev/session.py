@@ -30,7 +30,15 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_ragev._errors import RagevError
-from pytest_ragev._types import METRIC_NAMES, Answer, CustomMetric, PipelineSettings, QAPair
+from pytest_ragev._types import (
+    METRIC_NAMES,
+    STATUS_PENDING,
+    STATUS_RUNNING,
+    Answer,
+    CustomMetric,
+    PipelineSettings,
+    QAPair,
+)
 from pytest_ragev.settings import RagevConfig, VariantConfig, variant_pipeline
 
 if TYPE_CHECKING:
@@ -43,9 +51,6 @@ if TYPE_CHECKING:
 #: The user property name under which records travel on test reports.
 RECORD_KEY = "ragev"
 
-#: ``task.status`` values of the JSON report (the seed's).
-STATUS_PENDING = 0
-STATUS_RUNNING = 1
 
 #: A question of a variant: ``(variant or None, qid)``.
 CaseKey = tuple[str | None, int]
