@@ -5,56 +5,58 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import stat
-import tempfile
 from pathlib import Path
 from typing import Any
 
-
-def _umask() -> int:
-    """The process umask, read without changing it where the OS allows."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    # Elsewhere the only way to read it is to set it (and put it back at once).
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+#: Flags of the temporary file: new (never an existing file or link), written in binary.
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
 
 
-def _target_mode(target: Path) -> int:
-    """The existing file's permissions, else what ``open(path, "w")`` would give."""
+def _existing_mode(target: Path) -> int | None:
+    """The permissions of the file at ``target``, or ``None`` when there is none."""
     try:
         return stat.S_IMODE(os.stat(target).st_mode)
     except OSError:
-        return 0o666 & ~_umask()
+        return None
+
+
+def _create_temp(target: Path) -> tuple[int, Path]:
+    """A new file beside ``target``, open for writing, created as ``open(path, "w")`` would.
+
+    Mode ``0o666`` less the umask, which the OS applies itself (``mkstemp`` would give
+    ``0o600``, and reading the umask means setting it, process-wide).
+    """
+    while True:
+        temp = target.parent / f".{target.name}.{secrets.token_hex(8)}.tmp"
+        try:
+            return os.open(temp, _TEMP_FLAGS, 0o666), temp
+        except FileExistsError:
+            continue
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder and ``os.replace``.
 
-    The file gets the permissions it had, or those of a plainly created file for a
-    new one (``mkstemp`` alone would leave every report readable by its owner only).
+    The file keeps the permissions it had; a new one gets those of a plainly created file.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    mode = _target_mode(target)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    fd, temp = _create_temp(target)
     try:
-        os.chmod(tmp_name, mode)
         with os.fdopen(fd, "wb") as handle:
+            mode = _existing_mode(target)
+            if mode is not None:
+                os.chmod(temp, mode)
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp_name, target)
+        os.replace(temp, target)
     except BaseException:
         # Never leave the temporary file behind, whatever interrupted us.
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp_name)
+            os.unlink(temp)
         raise
 
 
