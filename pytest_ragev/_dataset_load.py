@@ -29,6 +29,8 @@ from pytest_ragev._types import QAPair
 #: Bumped whenever the canonical byte layout below changes (old fingerprints become stale).
 _FINGERPRINT_VERSION = b"pytest-ragev dataset fingerprint v1\n"
 _INT64_MAX = np.iinfo(np.int64).max
+#: An integer id held in a string (once trimmed): optional sign, ASCII digits. Also the
+#: rule of the converters (``_dataset_tools``), so they keep the ids the loader would read.
 _DIGITS = r"^[+-]?[0-9]+$"
 _TEXT_HINT = "store texts as strings"
 
@@ -86,13 +88,7 @@ class _TextTable:
 
     def sorted_texts(self) -> TextArray:
         """The texts in id order."""
-        if self.order is None:
-            return self.file_texts
-        # A full permutation is several times faster on one contiguous array than across
-        # the per-row-group chunks (and pyarrow concatenates them for a chunked take anyway).
-        # 32-bit indices when they fit: Arrow's take gathers about twice as fast with them.
-        combined = _one_chunk(self.file_texts)
-        return pa.chunked_array([combined.take(_take_indices(self.order))])
+        return self.file_texts if self.order is None else reordered(self.file_texts, self.order)
 
 
 def read_dataset_folder(folder: Path) -> LoadedDataset:
@@ -125,10 +121,7 @@ def read_dataset_folder(folder: Path) -> LoadedDataset:
             # soon as they are there (a shuffled corpus is hashed as this thread feeds it
             # id-order blocks, see _assemble_loaded).
             sorted_digest_work = pool.submit(
-                lambda: _sorted_with_digest(
-                    "corpus",
-                    _TextTable(ids=sorted_corpus_ids, file_texts=text_work.result(), order=None),
-                )[1]
+                lambda: _digest("corpus", sorted_corpus_ids, text_work.result())
             )
         try:
             with _collector_paused() as collecting:
@@ -208,8 +201,8 @@ def _assemble_loaded(
         qas_aids=qas_aids,
     )
     parts = [
-        _sorted_with_digest("queries", queries)[1],
-        _sorted_with_digest("answers", answers)[1],
+        _digest("queries", queries.ids, queries.sorted_texts()),
+        _digest("answers", answers.ids, answers.sorted_texts()),
         _links_digest(rel_qids, rel_pids, rel_grades, qas_qids[qas_order], qas_aids[qas_order]),
     ]
     referenced = np.bincount(rel_corpus_pos, minlength=len(sorted_corpus_ids))
@@ -240,15 +233,15 @@ def _assemble_loaded(
         digest_work = pool.submit(feed.hash_blocks, combined, blocks)
         passage_texts = feed.put_blocks(combined, blocks, digest_work)
     _fill_passages(pairs, bounds, passage_texts)
-    corpus_digest = digest_work.result()
+    corpus_part = digest_work.result()
     return LoadedDataset(
         pairs=tuple(pairs),
         corpus_ids=sorted_corpus_ids,
         corpus_texts=file_texts,
         corpus_order=corpus_order,
         answer_count=len(answers.ids),
-        fingerprint=_combine_digests([corpus_digest, *parts]),
-        corpus_fingerprint=corpus_digest.hex(),
+        fingerprint=_combine_digests([corpus_part, *parts]),
+        corpus_fingerprint=corpus_part.hex(),
         relevant_qrels=len(rel_pids),
         referenced_passages=int(np.count_nonzero(referenced)),
         qids_without_qrels=queries.ids[
@@ -556,19 +549,19 @@ def _positions(values: IntArray, sorted_ids: IntArray, path: Path, column: str,
 # --- fingerprint ---------------------------------------------------------------------------
 
 
-def _sorted_with_digest(name: str, table: _TextTable) -> tuple[TextArray, bytes]:
-    """The table's texts in id order, and the sha256 of its canonical bytes.
+def _digest(name: str, ids: IntArray, texts: TextArray) -> bytes:
+    """The sha256 of an ``id``/``text`` table's canonical bytes (``ids`` ascending, ``texts``
+    in the same order).
 
     Canonical bytes: the name, the row count, the sorted ids as little-endian int64, every
     text's UTF-8 byte length, then all text bytes in id order. Parquet metadata, row order,
     compression, id storage type and ignored columns do not enter; any text or id does.
     Whole Arrow buffers are hashed, never one row at a time.
     """
-    texts = table.sorted_texts()
     digest = hashlib.sha256()
-    _hash_ints(digest, name, table.ids)
+    _hash_ints(digest, name, ids)
     _hash_texts(digest, texts)
-    return texts, digest.digest()
+    return digest.digest()
 
 
 def corpus_digest(ids: IntArray, texts: TextArray) -> str:
@@ -577,10 +570,7 @@ def corpus_digest(ids: IntArray, texts: TextArray) -> str:
     The loader hashes a file this way (:class:`_IdOrderFeed`); this is the same for a
     corpus held in memory, so both give one key for one content.
     """
-    digest = hashlib.sha256()
-    _hash_ints(digest, "corpus", ids)
-    _hash_texts(digest, texts)
-    return digest.hexdigest()
+    return _digest("corpus", ids, texts).hex()
 
 
 #: Rows per block when hashing a shuffled table in id order (a few MiB of text per block).
@@ -591,9 +581,9 @@ _DIGEST_BLOCK_ROWS = 1 << 15
 class _IdOrderFeed:
     """The digest of a shuffled table, computed from id-order blocks (see :meth:`prepare`).
 
-    The same digest as :func:`_sorted_with_digest`, without a full reordered copy: this
-    thread gathers one block at a time into id order (:meth:`put_blocks`) while the worker
-    hashes the previous one (:meth:`hash_blocks`). Both steps release the GIL for their
+    The same digest as :func:`_digest` of the texts in id order, without a reordered copy:
+    this thread gathers one block at a time into id order (:meth:`put_blocks`) while the
+    worker hashes the previous one (:meth:`hash_blocks`). Both steps release the GIL for their
     bulk (Arrow's take, sha256), so on two cores the pass costs about the hashing alone.
     The passages the pairs need are picked out of the same fresh blocks, which is cheaper
     than a second random gather over the whole table.
