@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from pytest_ragev._dataset_load import _DIGITS
 from pytest_ragev._errors import ConfigError, DatasetError
 from pytest_ragev.dataset import DATASET_FILES, Dataset, write_dataset
 
@@ -30,6 +31,8 @@ from pytest_ragev.dataset import DATASET_FILES, Dataset, write_dataset
 DEFAULT_DISTRACTOR_SHARE = 0.2
 #: Where a conversion that renumbered ids records them (``table``, ``id``, ``source_id``).
 ID_MAP_FILE = "id_map.parquet"
+#: Every file a dataset tool writes into its destination.
+_OUTPUT_FILES = (*DATASET_FILES, ID_MAP_FILE)
 
 
 def check_destination(source: Path, destination: Path, *, force: bool) -> None:
@@ -40,7 +43,7 @@ def check_destination(source: Path, destination: Path, *, force: bool) -> None:
         raise ConfigError(
             f"destination {destination} is the source folder; write to another folder"
         )
-    existing = [name for name in (*DATASET_FILES, ID_MAP_FILE) if (destination / name).exists()]
+    existing = [name for name in _OUTPUT_FILES if (destination / name).exists()]
     if existing and not force:
         raise ConfigError(
             f"destination {destination} already holds {existing[0]}; "
@@ -163,7 +166,7 @@ def _text_field(path: Path, number: int, item: dict[str, Any], key: str) -> str:
 
 
 #: An integer id as the loader reads one from a string: optional sign, ASCII digits.
-_INTEGER = re.compile(r"[+-]?[0-9]+")
+_INTEGER = re.compile(_DIGITS)
 
 
 def _as_integer(text: str) -> int | None:
@@ -223,9 +226,12 @@ def _id_text(value: Any) -> str | None:
     return text if text.strip() else None
 
 
-def _write_id_map(destination: Path, maps: dict[str, _IdMap], renumbered: tuple[str, ...]) -> None:
+def _write_id_map(destination: Path, maps: dict[str, _IdMap]) -> tuple[str, ...]:
+    """Write ``id_map.parquet`` for the tables of ``maps`` that were renumbered, if any;
+    returns their names."""
+    renumbered = tuple(name for name, id_map in maps.items() if id_map.renumbered)
     if not renumbered:
-        return
+        return renumbered
     from pytest_ragev._dataset_write import write_table
 
     tables, ids, source_ids = [], [], []
@@ -234,11 +240,11 @@ def _write_id_map(destination: Path, maps: dict[str, _IdMap], renumbered: tuple[
         tables += [name] * len(id_map.ids)
         ids += id_map.ids
         source_ids += id_map.source_ids
-    destination.mkdir(parents=True, exist_ok=True)
     write_table(
         destination / ID_MAP_FILE,
         pa.table({"table": tables, "id": pa.array(ids, pa.int64()), "source_id": source_ids}),
     )
+    return renumbered
 
 
 @dataclass(frozen=True)
@@ -292,7 +298,7 @@ def _publish(staging: Path, destination: Path) -> None:
         os.replace(staging, destination)
         return
     written = {path.name for path in staging.iterdir()}
-    for name in (*DATASET_FILES, ID_MAP_FILE):
+    for name in _OUTPUT_FILES:
         if name in written:
             os.replace(staging / name, destination / name)
         elif (destination / name).exists():
@@ -371,11 +377,7 @@ def convert_beir(source: Path, destination: Path, *, split: str | None = None) -
         for qid, (text, answer) in zip(query_ids.ids, query_rows, strict=True)
         if qid in judged_queries
     ]
-    renumbered = tuple(
-        name for name, id_map in (("queries", query_ids), ("corpus", corpus_ids))
-        if id_map.renumbered
-    )
-    _write_id_map(destination, {"queries": query_ids, "corpus": corpus_ids}, renumbered)
+    renumbered = _write_id_map(destination, {"queries": query_ids, "corpus": corpus_ids})
     write_dataset(
         destination,
         queries=[(qid, text) for qid, text, _ in kept],
@@ -620,11 +622,7 @@ def convert_jsonl(
             "--corpus file gives any, so the corpus would be empty; add 'passages' to the lines"
         )
 
-    renumbered = tuple(
-        name for name, id_map in (("queries", query_ids), ("corpus", corpus_ids))
-        if id_map.renumbered
-    )
-    _write_id_map(destination, {"queries": query_ids, "corpus": corpus_ids}, renumbered)
+    renumbered = _write_id_map(destination, {"queries": query_ids, "corpus": corpus_ids})
     write_dataset(
         destination,
         queries=queries,
