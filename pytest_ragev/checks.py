@@ -43,6 +43,8 @@ MODES: tuple[Mode, ...] = ("significant", "tolerance", "any")
 #: The multiple-comparison correction across the gated metrics of one run.
 Correction = Literal["holm", "maxt", "none"]
 CORRECTIONS: tuple[Correction, ...] = ("holm", "maxt", "none")
+#: How failure lines and reports name a correction that adjusted p.
+CORRECTION_NAMES: Mapping[str, str] = {"holm": "Holm", "maxt": "max-T"}
 
 #: What happened to one metric between the baseline and the current run.
 Status = Literal[
@@ -429,8 +431,7 @@ def _p_text(p: float) -> str:
 def _correction_text(correction: str, family: int) -> str:
     if family <= 1 or correction == "none":
         return ""
-    name = {"holm": "Holm", "maxt": "max-T"}.get(correction, correction)
-    return f" ({name}, {family} metrics)"
+    return f" ({CORRECTION_NAMES.get(correction, correction)}, {family} metrics)"
 
 
 def _level_text(level: float) -> str:
@@ -662,18 +663,28 @@ def _direction(metric: str, *runs: RunResult) -> Direction:
     return "higher"
 
 
-def _aligned(
+def _paired_scores(
     baseline: RunResult, current: RunResult, metric: str
-) -> tuple[list[float], list[float]]:
+) -> dict[int, tuple[float, float]]:
+    """``(baseline, current)`` scores of ``metric`` per shared question, in qid order."""
     before = baseline.scores(metric)
     after = current.scores(metric)
     # A NaN from a custom metric would poison every resampled mean (and comparisons with
     # NaN are all false, which would read as a tiny p-value): such questions sit out.
-    shared = sorted(
-        q for q in before.keys() & after.keys()
+    return {
+        q: (before[q], after[q]) for q in sorted(before.keys() & after.keys())
         if math.isfinite(before[q]) and math.isfinite(after[q])
-    )
-    return [before[q] for q in shared], [after[q] for q in shared]
+    }
+
+
+def _aligned(scores: Mapping[int, tuple[float, float]]) -> tuple[list[float], list[float]]:
+    """The baseline's and the current run's scores as two lists in the same order."""
+    return [b for b, _ in scores.values()], [a for _, a in scores.values()]
+
+
+def _differences(scores: Mapping[int, tuple[float, float]]) -> dict[int, float]:
+    """``current - baseline`` per question."""
+    return {q: after - before for q, (before, after) in scores.items()}
 
 
 def compare(
@@ -698,7 +709,8 @@ def compare(
             "re-baseline on this dataset with --ragev-update-baseline"
         )
     names = list(metrics) if metrics is not None else _metric_order(current_run, baseline_run)
-    pairs = {name: _aligned(baseline_run, current_run, name) for name in names}
+    scores = {name: _paired_scores(baseline_run, current_run, name) for name in names}
+    pairs = {name: _aligned(scores[name]) for name in names}
     stats = paired_stats(
         pairs,
         alphas={name: rules.rule_for(name).significance for name in names},
@@ -718,7 +730,7 @@ def compare(
         worse = holm({n: stats[n].p_worse(directions[n]) for n in family})
         better = holm({n: stats[n].p_better(directions[n]) for n in family})
     elif rules.correction == "maxt" and len(family) > 1:
-        diffs = {n: _differences(baseline_run, current_run, n) for n in family}
+        diffs = {n: _differences(scores[n]) for n in family}
         worse_sign = {n: -1.0 if directions[n] == "higher" else 1.0 for n in family}
         worse = step_down_maxt(diffs, worse_sign, resamples=rules.resamples, seed=rules.seed)
         better = step_down_maxt(
@@ -763,16 +775,6 @@ def holm(p_values: Mapping[str, float]) -> dict[str, float]:
         running = max(running, min(1.0, (m - index) * p_values[name]))
         adjusted[name] = running
     return adjusted
-
-
-def _differences(baseline: RunResult, current: RunResult, metric: str) -> dict[int, float]:
-    """``current - baseline`` of ``metric`` per shared question (finite values only)."""
-    before = baseline.scores(metric)
-    after = current.scores(metric)
-    return {
-        q: after[q] - before[q] for q in before.keys() & after.keys()
-        if math.isfinite(before[q]) and math.isfinite(after[q])
-    }
 
 
 def step_down_maxt(
@@ -1087,7 +1089,7 @@ def compare_variants(
     base_row = VariantRow(name=None, cells=base_cells, changed_knobs=[])
     rows = []
     for variant in variants:
-        pairs = {name: _aligned(base, variant, name) for name in names}
+        pairs = {name: _aligned(_paired_scores(base, variant, name)) for name in names}
         stats = paired_stats(
             pairs,
             alphas={name: rules.rule_for(name).significance for name in names},

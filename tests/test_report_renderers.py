@@ -470,3 +470,16 @@ def test_reports_say_when_p_is_adjusted(model: ReportModel) -> None:
         comparisons=[compare(baseline, current, GateRules(resamples=2000, correction="none"))],
     )
     assert "adjusted" not in render_markdown(plain)
+
+
+def test_facts_of_a_variant_only_session_count_every_variant() -> None:
+    runs = [make_run(3, variant="k10"), make_run(4, variant="k20")]
+    model = ReportModel.build(runs=runs, passed=True)
+    assert not model.base_ran
+    assert "2 variant(s)" in render_markdown(model)
+    assert "2 variant(s)" in text(tree(render_html(model)))
+    names = "The base configuration did not run; variants in this run: "
+    assert names + "`k10`, `k20`." in render_markdown(model)
+    assert names + "k10, k20." in text(tree(render_html(model)))
+    both = ReportModel.build(runs=[make_run(1), runs[0]], passed=True)
+    assert both.base_ran and "1 variant(s)" in render_markdown(both)

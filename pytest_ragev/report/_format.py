@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from pytest_ragev.checks import CORRECTION_NAMES
+
 if TYPE_CHECKING:
     from pytest_ragev.checks import Comparison
     from pytest_ragev.report.model import ReportModel
@@ -80,8 +82,9 @@ def run_facts(model: ReportModel, *, value: Callable[[str], str]) -> list[str]:
         facts.append(f"dataset {value(base.dataset_id)} ({base.fingerprint[:12]})")
         facts.append(f"profile {value(base.profile)}")
         facts.append(f"{len(base.samples)} questions")
-    if model.variants:
-        facts.append(f"{len(model.variants)} variant(s)")
+    variants = sum(run.variant is not None for run in model.runs)
+    if variants:
+        facts.append(f"{variants} variant(s)")
     facts.append(f"{model.errors} error(s)")
     facts.append(f"{model.fallbacks} fallback(s)")
     if model.duration_s is not None:
@@ -89,10 +92,23 @@ def run_facts(model: ReportModel, *, value: Callable[[str], str]) -> list[str]:
     return facts
 
 
+def base_missing_note(model: ReportModel, *, value: Callable[[str], str]) -> str | None:
+    """``The base configuration did not run; variants in this run: k10, k20.`` for a
+    session of variants only (``--ragev-variant`` without ``base``), else ``None``.
+
+    ``value`` renders each variant name for the target format (escaping, code spans).
+    """
+    if not model.runs or model.base_ran:
+        return None
+    names = ", ".join(value(str(run.variant)) for run in model.runs)
+    return f"The base configuration did not run; variants in this run: {names}."
+
+
 def correction_note(comparison: Comparison) -> str:
-    """`` Adjusted for 12 metrics (Holm).`` when a correction applied, else empty."""
+    """`` p is adjusted for the 12 metrics tested together (Holm).`` when a correction
+    applied, else empty."""
     adjusted = [m for m in comparison.metrics if m.family > 1 and m.correction != "none"]
     if not adjusted:
         return ""
-    name = {"holm": "Holm", "maxt": "max-T"}.get(adjusted[0].correction, adjusted[0].correction)
+    name = CORRECTION_NAMES.get(adjusted[0].correction, adjusted[0].correction)
     return f" p is adjusted for the {adjusted[0].family} metrics tested together ({name})."

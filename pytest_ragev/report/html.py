@@ -46,7 +46,7 @@ ul.failures li{color:#c0392b;font-family:ui-monospace,monospace;font-size:13px}
 .q{max-width:280px}.sig-better{color:#2e8b57;font-weight:700}.sig-worse{color:#c0392b;font-weight:700}
 .muted{color:#777}.change{white-space:nowrap}
 .scroll{overflow-x:auto;max-width:100%}.fact{white-space:nowrap}
-.answer-col{min-width:220px}
+.regressions th:nth-child(n+5){min-width:220px}
 .nochange{width:270px;height:150px;box-sizing:border-box;border:1px dashed #ccd;
 padding:8px;font-size:12px;color:#555}.nochange b{display:block;color:#1d2430;margin-bottom:40px}
 """
@@ -60,14 +60,9 @@ def _e(text: object) -> str:
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], *, numeric: Sequence[bool],
-           row_classes: Sequence[str] | None = None, css: str = "",
-           header_classes: Sequence[str] | None = None) -> str:
+           row_classes: Sequence[str] | None = None, css: str = "") -> str:
     """A table in a horizontally scrolling box: a wide table never widens the page."""
-    head = "".join(
-        f'<th class="{header_classes[i]}">{h}</th>' if header_classes and header_classes[i]
-        else f"<th>{h}</th>"
-        for i, h in enumerate(header)
-    )
+    head = "".join(f"<th>{h}</th>" for h in header)
     body = []
     for index, row in enumerate(rows):
         row_css = f' class="{row_classes[index]}"' if row_classes and row_classes[index] else ""
@@ -134,15 +129,12 @@ def _metrics_section(model: ReportModel) -> str:
             f"of the change.{_e(fmt.correction_note(comparison))}</p>"
         )
         parts.append(_comparison_table(comparison))
-    elif model.base is not None and model.base.variant is not None:
-        # --ragev-variant without "base": the first run is a variant; say so.
-        names = ", ".join(_e(run.variant) for run in model.runs)
-        parts.append(f'<p class="meta">The base configuration did not run; variants in this '
-                     f"run: {names}.</p>")
-        if not model.variant_comparisons:
-            parts.append(_summary_table(model.base))
     elif model.base is not None:
-        parts.append(_summary_table(model.base))
+        missing = fmt.base_missing_note(model, value=_e)
+        if missing is not None:
+            parts.append(f'<p class="meta">{missing}</p>')
+        if missing is None or not model.variant_comparisons:
+            parts.append(_summary_table(model.base))
     for other in model.variant_comparisons:
         parts.append(f"<h3>Variant {_e(other.variant)} against its baseline</h3>")
         parts.append(_comparison_table(other))
@@ -161,9 +153,10 @@ def _chart_section(model: ReportModel) -> str:
     if baseline is not None:
         series.append(_svg.Series("baseline", BASELINE_COLOR,
                                   {m: s.mean for m, s in baseline.summary.items()}))
-    label = "current" if baseline is not None else "base"
-    if base.variant is not None:
+    if not model.base_ran:
         label = str(base.variant)
+    else:
+        label = "current" if baseline is not None else "base"
     series.append(_svg.Series(label, CURRENT_COLOR, {m: s.mean for m, s in base.summary.items()}))
     for index, run in enumerate(model.variants):
         series.append(_svg.Series(str(run.variant), VARIANT_COLORS[index % len(VARIANT_COLORS)],
@@ -247,11 +240,10 @@ def _variants_section(variants: VariantTable | None) -> str:
     ]
     rows.append(['<span class="muted">changed knobs</span>', "", *knobs])
     numeric = [False, True, *([True] * len(variants.rows))]
-    classes = [""] * len(variants.metrics) + ["knobs"]
     return ("<h2>Variants</h2>"
             '<p class="meta">Δ against the base run on shared questions; ▲/▼: significantly '
             "better/worse (paired permutation test, two-sided).</p>"
-            + _table(header, rows, numeric=numeric, row_classes=classes, css="variants"))
+            + _table(header, rows, numeric=numeric, css="variants"))
 
 
 def _ids_html(values: Sequence[int], relevant: frozenset[int], limit: int = 10) -> str:
@@ -305,8 +297,7 @@ def _regressions_section(diffs: Sequence[QuestionDiff]) -> str:
             '<p class="meta">✓ marks a relevant passage.</p>'
             + _table(["qid", "question", "Δ", "retrieved before → after", "answer before",
                       "answer after"], rows,
-                     numeric=[True, False, False, False, False, False], css="regressions",
-                     header_classes=["", "", "", "", "answer-col", "answer-col"]))
+                     numeric=[True, False, False, False, False, False], css="regressions"))
 
 
 def render_html(model: ReportModel) -> str:

@@ -86,13 +86,12 @@ def _metrics(model: ReportModel) -> list[str]:
     base = model.base
     if base is None:
         return [*lines, "No run."]
-    if base.variant is not None:
-        # --ragev-variant without "base": the first run is a variant; say so.
-        names = ", ".join(code(str(run.variant)) for run in model.runs)
-        lines += [f"The base configuration did not run; variants in this run: {names}.", ""]
+    missing = fmt.base_missing_note(model, value=code)
+    if missing is not None:
+        lines.append(missing)
         if model.variant_comparisons:
-            return lines[:-1]
-        lines += [f"Means of variant {code(str(base.variant))}:", ""]
+            return lines
+        lines += ["", f"Means of variant {code(str(base.variant))}:", ""]
     rows = [[name, fmt.num(item.mean), str(item.n)] for name, item in base.summary.items()]
     return lines + _table(["metric", "mean", "n"], rows, "lrr")
 

@@ -23,7 +23,8 @@ class Verdict:
 class ReportModel:
     """Everything a report renders.
 
-    ``runs`` holds the base run first, then the variants. ``comparisons`` are the runs
+    ``runs`` holds the base run first, then the variants (only variants when the base
+    configuration did not run: see :attr:`base_ran`). ``comparisons`` are the runs
     compared with their baseline runs (``baseline_runs``, keyed by variant name, ``None``
     for the base configuration); ``regressions`` the most regressed questions of all
     compared runs (each :class:`QuestionDiff` names its variant). ``notes`` carries extra
@@ -98,12 +99,19 @@ class ReportModel:
 
     @property
     def base(self) -> RunResult | None:
-        """The base configuration's run (the first run), if any ran."""
+        """The first run, if any ran: the base configuration's when :attr:`base_ran`,
+        else the first variant's (a session of ``--ragev-variant`` runs only)."""
         return self.runs[0] if self.runs else None
 
     @property
+    def base_ran(self) -> bool:
+        """Whether the base configuration ran (the first run is not a variant)."""
+        return bool(self.runs) and self.runs[0].variant is None
+
+    @property
     def variants(self) -> list[RunResult]:
-        """The variant runs, in configuration order."""
+        """The runs after the first, in configuration order: the variants when
+        :attr:`base_ran`, else all variants but the first."""
         return list(self.runs[1:])
 
     @property
