@@ -180,11 +180,27 @@ class Snapshot:
         )
 
 
-def _compatible(snapshot: Snapshot, run: RunResult) -> bool:
-    return (
-        snapshot.schema_version == SCHEMA_VERSION
-        and (snapshot.fingerprint, snapshot.profile) == (run.fingerprint, run.profile)
-    )
+def _mismatch(snapshot: Snapshot, run: RunResult) -> str | None:
+    """Why ``run``'s numbers cannot sit beside ``snapshot``'s (another schema version,
+    metric profile or dataset fingerprint), or ``None`` when they can."""
+    where = snapshot.source or "the baseline"
+    if snapshot.schema_version != SCHEMA_VERSION:
+        return (
+            f"ragev: {where} has schema_version {snapshot.schema_version}, this pytest-ragev "
+            f"writes {SCHEMA_VERSION}; {_FIX}"
+        )
+    if snapshot.profile != run.profile:
+        return (
+            f"ragev: {where} was computed with metric profile {snapshot.profile!r}, this run "
+            f"uses {run.profile!r}; numbers across metric versions are not comparable: {_FIX}"
+        )
+    if snapshot.fingerprint != run.fingerprint:
+        return (
+            f"ragev: {where} was computed on dataset {snapshot.dataset_id!r} (fingerprint "
+            f"{snapshot.fingerprint[:12]}), this run on {run.dataset_id!r} (fingerprint "
+            f"{run.fingerprint[:12]}); the data changed: {_FIX}"
+        )
+    return None
 
 
 @dataclass(frozen=True)
@@ -217,7 +233,7 @@ def merge_snapshot(
     Raises :class:`BaselineError` when neither ``runs`` nor ``existing`` has a base run.
     """
     ran = {run.variant for run in runs}
-    usable = existing is not None and all(_compatible(existing, run) for run in runs)
+    usable = existing is not None and all(_mismatch(existing, run) is None for run in runs)
     kept: list[str | None] = []
     dropped: list[str | None] = []
     merged = list(runs)
@@ -472,23 +488,10 @@ def check_compatible(baseline: Snapshot, current: RunResult) -> Overlap:
     baseline does not have, or no shared question raise :class:`BaselineError` (a
     usage error). Returns the qid overlap with the baseline's run of the same variant.
     """
+    mismatch = _mismatch(baseline, current)
+    if mismatch is not None:
+        raise BaselineError(mismatch)
     where = baseline.source or "the baseline"
-    if baseline.schema_version != SCHEMA_VERSION:
-        raise BaselineError(
-            f"ragev: {where} has schema_version {baseline.schema_version}, this pytest-ragev "
-            f"writes {SCHEMA_VERSION}; {_FIX}"
-        )
-    if baseline.profile != current.profile:
-        raise BaselineError(
-            f"ragev: {where} was computed with metric profile {baseline.profile!r}, this run "
-            f"uses {current.profile!r}; numbers across metric versions are not comparable: {_FIX}"
-        )
-    if baseline.fingerprint != current.fingerprint:
-        raise BaselineError(
-            f"ragev: {where} was computed on dataset {baseline.dataset_id!r} (fingerprint "
-            f"{baseline.fingerprint[:12]}), this run on {current.dataset_id!r} (fingerprint "
-            f"{current.fingerprint[:12]}); the data changed: {_FIX}"
-        )
     recorded = baseline.run_for(current.variant)
     if recorded is None:
         raise BaselineError(
