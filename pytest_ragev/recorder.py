@@ -84,10 +84,6 @@ class PassageIndex:
                     self._grams[norm[last:]].append(pid)
             self._built = True
 
-    def lookup(self, text: str) -> tuple[int, ...]:
-        """Candidate passage ids of a chunk text (empty when none), by the first rule matching."""
-        return self._lookup(normalise(text))[1]
-
     def match(self, text: str, relevant: Collection[int] = ()) -> int | None:
         """The passage id a chunk text maps to, or ``None`` (see the module docstring)."""
         norm = normalise(text)
