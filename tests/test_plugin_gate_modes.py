@@ -91,24 +91,23 @@ def test_holm_correction_and_correction_none(
     alone.stdout.fnmatch_lines(["ragev: recall 0.000 < baseline 1.000 (*p=0.03?, n=5)"])
 
 
-def test_default_correction_is_maxt(pytester: pytest.Pytester, make_project: Project) -> None:
-    # No [gate] table: the metrics broke together, and max-T keeps the single-metric 1/32.
-    result = _gated(pytester, make_project, "")
+@pytest.mark.parametrize(
+    "gate",
+    [
+        pytest.param("", id="default"),  # no [gate] table: max-T is the default correction
+        pytest.param('[gate]\ncorrection = "maxt"\n', id="explicit"),
+    ],
+)
+def test_maxt_correction_sees_what_every_metric_shows(
+    pytester: pytest.Pytester, make_project: Project, gate: str
+) -> None:
+    # All twelve metrics broke on the same five questions: max-T's adjusted p stays at
+    # the single-metric 1/32, where Holm's is twelve times that.
+    result = _gated(pytester, make_project, gate)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
         ["ragev: recall 0.000 < baseline 1.000 (*p=0.03? (max-T, 12 metrics), n=5)"]
     )
-
-
-def _baseline_json(pytester: pytest.Pytester) -> dict[str, object]:
-    data: dict[str, object] = json.loads(
-        (pytester.path / "ragev-baseline.json").read_text(encoding="utf-8")
-    )
-    return data
-
-
-def _write_baseline(pytester: pytest.Pytester, data: dict[str, object]) -> None:
-    (pytester.path / "ragev-baseline.json").write_text(json.dumps(data), encoding="utf-8")
 
 
 def test_other_metric_profile_is_a_usage_error(
@@ -124,42 +123,45 @@ def test_other_metric_profile_is_a_usage_error(
     )
 
 
-def test_other_schema_version_is_a_usage_error(
-    pytester: pytest.Pytester, make_project: Project
-) -> None:
-    make_project(BASELINE)
-    _run(pytester, "--ragev-update-baseline")
-    data = _baseline_json(pytester)
+Edit = Callable[[dict[str, object]], None]
+
+
+def _edit_baseline(pytester: pytest.Pytester, edit: Edit) -> None:
+    """Apply ``edit`` to the recorded baseline JSON in place."""
+    path = pytester.path / "ragev-baseline.json"
+    data: dict[str, object] = json.loads(path.read_text(encoding="utf-8"))
+    edit(data)
+    path.write_text(json.dumps(data), encoding="utf-8")
+
+
+def _bump_schema_version(data: dict[str, object]) -> None:
     data["schema_version"] = 2
-    _write_baseline(pytester, data)
-    result = _run(pytester)
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stdout.fnmatch_lines(["ragev: error: *schema_version 2*upgrade pytest-ragev or*"])
 
 
-def test_no_shared_question_is_a_usage_error(
-    pytester: pytest.Pytester, make_project: Project
-) -> None:
-    make_project(BASELINE)
-    _run(pytester, "--ragev-update-baseline")
-    data = _baseline_json(pytester)
+def _shift_qids(data: dict[str, object]) -> None:
     base = data["base"]
     assert isinstance(base, dict)
     for question in base["questions"]:
         question["qid"] += 100
-    _write_baseline(pytester, data)
+
+
+@pytest.mark.parametrize(
+    ("edit", "line"),
+    [
+        pytest.param(_bump_schema_version,
+                     "ragev: error: *schema_version 2*upgrade pytest-ragev or*",
+                     id="other_schema_version"),
+        pytest.param(_shift_qids,
+                     "ragev: error: *share no question (5 in the baseline, 5 now)*",
+                     id="no_shared_question"),
+    ],
+)
+def test_edited_baseline_is_a_usage_error(
+    pytester: pytest.Pytester, make_project: Project, edit: Edit, line: str
+) -> None:
+    make_project(BASELINE)
+    _run(pytester, "--ragev-update-baseline")
+    _edit_baseline(pytester, edit)
     result = _run(pytester)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stdout.fnmatch_lines(["ragev: error: *share no question (5 in the baseline, 5 now)*"])
-
-
-def test_maxt_correction_sees_what_every_metric_shows(
-    pytester: pytest.Pytester, make_project: Project
-) -> None:
-    # All twelve metrics broke on the same five questions: max-T's adjusted p stays at
-    # the single-metric 1/32, where Holm's is twelve times that.
-    result = _gated(pytester, make_project, '[gate]\ncorrection = "maxt"\n')
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(
-        ["ragev: recall 0.000 < baseline 1.000 (*p=0.03? (max-T, 12 metrics), n=5)"]
-    )
+    result.stdout.fnmatch_lines([line])
