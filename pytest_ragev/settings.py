@@ -51,7 +51,9 @@ _SECRET_WORDS = frozenset({
     "authorization", "bearer", "apikey", "cookie",
 })
 #: Key names that are secrets as a whole word (``auth = "user:pass"``), not as a part.
-_SECRET_NAMES = frozenset({"auth", "key", "token"})
+#: (A lone ``key`` or ``token`` is a secret too: the ``<word>_key`` / ``<word>_token``
+#: rules of :func:`is_secret_key` already decide those.)
+_SECRET_NAMES = frozenset({"auth"})
 #: A last word that ends a secret even when glued to the word before (``authtoken``).
 _SECRET_SUFFIXES = ("apikey", "password", "passwd", "passphrase", "secret", "token")
 #: ``<word>_token`` knobs that count or name tokenizer tokens, not credentials.
@@ -75,8 +77,9 @@ _KEY_QUALIFIERS = frozenset({
 _POINTER_WORDS = frozenset({"env", "file"})
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _NOT_WORD = re.compile(r"[^A-Za-z0-9]+")
-#: ``${VAR}``: a reference to an environment variable, expanded only when used.
-_REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
+#: ``${VAR}``: a reference to an environment variable, expanded only when used; group 1
+#: is the variable's name.
+REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 #: What may surround the references of a value that holds no literal secret.
 _TEMPLATE_REST = re.compile(r"^(?:(?:bearer|basic|token|digest|apikey|api-key)(?=\s|$))?[\W_]*$",
                             re.I)
@@ -426,9 +429,9 @@ def is_reference_only(value: str) -> bool:
     ``"${RAG_TOKEN}"``, ``"Bearer ${RAG_TOKEN}"`` and ``"${USER}:${PASS}"`` are templates,
     recorded as written; ``"sk-abc${X}"`` or ``"Bearer sk-abc"`` hold a literal and are not.
     """
-    if not _REFERENCE.search(value):
+    if not REFERENCE.search(value):
         return False
-    rest = _REFERENCE.sub(" ", value).strip()
+    rest = REFERENCE.sub(" ", value).strip()
     return bool(_TEMPLATE_REST.match(rest))
 
 

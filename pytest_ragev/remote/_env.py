@@ -7,9 +7,7 @@ import re
 from collections.abc import Mapping
 
 from pytest_ragev._errors import PipelineError
-from pytest_ragev.settings import REDACTED, is_reference_only, is_secret_key
-
-_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+from pytest_ragev.settings import REDACTED, REFERENCE, is_secret_key, redact
 
 
 class Secret(str):
@@ -23,11 +21,6 @@ class Secret(str):
 
     def __repr__(self) -> str:
         return repr(REDACTED)
-
-
-def references(value: str) -> list[str]:
-    """The environment variable names ``value`` refers to as ``${NAME}``."""
-    return _REFERENCE.findall(value)
 
 
 def expand_headers(headers: Mapping[str, str], *, where: str) -> tuple[dict[str, str], list[str]]:
@@ -53,7 +46,7 @@ def expand_headers(headers: Mapping[str, str], *, where: str) -> tuple[dict[str,
             secrets.append(Secret(found))
             return found
 
-        filled = _REFERENCE.sub(substitute, value)
+        filled = REFERENCE.sub(substitute, value)
         # A value with a substituted variable, or a literal credential, is kept hidden.
         hidden = filled != value or is_secret_key(name)
         expanded[name] = Secret(filled) if hidden else filled
@@ -65,12 +58,9 @@ def expand_headers(headers: Mapping[str, str], *, where: str) -> tuple[dict[str,
 def snapshot_headers(headers: Mapping[str, str]) -> dict[str, str]:
     """Headers as written, with literal credentials replaced by ``***``.
 
-    The rules are the settings' own (:func:`~pytest_ragev.settings.is_secret_key`,
-    :func:`~pytest_ragev.settings.is_reference_only`): a credential header whose value is
-    only a ``${VAR}`` template is shown; ``"Bearer sk-... ${X}"`` holds a literal and is not.
+    This is :func:`~pytest_ragev.settings.redact` (the settings' own rules): a credential
+    header whose value is only a ``${VAR}`` template is shown; ``"Bearer sk-... ${X}"``
+    holds a literal and is not.
     """
-    out: dict[str, str] = {}
-    for name, value in headers.items():
-        literal_secret = is_secret_key(name) and not is_reference_only(value)
-        out[name] = REDACTED if literal_secret and value else value
-    return out
+    snapshot: dict[str, str] = redact(dict(headers))
+    return snapshot
