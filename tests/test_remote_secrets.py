@@ -102,6 +102,20 @@ def test_unexpected_transport_errors_become_scrubbed_pipeline_errors() -> None:
                     client_error_hint=lambda status, message: "")
 
 
+@pytest.mark.parametrize("key", [f"{CANARY}\\x", f"{CANARY}'x"])
+def test_a_key_repr_escapes_is_scrubbed_from_a_quoted_reply(
+    server: ScriptedServer, key: str
+) -> None:
+    """A non-JSON reply is quoted with ``!r``: the escaped spelling of the key goes too."""
+    server.default = lambda seen: Reply(
+        200, f"""<p class="err">it's {seen.headers.get('Authorization')}</p>""".encode())
+    with pytest.raises(PipelineError, match="a body that is not JSON") as excinfo:
+        _retry.send(method="POST", url=f"{server.url}/x", headers={"Authorization": key},
+                    payload={"a": 1}, policy=_retry.RetryPolicy(max_retries=0), what="w",
+                    client_error_hint=lambda status, message: "", secrets=[_env.Secret(key)])
+    assert "CANARY" not in str(excinfo.value) and "***" in str(excinfo.value)
+
+
 CLIENT_TESTS = textwrap.dedent(
     """
     import os

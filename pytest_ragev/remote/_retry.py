@@ -113,11 +113,27 @@ def _one_line(text: str) -> str:
 
 
 def scrub(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with every secret value replaced by ``***`` (servers may echo a key back)."""
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "***")
+    """``text`` with every secret value replaced by ``***`` (servers may echo a key back).
+
+    A secret is removed in every spelling a ``repr()`` gives it too: messages quote a
+    server's reply or an exception with ``!r``, which escapes backslashes and quotes.
+    """
+    spellings = {spelling for secret in secrets if secret for spelling in _spellings(secret)}
+    for spelling in sorted(spellings, key=len, reverse=True):
+        text = text.replace(spelling, "***")
     return text
+
+
+def _spellings(secret: str) -> set[str]:
+    """``secret`` as written and as the ``repr()`` of a text (or its bytes) holding it."""
+    plain = str(secret)  # a Secret's own repr() is ``'***'``
+    found = {plain}
+    for quoted in (repr(plain), repr(plain.encode("utf-8", "replace"))[1:]):
+        inner = quoted[1:-1]
+        found.add(inner)
+        if quoted[0] == '"':  # in a text that also holds a '"', repr() escapes the "'"
+            found.add(inner.replace("'", "\\'"))
+    return found
 
 
 def send(
@@ -181,7 +197,7 @@ def send(
         except Exception as error:  # anything else urllib raises: ours, one line, no secret
             raise PipelineError(
                 f"{what}: the request to {scrub(url, secret_values)} failed: "
-                f"{type(error).__name__}: {_scrubbed_message(error, secret_values)}"
+                f"{type(error).__name__}: {_one_line(scrub(str(error), secret_values))}"
             ) from None
         else:
             latency = time.perf_counter() - started
@@ -222,16 +238,6 @@ def _check_headers(headers: Mapping[str, str], what: str) -> None:
                 f"{what}: header {name!r} has a value HTTP cannot carry (a line break or a "
                 "character outside Latin-1); fix the key or header value it is made from"
             )
-
-
-def _scrubbed_message(error: BaseException, secrets: tuple[str, ...]) -> str:
-    """``error``'s message on one line, with secrets removed in every spelling a repr uses."""
-    spellings: list[str] = []
-    for secret in secrets:
-        if secret:
-            spellings += [secret, repr(str(secret))[1:-1],
-                          repr(str(secret).encode("utf-8", "replace"))[2:-1]]
-    return _one_line(scrub(str(error), sorted(set(spellings), key=len, reverse=True)))
 
 
 def _read_error_body(error: urllib.error.HTTPError) -> bytes:
