@@ -25,3 +25,16 @@ class PipelineError(RagevError):
 
 class BaselineError(RagevError):
     """A baseline snapshot is unreadable or cannot be compared with the current run."""
+
+
+def name_variant(message: str, source: object, variant: str | None) -> str:
+    """``message`` (which starts ``{source}: ``) naming the ``[[variants]]`` entry it is about.
+
+    ``"ragev.toml: [pipeline] top_k ..."`` becomes ``"ragev.toml: variant 'fast': [pipeline]
+    top_k ..."``; the message is returned unchanged when ``variant`` is ``None``.
+    """
+    if variant is None:
+        return message
+    prefix = f"{source}: "
+    rest = message[len(prefix):] if message.startswith(prefix) else message
+    return f"{prefix}variant {variant!r}: {rest}"

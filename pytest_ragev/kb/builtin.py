@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_ragev._errors import ConfigError
+from pytest_ragev._errors import ConfigError, name_variant
 from pytest_ragev._io import atomic_write_text
 from pytest_ragev._types import Answer, Chunk, PipelineSettings, QAPair
 from pytest_ragev.kb._tokens import bm25_tokens, has_han
@@ -166,10 +166,7 @@ def parse_config(settings: PipelineSettings, *, source: Path | str) -> BuiltinCo
     except ConfigError as error:
         if settings.variant is None:
             raise
-        message = str(error)
-        prefix = f"{source}: "
-        rest = message[len(prefix):] if message.startswith(prefix) else message
-        raise ConfigError(f"{prefix}variant {settings.variant!r}: {rest}") from None
+        raise ConfigError(name_variant(str(error), source, settings.variant)) from None
 
 
 def _parse_config(settings: PipelineSettings, *, source: Path | str) -> BuiltinConfig:
@@ -274,10 +271,11 @@ CODE_MODULES = (
 
 @functools.cache
 def code_digest() -> str:
-    """sha256 of the source of :data:`CODE_MODULES` and the jieba version; once per process.
+    """sha256 of the source of :data:`CODE_MODULES` and the jieba and pytest-ragev versions.
 
-    Part of the KB key and the answer-cache key, so editing the chunker, the tokenizer or
-    the extractive generator (or upgrading jieba) never serves results of the old code.
+    Computed once per process; part of the KB key and the answer-cache key, so editing the
+    chunker, the tokenizer or the extractive generator (or upgrading jieba) never serves
+    results of the old code.
     """
     return source_digest(Path(__file__).resolve().parents[1])
 
@@ -297,12 +295,11 @@ def source_digest(package: Path) -> str:
 
     import pytest_ragev
 
-    for distribution in ("jieba",):
-        try:
-            version = metadata.version(distribution)
-        except metadata.PackageNotFoundError:
-            version = "-"
-        digest.update(f"{distribution}=={version}\n".encode())
+    try:
+        jieba_version = metadata.version("jieba")
+    except metadata.PackageNotFoundError:
+        jieba_version = "-"
+    digest.update(f"jieba=={jieba_version}\n".encode())
     digest.update(f"pytest-ragev=={pytest_ragev.__version__}\n".encode())
     return digest.hexdigest()
 
@@ -452,7 +449,7 @@ def installed_model_folder(model: str, *, key: str) -> Path:
                 return Path(str(found))
         for root in map(Path, getattr(module, "__path__", [])):
             for folder in [root, *sorted(p for p in root.rglob("*") if p.is_dir())]:
-                if (folder / "modules.json").is_file() or (folder / "config.json").is_file():
+                if any((folder / name).is_file() for name in _MODEL_MARKERS):
                     return folder
     raise ConfigError(
         f"{key} = {model!r} is neither a local model folder nor an installed model package; "
@@ -547,9 +544,7 @@ class BuiltinPipeline:
     def __init__(self, settings: PipelineSettings, *, source: Path | str) -> None:
         self.settings = settings
         self.config = parse_config(settings, source=source)
-        self._where = f"{source}: " + (
-            "" if settings.variant is None else f"variant {settings.variant!r}: "
-        ) + "[pipeline]"
+        self._where = name_variant(f"{source}: [pipeline]", source, settings.variant)
         self._embedder: Any = None
         self._reranker: Any = None
         self._chat: ChatClient | None = None

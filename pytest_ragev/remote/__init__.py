@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
-from pytest_ragev._errors import ConfigError, PipelineError
+from pytest_ragev._errors import ConfigError, PipelineError, name_variant
 from pytest_ragev._types import Answer, PipelineSettings, QAPair
 from pytest_ragev.remote.chat import ChatClient, ChatConfig, ChatResult
 from pytest_ragev.remote.factory import AnswerPipeline, FactoryPipeline, load_factory
@@ -69,10 +69,7 @@ def build_remote_pipeline(
         if settings.variant is None:
             raise
         # Name the [[variants]] entry whose settings are wrong.
-        prefix = f"{where}: "
-        message = str(error)
-        rest = message[len(prefix):] if message.startswith(prefix) else message
-        raise type(error)(f"{prefix}variant {settings.variant!r}: {rest}") from error.__cause__
+        raise type(error)(name_variant(str(error), where, settings.variant)) from error.__cause__
     raise ConfigError(
         f"{where}: [pipeline] name = {settings.name!r} is not a remote pipeline; use \"http\" "
         "or \"module:callable\""
