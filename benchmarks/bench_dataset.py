@@ -36,7 +36,7 @@ def generate(
     import numpy as np
     import pyarrow as pa
 
-    from pytest_ragev._dataset_write import write_table
+    from pytest_ragev.dataset._write import write_table
 
     rng = np.random.default_rng(seed)
     letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))

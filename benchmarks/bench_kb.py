@@ -19,7 +19,7 @@ import time
 
 import bm25s
 
-from pytest_ragev.kb.bm25 import BM25Index
+from pytest_ragev.pipelines.builtin.bm25 import BM25Index
 
 
 def corpus(n_docs: int, vocab: int, seed: int) -> list[list[str]]:

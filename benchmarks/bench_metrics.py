@@ -131,8 +131,8 @@ def bench_retrieval(query_count: int, repeats: int) -> None:
     import pytrec_eval
 
     from pytest_ragev.metrics import score_columns
-    from pytest_ragev.metrics._score import _row_builder
     from pytest_ragev.metrics._validate import plain_flat_ids
+    from pytest_ragev.metrics.engine import _row_builder
 
     rng = random.Random(2)
     inputs = []

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
-from pytest_ragev._errors import ConfigError, DatasetError, PipelineError, RagevError
-from pytest_ragev._types import (
+from pytest_ragev.core.errors import ConfigError, DatasetError, PipelineError, RagevError
+from pytest_ragev.core.types import (
     GENERATION_METRICS,
     METRIC_NAMES,
     RETRIEVAL_METRICS,

@@ -13,7 +13,7 @@ import pytest
 
 # pytester's in-process runs restore sys.modules afterwards; numpy's C extension cannot
 # be loaded twice in one process, so the heavy modules are imported here, once, up front.
-import pytest_ragev._dataset_load
+import pytest_ragev.dataset._load
 import pytest_ragev.metrics  # noqa: F401
 from pytest_ragev.dataset import write_dataset
 

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_ragev import Answer, Chunk
-from pytest_ragev.answer_cache import AnswerCache, answer_cache_key
+from pytest_ragev.pipelines.answer_cache import AnswerCache, answer_cache_key
 
 KEY = answer_cache_key("fp-1", "settings-1", 7)
 
@@ -141,7 +141,7 @@ def test_two_processes_write_the_same_key(tmp_path: Path) -> None:
     script = (
         "import sys; from pathlib import Path\n"
         "from pytest_ragev import Answer\n"
-        "from pytest_ragev.answer_cache import AnswerCache\n"
+        "from pytest_ragev.pipelines.answer_cache import AnswerCache\n"
         "c = AnswerCache(Path(sys.argv[1]))\n"
         "for n in range(50): c.put(sys.argv[2], Answer(retrieved=[n], text=sys.argv[3]))\n"
     )

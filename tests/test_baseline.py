@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_ragev._errors import BaselineError
-from pytest_ragev.baseline import (
+from pytest_ragev.core.errors import BaselineError
+from pytest_ragev.core.results import MetricSummary, RunResult, SampleResult
+from pytest_ragev.gate.baseline import (
     SCHEMA_VERSION,
     Snapshot,
     check_compatible,
@@ -21,7 +22,6 @@ from pytest_ragev.baseline import (
     resolve_baseline,
     write_snapshot,
 )
-from pytest_ragev.results import MetricSummary, RunResult, SampleResult
 
 
 def make_run(

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from _remote_server import Reply, ScriptedServer, serve
 
-from pytest_ragev._errors import ConfigError
-from pytest_ragev._types import PipelineSettings, QAPair
+from pytest_ragev.core.errors import ConfigError
+from pytest_ragev.core.types import PipelineSettings, QAPair
 from pytest_ragev.dataset import load_dataset
-from pytest_ragev.kb import KnowledgeBase, build_pipeline
-from pytest_ragev.kb.builtin import (
+from pytest_ragev.pipelines.builtin import KnowledgeBase, build_pipeline
+from pytest_ragev.pipelines.builtin.pipeline import (
     _Hit,
     extractive_answer,
     lexical_rerank,
@@ -137,7 +137,7 @@ def test_missing_embedding_model_is_a_clear_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Caught when the config is read (before any KB build), with or without the extra.
-    import pytest_ragev.kb.builtin as builtin
+    import pytest_ragev.pipelines.builtin.pipeline as builtin
 
     monkeypatch.setattr(builtin, "_extra_installed", lambda: True)
     with pytest.raises(ConfigError, match="never downloaded"):

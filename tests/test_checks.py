@@ -8,8 +8,9 @@ from collections.abc import Mapping
 
 import pytest
 
-from pytest_ragev._errors import BaselineError, ConfigError
-from pytest_ragev.checks import (
+from pytest_ragev.core.errors import BaselineError, ConfigError
+from pytest_ragev.core.results import Direction, MetricSummary, RunResult, SampleResult
+from pytest_ragev.gate.checks import (
     GateRules,
     MaxValue,
     MetricRule,
@@ -25,7 +26,6 @@ from pytest_ragev.checks import (
     thresholds_from_table,
     top_regressions,
 )
-from pytest_ragev.results import Direction, MetricSummary, RunResult, SampleResult
 
 
 def make_run(

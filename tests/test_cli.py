@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pytest_ragev import cli
-from pytest_ragev._errors import ConfigError
+from pytest_ragev.core.errors import ConfigError
 from pytest_ragev.dataset import load_dataset, write_dataset
 
 QUERIES = {i: f"question number {i}?" for i in range(1, 11)}

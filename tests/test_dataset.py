@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pytest_ragev._types import QAPair
+from pytest_ragev.core.types import QAPair
 from pytest_ragev.dataset import (
     DATASET_FILES,
     Corpus,
@@ -413,7 +413,7 @@ def test_shuffled_corpus_serves_lookups_and_arrow_texts_in_id_order(tmp_path: Pa
 def test_fingerprint_hashed_in_blocks_matches_sorted_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pytest_ragev import _dataset_load
+    from pytest_ragev.dataset import _load as _dataset_load
 
     monkeypatch.setattr(_dataset_load, "_DIGEST_BLOCK_ROWS", 2)  # 5 passages, 3 blocks
     in_order = load_dataset(_write_basic(tmp_path / "a")).fingerprint
@@ -427,7 +427,7 @@ def test_fingerprint_hashed_in_blocks_matches_sorted_file(
 def test_shuffled_corpus_fed_in_blocks_loads_like_the_sorted_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gaps: bool
 ) -> None:
-    from pytest_ragev import _dataset_load
+    from pytest_ragev.dataset import _load as _dataset_load
 
     # 2 rows per block: passages are picked out of several id-order blocks, some blocks
     # hold none, and one passage serves two questions.
@@ -453,7 +453,7 @@ def test_failing_corpus_digest_is_raised_not_waited_for(
 ) -> None:
     import threading
 
-    from pytest_ragev import _dataset_load
+    from pytest_ragev.dataset import _load as _dataset_load
 
     def broken(self: Any, combined: Any, blocks: Any) -> bytes:
         blocks.get()

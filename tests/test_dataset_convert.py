@@ -15,10 +15,11 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from pytest_ragev import _dataset_tools, cli
-from pytest_ragev._dataset_tools import _IdMap
-from pytest_ragev._errors import DatasetError
+from pytest_ragev import cli
+from pytest_ragev.core.errors import DatasetError
 from pytest_ragev.dataset import DATASET_FILES, load_dataset, write_dataset
+from pytest_ragev.dataset import convert as _dataset_tools
+from pytest_ragev.dataset.convert import _IdMap
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pytest_ragev._errors import DatasetError, RagevError
+from pytest_ragev.core.errors import DatasetError, RagevError
 from pytest_ragev.dataset import load_dataset, write_dataset
 
 QUERIES = {1: "first question", 2: "second question", 3: "third question"}

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pytest_ragev._errors import DatasetError
+from pytest_ragev.core.errors import DatasetError
 from pytest_ragev.dataset import load_dataset, write_dataset
 
 

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_ragev._types import QAPair
+from pytest_ragev.core.types import QAPair
 from pytest_ragev.dataset import load_dataset
 
 TEXT = st.text(

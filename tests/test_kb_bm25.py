@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_ragev.kb._tokens import bm25_tokens, has_han
-from pytest_ragev.kb.bm25 import BM25Index
+from pytest_ragev.pipelines.builtin.bm25 import BM25Index
+from pytest_ragev.pipelines.builtin.tokens import bm25_tokens, has_han
 
 
 def _zipf_corpus(seed: int, n_docs: int, vocab: int) -> list[list[str]]:

@@ -12,13 +12,13 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-import pytest_ragev.kb.builtin as builtin
+import pytest_ragev.pipelines.builtin.pipeline as builtin
 from conftest import ANSWERS, CORPUS, QAS, QRELS, QUERIES
-from pytest_ragev._types import PipelineSettings
+from pytest_ragev.core.types import PipelineSettings
 from pytest_ragev.dataset import Corpus, load_dataset, write_dataset
-from pytest_ragev.kb import build_pipeline
+from pytest_ragev.pipelines.builtin import build_pipeline
 
-PACKAGE = Path(builtin.__file__).resolve().parents[1]
+PACKAGE = Path(builtin.__file__).resolve().parents[2]
 Project = Callable[..., Path]
 
 
@@ -34,9 +34,9 @@ def test_code_digest_covers_every_module_that_decides_kb_and_answers(tmp_path: P
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, target)
     assert builtin.source_digest(copy) == builtin.code_digest()
-    watched = [copy / "kb" / name for name in ("chunking.py", "builtin.py", "bm25.py",
-                                               "_tokens.py", "__init__.py")]
-    watched += [copy / "_builtin.py", copy / "metrics" / "text.py"]
+    watched = [copy / "pipelines" / "builtin" / name
+               for name in ("chunking.py", "pipeline.py", "bm25.py", "tokens.py", "__init__.py")]
+    watched += [copy / "plugin" / "defaults.py", copy / "metrics" / "text.py"]
     seen = {builtin.source_digest(copy)}
     for path in watched:
         path.write_text(path.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")

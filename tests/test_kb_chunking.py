@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_ragev.kb.chunking import chunk_corpus, chunk_spans, chunk_text
+from pytest_ragev.pipelines.builtin.chunking import chunk_corpus, chunk_spans, chunk_text
 
 
 def test_short_text_is_one_chunk_and_whitespace_is_trimmed() -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_ragev._builtin import PROGRESS_MIN_PASSAGES, KbProgress
 from pytest_ragev.dataset import write_dataset
+from pytest_ragev.plugin.defaults import PROGRESS_MIN_PASSAGES, KbProgress
 
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota",
          "kappa", "lambda", "mu"]

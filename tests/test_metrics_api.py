@@ -19,8 +19,8 @@ from pytest_ragev import (
     aggregate,
     score,
 )
+from pytest_ragev.core.results import MetricSummary
 from pytest_ragev.metrics import Tokenizer, tokenize
-from pytest_ragev.results import MetricSummary
 
 SAMPLE = MetricInput([[1, 2, 3]], [2, 5, 1, 3], "The cat sat on the mat.", "The cat is on the mat.")
 

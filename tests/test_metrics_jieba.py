@@ -25,7 +25,7 @@ def test_metrics_and_bm25_share_one_jieba_with_its_cache_in_the_user_cache(
             return original(self, dictionary)
         jieba.Tokenizer.initialize = counting
         from pytest_ragev import MetricInput, score
-        from pytest_ragev.kb._tokens import bm25_tokens
+        from pytest_ragev.pipelines.builtin.tokens import bm25_tokens
         from pytest_ragev.metrics import jieba_tokenizer
         text = "什么是深度学习？Deep learning。"
         tokens = bm25_tokens(text)

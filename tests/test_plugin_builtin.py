@@ -58,7 +58,7 @@ def test_bad_builtin_knob_is_a_usage_error(pytester: pytest.Pytester, make_proje
 def test_missing_model_is_a_usage_error_before_any_question(
     pytester: pytest.Pytester, make_project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import pytest_ragev.kb.builtin as builtin
+    import pytest_ragev.pipelines.builtin.pipeline as builtin
 
     # Runs whether or not sentence-transformers is installed: the extra is hidden.
     monkeypatch.setattr(builtin, "_ST_MODULE", "no_such_sentence_transformers_module")
@@ -79,7 +79,7 @@ def test_missing_model_is_a_usage_error_before_any_question(
 def test_empty_model_folder_in_a_variant_is_a_usage_error(
     pytester: pytest.Pytester, make_project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import pytest_ragev.kb.builtin as builtin
+    import pytest_ragev.pipelines.builtin.pipeline as builtin
 
     monkeypatch.setattr(builtin, "_extra_installed", lambda: True)
     (pytester.path / "models" / "empty").mkdir(parents=True)
@@ -126,7 +126,7 @@ BUILD_LOGGER = textwrap.dedent(
     import time
     from pathlib import Path
 
-    import pytest_ragev.kb.builtin as builtin
+    import pytest_ragev.pipelines.builtin.pipeline as builtin
 
     _original = builtin.BuiltinPipeline._build
 

@@ -184,7 +184,7 @@ WRAPPING_CONFTEST = textwrap.dedent(
     """
     import pytest
     from pytest_ragev import Answer
-    from pytest_ragev.remote import ChatClient, ChatConfig
+    from pytest_ragev.pipelines.remote import ChatClient, ChatConfig
 
     @pytest.hookimpl
     def pytest_ragev_build_knowledge_base(corpus, settings):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_ragev._io import atomic_write_json, atomic_write_text
+from pytest_ragev.core.io import atomic_write_json, atomic_write_text
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX permissions")
 

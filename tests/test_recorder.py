@@ -6,8 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_ragev._types import Answer, Chunk, QAPair
-from pytest_ragev.recorder import (
+from pytest_ragev.core.attribution import (
     AMBIGUOUS_MIN_CHARS,
     STRIDE,
     K,
@@ -16,6 +15,7 @@ from pytest_ragev.recorder import (
     normalise,
     retrieved_ids,
 )
+from pytest_ragev.core.types import Answer, Chunk, QAPair
 
 CORPUS = {
     1: "The Eiffel Tower was completed in 1889. It is 330 metres tall and stands in Paris.",

@@ -11,7 +11,7 @@ import pytest
 from _remote_server import Reply, ScriptedServer, Seen, serve
 
 from pytest_ragev import ConfigError, PipelineError
-from pytest_ragev.remote import ChatClient, ChatConfig, _retry
+from pytest_ragev.pipelines.remote import ChatClient, ChatConfig, _retry
 
 SECRET = "sk-test-4f1c9e-do-not-leak"
 

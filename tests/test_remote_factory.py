@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_ragev import Answer, ConfigError, PipelineError, PipelineSettings, QAPair
-from pytest_ragev.remote import FactoryPipeline, build_remote_pipeline, load_factory
+from pytest_ragev.pipelines.remote import FactoryPipeline, build_remote_pipeline, load_factory
 
 CASE = QAPair(qid=3, question="What is 2+2?", pids=(1,), passages=("four",), aid=1, answer="4")
 

@@ -11,8 +11,8 @@ import pytest
 from _remote_server import Reply, ScriptedServer, Seen, serve
 
 from pytest_ragev import Chunk, ConfigError, PipelineError, PipelineSettings, QAPair
-from pytest_ragev.remote import HttpRagPipeline, _retry, build_remote_pipeline
-from pytest_ragev.remote._paths import JsonPath, PathMissError, PathSyntaxError
+from pytest_ragev.pipelines.remote import HttpRagPipeline, _retry, build_remote_pipeline
+from pytest_ragev.pipelines.remote._paths import JsonPath, PathMissError, PathSyntaxError
 
 CASE = QAPair(qid=12, question="Who created Python?", pids=(4,), passages=("...",), aid=1,
               answer="Guido van Rossum")

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from _remote_server import Reply, ScriptedServer, Seen, serve
 
-from pytest_ragev._errors import PipelineError
-from pytest_ragev.remote import _env, _retry
-from pytest_ragev.remote.chat import ChatClient, ChatConfig
+from pytest_ragev.core.errors import PipelineError
+from pytest_ragev.pipelines.remote import _env, _retry
+from pytest_ragev.pipelines.remote.chat import ChatClient, ChatConfig
 
 CANARY = "sk-CANARY-7f3a9c"
 Project = Callable[..., Path]
@@ -120,9 +120,9 @@ CLIENT_TESTS = textwrap.dedent(
     """
     import os
 
-    from pytest_ragev._types import PipelineSettings, QAPair
-    from pytest_ragev.remote.chat import ChatClient, ChatConfig
-    from pytest_ragev.remote.http_rag import HttpRagPipeline
+    from pytest_ragev.core.types import PipelineSettings, QAPair
+    from pytest_ragev.pipelines.remote.chat import ChatClient, ChatConfig
+    from pytest_ragev.pipelines.remote.http_rag import HttpRagPipeline
 
     URL = os.environ["ECHO_URL"]
 

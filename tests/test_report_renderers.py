@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_ragev.checks import (
+from pytest_ragev.core.results import MetricSummary, RunResult, SampleResult
+from pytest_ragev.gate.checks import (
     GateRules,
     check_thresholds,
     compare,
@@ -29,8 +30,7 @@ from pytest_ragev.report import (
     render_html,
     render_markdown,
 )
-from pytest_ragev.report.text import variant_cell
-from pytest_ragev.results import MetricSummary, RunResult, SampleResult
+from pytest_ragev.report.terminal import variant_cell
 
 METRICS = ("recall", "ndcg10", "bleu4")
 EVIL = "<script>alert('x')</script> | pipe & “quotes”"

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_ragev._errors import ConfigError
-from pytest_ragev.settings import (
+from pytest_ragev.config import (
     check_metric_names,
     deep_merge,
     flatten,
@@ -18,6 +17,7 @@ from pytest_ragev.settings import (
     settings_hash,
     variant_pipeline,
 )
+from pytest_ragev.core.errors import ConfigError
 
 
 def write(tmp_path: Path, body: str) -> Path:

@@ -8,8 +8,8 @@ one numpy array per metric. The exact definitions are in ``docs/metrics.md``.
 
 from __future__ import annotations
 
-from pytest_ragev._types import GENERATION_METRICS, METRIC_NAMES, RETRIEVAL_METRICS, MetricInput
-from pytest_ragev.metrics._score import PROFILES, aggregate, score, score_columns
+from pytest_ragev.core.types import GENERATION_METRICS, METRIC_NAMES, RETRIEVAL_METRICS, MetricInput
+from pytest_ragev.metrics.engine import PROFILES, aggregate, score, score_columns
 from pytest_ragev.metrics.text import Tokenizer, clear_cache, jieba_tokenizer, tokenize, words
 
 __all__ = [

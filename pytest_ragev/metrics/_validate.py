@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_ragev._types import MetricInput
+from pytest_ragev.core.types import MetricInput
 from pytest_ragev.metrics.retrieval import FlatIds
 
 __all__ = [

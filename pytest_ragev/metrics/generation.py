@@ -10,7 +10,7 @@ Both profiles read the same tokens (sentences of tokens from the tokenizer):
   sequences), plain F1.
 
 BLEU lowercases tokens, ROUGE does not. The functions return the six values in
-:data:`~pytest_ragev._types.GENERATION_METRICS` order.
+:data:`~pytest_ragev.core.types.GENERATION_METRICS` order.
 
 How it stays fast (every count is exact; the tests compare with the plain
 definitions and with rouge-score / NLTK): each text is read once into a

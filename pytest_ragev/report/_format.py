@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from pytest_ragev.checks import CORRECTION_NAMES
+from pytest_ragev.gate.checks import CORRECTION_NAMES
 
 if TYPE_CHECKING:
-    from pytest_ragev.checks import Comparison
+    from pytest_ragev.gate.checks import Comparison
     from pytest_ragev.report.model import ReportModel
 
 _MINUS = "−"  # U+2212: figures line up and read as numbers, not dashes

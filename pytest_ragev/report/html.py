@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
-from pytest_ragev.checks import (
+from pytest_ragev.core.results import RunResult
+from pytest_ragev.gate.checks import (
     Comparison,
     QuestionDiff,
     ThresholdResult,
@@ -19,7 +20,6 @@ from pytest_ragev.checks import (
 from pytest_ragev.report import _format as fmt
 from pytest_ragev.report import _svg
 from pytest_ragev.report.model import ReportModel
-from pytest_ragev.results import RunResult
 
 BASELINE_COLOR = "#9aa5b1"
 CURRENT_COLOR = "#2f6fde"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from pytest_ragev.core.results import RunResult
 from pytest_ragev.report.model import ReportModel
-from pytest_ragev.results import RunResult
 
 
 def _run_label(run: RunResult) -> str:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from pytest_ragev.checks import Comparison, QuestionDiff, ThresholdResult
+from pytest_ragev.gate.checks import Comparison, QuestionDiff, ThresholdResult
 from pytest_ragev.report import _format as fmt
 from pytest_ragev.report.model import ReportModel
-from pytest_ragev.report.text import variant_cell
+from pytest_ragev.report.terminal import variant_cell
 
 _TEXT_LIMIT = 160
 

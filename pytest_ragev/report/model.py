@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from pytest_ragev.checks import Comparison, QuestionDiff, ThresholdResult, VariantTable
-from pytest_ragev.results import RunResult
+from pytest_ragev.core.results import RunResult
+from pytest_ragev.gate.checks import Comparison, QuestionDiff, ThresholdResult, VariantTable
 
 
 @dataclass(frozen=True)

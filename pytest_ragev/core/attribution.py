@@ -1,0 +1,250 @@
+"""From what a pipeline retrieved to the passage ids the metrics score.
+
+A pipeline may return passage ids, chunk texts, or chunk objects. Texts map to
+passage ids against the *whole* corpus, in this order:
+
+1. the normalised text equals a passage's normalised text;
+2. a passage contains the chunk (the chunk was cut out of it);
+3. the chunk contains a passage (a chunk that spans a short passage entirely).
+
+When several passages match, relevance decides only between passages whose texts are
+identical (duplicates in the corpus: the chunk is equally theirs). Otherwise the rule
+never looks at relevance, which would let junk chunks score: a chunk of fewer than
+:data:`AMBIGUOUS_MIN_CHARS` characters that several *different* passages contain
+("in Paris", "The") is unattributable and counts as unmatched; any other multi-match
+takes the smallest passage id (and, among that passage's duplicates, a relevant one).
+
+Unlike the original, a chunk that maps to no passage keeps its rank as a
+non-relevant entry: it gets a negative placeholder id (``-1``, ``-2``, ... in order of
+first appearance), so precision, MRR and MAP see it. Ids are then deduplicated, the
+first occurrence kept.
+
+Lookups go through a character k-gram index built on first use, not a scan per chunk;
+chunks too short for the index (under ``K + STRIDE - 1`` characters) are searched in
+the whole corpus, once per distinct text.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import defaultdict
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any
+
+from pytest_ragev.core.types import Answer, ChunkLike, QAPair
+
+_SPACE = re.compile(r"\s+")
+#: k-gram length of the containment index, and the stride at which passages are sampled.
+#: A chunk of at least K + STRIDE - 1 characters that lies inside a passage always covers
+#: one sampled k-gram of it, so the index finds it; shorter chunks use the short path.
+K = 12
+STRIDE = 8
+#: A chunk shorter than this that several different passages contain maps to no passage.
+AMBIGUOUS_MIN_CHARS = 20
+#: Which rule matched: exact text, passage contains chunk, chunk contains passage.
+EXACT, INSIDE, SPANS = "exact", "inside", "spans"
+
+
+def normalise(text: str) -> str:
+    """Whitespace runs folded to one space, ends stripped: chunkers often trim or re-wrap."""
+    return _SPACE.sub(" ", text).strip()
+
+
+class PassageIndex:
+    """Maps chunk texts to passage ids over one corpus. Thread-safe; built lazily."""
+
+    def __init__(self, corpus: Mapping[int, str]) -> None:
+        self._corpus = corpus
+        self._lock = threading.Lock()
+        self._built = False
+        self._exact: dict[str, list[int]] = {}
+        self._grams: dict[str, list[int]] = defaultdict(list)
+        self._prefix: dict[str, list[int]] = defaultdict(list)
+        self._short: dict[int, dict[str, list[int]]] = defaultdict(dict)
+        self._texts: dict[int, str] = {}
+        self._memo: dict[str, tuple[str, tuple[int, ...]]] = {}
+
+    def _build(self) -> None:
+        with self._lock:
+            if self._built:
+                return
+            for pid, text in self._corpus.items():
+                norm = normalise(text)
+                self._texts[pid] = norm
+                self._exact.setdefault(norm, []).append(pid)
+                if len(norm) < K:
+                    self._short[len(norm)].setdefault(norm, []).append(pid)
+                    continue
+                self._prefix[norm[:K]].append(pid)
+                last = len(norm) - K
+                for start in range(0, last + 1, STRIDE):
+                    self._grams[norm[start : start + K]].append(pid)
+                if last % STRIDE:
+                    self._grams[norm[last:]].append(pid)
+            self._built = True
+
+    def match(self, text: str, relevant: Collection[int] = ()) -> int | None:
+        """The passage id a chunk text maps to, or ``None`` (see the module docstring)."""
+        norm = normalise(text)
+        rule, candidates = self._lookup(norm)
+        if not candidates:
+            return None
+        first = candidates[0]
+        twins = [pid for pid in candidates if self._texts[pid] == self._texts[first]]
+        if (rule == INSIDE and len(twins) < len(candidates)
+                and len(norm) < AMBIGUOUS_MIN_CHARS):
+            return None  # several different passages hold this short text: whose is it?
+        return next((pid for pid in twins if pid in relevant), first)
+
+    def _lookup(self, norm: str) -> tuple[str, tuple[int, ...]]:
+        if not self._built:
+            self._build()
+        cached = self._memo.get(norm)
+        if cached is not None:
+            return cached
+        found = self._find(norm)
+        self._memo[norm] = found
+        return found
+
+    def _find(self, norm: str) -> tuple[str, tuple[int, ...]]:
+        if not norm:
+            return EXACT, ()
+        exact = self._exact.get(norm)
+        if exact:
+            return EXACT, tuple(sorted(exact))
+        containing = self._containing(norm)
+        if containing:
+            return INSIDE, containing
+        return SPANS, self._contained(norm)
+
+    def _containing(self, norm: str) -> tuple[int, ...]:
+        """Passages that contain ``norm``, ascending."""
+        if len(norm) < K + STRIDE - 1:
+            # Too short to be sure to cover a sampled k-gram of the passage it lies in:
+            # k-gram hits could name other passages and miss the right one. Search all.
+            return self._scan(norm)
+        candidates: set[int] = set()
+        for start in range(len(norm) - K + 1):
+            hits = self._grams.get(norm[start : start + K])
+            if hits:
+                candidates.update(hits)
+        return tuple(sorted(pid for pid in candidates if norm in self._texts[pid]))
+
+    def _scan(self, norm: str) -> tuple[int, ...]:
+        """Every passage containing ``norm`` (about 50 ms per 100,000 passages; memoised)."""
+        return tuple(sorted(pid for pid, text in self._texts.items() if norm in text))
+
+    def _contained(self, norm: str) -> tuple[int, ...]:
+        """Passages that ``norm`` contains entirely, ascending."""
+        found: set[int] = set()
+        for start in range(len(norm) - K + 1):
+            for pid in self._prefix.get(norm[start : start + K], ()):
+                if self._texts[pid] in norm:
+                    found.add(pid)
+        for length, table in self._short.items():
+            for start in range(len(norm) - length + 1):
+                hits = table.get(norm[start : start + length])
+                if hits:
+                    found.update(hits)
+        return tuple(sorted(found))
+
+
+def retrieved_ids(
+    retrieved: Iterable[Any], *, index: PassageIndex, relevant: Sequence[int] = ()
+) -> list[int]:
+    """Passage ids for a pipeline's retrieved items, best first, deduplicated (first kept).
+
+    Texts map through :meth:`PassageIndex.match`: ``relevant`` only breaks ties between
+    passages with identical text. Unmatched chunks get negative placeholder ids so they
+    keep their rank.
+    """
+    relevant_set = frozenset(relevant)
+    ids: list[int] = []
+    unmatched: dict[str, int] = {}
+    for position, item in enumerate(retrieved):
+        pid = _passage_id(item, position)
+        if pid is None:
+            text = item if isinstance(item, str) else item.text
+            pid = index.match(text, relevant_set)
+            if pid is None:
+                key = normalise(text)
+                pid = unmatched.setdefault(key, -(len(unmatched) + 1))
+        ids.append(pid)
+    return list(dict.fromkeys(ids))
+
+
+def _passage_id(item: Any, position: int) -> int | None:
+    if isinstance(item, bool):
+        raise TypeError(f"Answer.retrieved[{position}] is a bool; give a passage id or a chunk")
+    if isinstance(item, int):
+        return item
+    if isinstance(item, str):
+        return None
+    if isinstance(item, ChunkLike):
+        pid = getattr(item, "passage_id", None)
+        if pid is not None:
+            if isinstance(pid, bool) or not isinstance(pid, int):
+                raise TypeError(
+                    f"Answer.retrieved[{position}].passage_id = {pid!r} is not an int"
+                )
+            return pid
+        if not isinstance(item.text, str):
+            raise TypeError(f"Answer.retrieved[{position}].text is not a str")
+        return None
+    raise TypeError(
+        f"Answer.retrieved[{position}] is a {type(item).__name__}; give a passage id (int), "
+        "a chunk text (str) or an object with .text (and optionally .passage_id)"
+    )
+
+
+def make_record(
+    case: QAPair,
+    answer: Answer | None,
+    *,
+    index: PassageIndex,
+    dataset_id: str,
+    variant: str | None,
+    error: str | None = None,
+) -> dict[str, Any]:
+    """The JSON-safe record that travels on a test report for one question."""
+    if answer is None:
+        ids: list[int] = []
+        text = ""
+        meta: dict[str, Any] = {}
+    else:
+        ids = retrieved_ids(answer.retrieved, index=index, relevant=case.pids)
+        text = answer.text
+        if not isinstance(text, str):
+            raise TypeError(f"Answer.text is a {type(text).__name__}; return the answer as a str")
+        meta = _json_safe(dict(answer.meta))
+    return {
+        "dataset": dataset_id,
+        "variant": variant,
+        "qid": case.qid,
+        "question": case.question,
+        "retrieval_gt": [list(case.pids)] if case.pids else [],
+        "grades": dict(zip((str(p) for p in case.pids), case.grades, strict=False)),
+        "retrieval_ids": ids,
+        "generated_text": text,
+        "generated_gt": case.answer if case.answer is not None else "",
+        "has_answer": case.answer is not None,
+        "error": error,
+        "meta": meta,
+    }
+
+
+def _json_safe(value: Any) -> Any:
+    # Records cross the xdist channel and land in JSON: plain types only.
+    if value is None or isinstance(value, str | bool | int):
+        return value
+    if isinstance(value, float):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    try:  # numpy scalars and the like
+        return float(value)
+    except (TypeError, ValueError):
+        return str(value)

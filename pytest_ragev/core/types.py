@@ -1,0 +1,146 @@
+"""Value types shared by every part of pytest-ragev.
+
+This module is imported whenever the plugin loads (every pytest run in a user's
+environment), so it must stay free of heavy imports: no pyarrow, numpy or jieba.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
+
+#: The retrieval metrics, in report order.
+RETRIEVAL_METRICS: tuple[str, ...] = ("precision", "recall", "ndcg3", "ndcg10", "mrr", "map")
+#: The generation metrics, in report order.
+GENERATION_METRICS: tuple[str, ...] = ("bleu1", "bleu2", "bleu4", "rouge1", "rouge2", "rougel")
+#: All twelve built-in metrics, in report order.
+METRIC_NAMES: tuple[str, ...] = RETRIEVAL_METRICS + GENERATION_METRICS
+
+#: ``task.status`` values of the JSON report (the seed's).
+STATUS_PENDING = 0
+STATUS_RUNNING = 1
+STATUS_SUCCESS = 2
+STATUS_FAILED = 3
+
+
+@dataclass(frozen=True)
+class QAPair:
+    """One question of a dataset with its ground truth.
+
+    ``pids`` are the relevant passage ids (qrels with ``score > 0``), ascending;
+    ``passages`` their texts in the same order; ``grades`` their relevance grades
+    (1 when the qrels file has no ``score`` column). ``aid``/``answer`` are ``None``
+    for a question that has no reference answer.
+    """
+
+    qid: int
+    question: str
+    pids: tuple[int, ...]
+    passages: tuple[str, ...]
+    aid: int | None
+    answer: str | None
+    grades: tuple[float, ...] = ()
+
+    @property
+    def has_qrels(self) -> bool:
+        """Whether retrieval metrics can be computed for this question."""
+        return bool(self.pids)
+
+    @property
+    def has_answer(self) -> bool:
+        """Whether generation metrics can be computed for this question."""
+        return self.answer is not None
+
+
+@dataclass(frozen=True, slots=True)
+class MetricInput:
+    """What the metric engine scores for one question.
+
+    ``retrieval_gt`` holds ground-truth passage-id sets (the plugin passes one set,
+    ``[pids]``); ``retrieval_ids`` the retrieved passage ids, best first.
+    """
+
+    retrieval_gt: list[list[int]]
+    retrieval_ids: list[int]
+    generated_text: str
+    generated_gt: str
+
+
+@runtime_checkable
+class ChunkLike(Protocol):
+    """Anything with a ``text``; an optional ``passage_id`` short-cuts the text lookup."""
+
+    @property
+    def text(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A retrieved chunk: its text, the passage it came from (when known) and its score."""
+
+    text: str
+    passage_id: int | None = None
+    score: float | None = None
+
+
+#: One retrieved item: a passage id, a chunk text, or a chunk object.
+Retrieved = int | str | ChunkLike
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a pipeline returns for one question.
+
+    ``retrieved`` lists passage ids, chunk texts or chunk objects, best first;
+    ``text`` is the generated answer. ``meta`` carries JSON-safe extras (latency,
+    token counts, whether a fallback response was used) into the report.
+    """
+
+    retrieved: Sequence[Retrieved]
+    text: str
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, repr=False)
+class PipelineSettings:
+    """The resolved ``[pipeline]`` table of a run (with variant overrides applied).
+
+    ``name`` selects the pipeline (``"builtin"``, ``"http"``, ``"module:callable"``);
+    ``options`` holds every other key of the table as parsed from TOML (nested
+    tables such as ``chat`` stay dicts); ``base_dir`` is the folder of the config
+    file, against which relative paths in ``options`` resolve; ``variant`` is the
+    variant name (``None`` for the base configuration). Its ``repr`` shows the options
+    with secrets redacted.
+    """
+
+    name: str = "builtin"
+    options: Mapping[str, Any] = field(default_factory=dict)
+    base_dir: Path = field(default_factory=Path.cwd)
+    variant: str | None = None
+
+    def __repr__(self) -> str:
+        # Shown by `pytest -l` in failing tracebacks and by debuggers: never a raw secret.
+        from pytest_ragev.config import redact
+
+        return (
+            f"PipelineSettings(name={self.name!r}, options={redact(self.options)!r}, "
+            f"base_dir={self.base_dir!r}, variant={self.variant!r})"
+        )
+
+
+@dataclass(frozen=True)
+class CustomMetric:
+    """An extra metric returned by the ``pytest_ragev_metrics`` hook.
+
+    ``function`` maps one :class:`MetricInput` to a float in [0, 1]; ``direction`` says
+    whether larger is better (``"higher"``) or worse (``"lower"``). ``kind`` says which
+    questions it applies to: ``"retrieval"`` (those with qrels), ``"generation"`` (those
+    with a reference answer) or ``"all"``.
+    """
+
+    name: str
+    function: Callable[[MetricInput], float]
+    direction: Literal["higher", "lower"] = "higher"
+    kind: Literal["retrieval", "generation", "all"] = "all"

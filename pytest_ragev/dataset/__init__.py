@@ -1,0 +1,458 @@
+"""Evaluation datasets: a folder of five Parquet files, loaded into :class:`QAPair` objects.
+
+The layout (the same as the original's ``dataset/samples``):
+
+==================  ==================================  ==============================
+file                columns                             meaning
+==================  ==================================  ==============================
+queries.parquet     ``id``, ``text``                    questions
+corpus.parquet      ``id``, ``text``                    passages of the knowledge base
+answers.parquet     ``id``, ``text``                    reference answers
+qrels.parquet       ``qid``, ``pid`` [, ``score``]      relevant passages per question
+qas.parquet         ``qid``, ``aid``                    question -> reference answer
+==================  ==================================  ==============================
+
+This module stays light (no pyarrow/numpy at import time) because the plugin imports it
+when it loads; the columnar work lives in :mod:`pytest_ragev.dataset._load` and
+:mod:`pytest_ragev.dataset._write`, imported on first use.
+"""
+
+from __future__ import annotations
+
+import numbers
+import operator
+import os
+from collections.abc import ItemsView, Iterable, Iterator, Mapping, Sequence, ValuesView
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pytest_ragev.core.errors import DatasetError
+from pytest_ragev.core.types import QAPair
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+    import pyarrow as pa
+
+__all__ = [
+    "DATASET_FILES",
+    "Corpus",
+    "Dataset",
+    "DatasetError",
+    "DatasetStats",
+    "load_dataset",
+    "write_dataset",
+]
+
+#: The five files of a dataset folder, in the order they are read.
+DATASET_FILES: tuple[str, ...] = (
+    "queries.parquet",
+    "corpus.parquet",
+    "answers.parquet",
+    "qrels.parquet",
+    "qas.parquet",
+)
+
+
+class Corpus(Mapping[int, str]):
+    """The passages of a dataset: a read-only mapping passage id -> text, in id order.
+
+    The data stays columnar: ``ids`` is a sorted int64 numpy array and the texts an Arrow
+    array, so a million passages cost no Python object per row until somebody asks for
+    them (``texts`` materialises the Python list once and caches it).
+    """
+
+    __slots__ = ("_file_order", "_fingerprint", "_ids", "_texts_arrow", "_texts_list")
+
+    def __init__(
+        self,
+        ids: npt.NDArray[np.int64],
+        texts: pa.ChunkedArray[Any],
+        *,
+        fingerprint: str | None = None,
+    ) -> None:
+        """Wrap sorted, unique ``ids`` and their ``texts`` (same length, same order).
+
+        ``fingerprint`` is the loader's digest of exactly these ids and texts, if known.
+        """
+        if len(ids) != len(texts):
+            raise ValueError(f"Corpus: {len(ids)} ids but {len(texts)} texts")
+        ids.flags.writeable = False
+        self._fingerprint = fingerprint
+        self._ids = ids
+        self._texts_arrow = texts
+        self._texts_list: list[str] | None = None
+        #: id position -> row of ``_texts_arrow`` while the texts are still in file order.
+        self._file_order: npt.NDArray[np.intp] | None = None
+
+    @classmethod
+    def _in_file_order(
+        cls,
+        ids: npt.NDArray[np.int64],
+        file_texts: pa.ChunkedArray[Any],
+        order: npt.NDArray[np.intp] | None,
+        fingerprint: str | None = None,
+    ) -> Corpus:
+        """A corpus over texts still in file order: ``file_texts[order[i]]`` is ``ids[i]``'s.
+
+        Lookups go through ``order``; the texts are physically put in id order only when
+        a caller asks for them all (:attr:`arrow_texts`, :attr:`texts`).
+        """
+        corpus = cls(ids, file_texts, fingerprint=fingerprint)
+        if order is not None:
+            order.flags.writeable = False
+            corpus._file_order = order
+        return corpus
+
+    @property
+    def fingerprint(self) -> str | None:
+        """sha256 (hex) of the passage ids and texts when the corpus was loaded from files.
+
+        It is the corpus part of :attr:`Dataset.fingerprint`: editing a question, an
+        answer or a qrel leaves it unchanged (the built-in pipeline keys its knowledge
+        base on it). ``None`` for a corpus built in memory.
+        """
+        return self._fingerprint
+
+    @property
+    def ids(self) -> npt.NDArray[np.int64]:
+        """Passage ids, ascending (a read-only int64 numpy array)."""
+        return self._ids
+
+    @property
+    def texts(self) -> list[str]:
+        """Passage texts aligned with :attr:`ids` (built on first use, then cached)."""
+        if self._texts_list is None:
+            from pytest_ragev.dataset._load import python_strings
+
+            self._texts_list = python_strings(self.arrow_texts)
+        return self._texts_list
+
+    @property
+    def arrow_texts(self) -> pa.ChunkedArray[Any]:
+        """The texts as an Arrow array in id order, for columnar consumers (no Python copies)."""
+        if self._file_order is not None:
+            from pytest_ragev.dataset._load import reordered
+
+            self._texts_arrow = reordered(self._texts_arrow, self._file_order)
+            self._file_order = None
+        return self._texts_arrow
+
+    def _position(self, pid: object) -> int | None:
+        # Any integer, including numpy's (``ds.corpus[ds.corpus.ids[0]]``); never a bool.
+        if isinstance(pid, bool) or not isinstance(pid, numbers.Integral):
+            return None
+        pid = operator.index(pid)
+        ids = self._ids
+        if len(ids) == 0 or pid < int(ids[0]) or pid > int(ids[-1]):
+            return None
+        position = int(ids.searchsorted(pid))
+        return position if int(ids[position]) == pid else None
+
+    def __getitem__(self, pid: int | np.integer[Any]) -> str:
+        position = self._position(pid)
+        if position is None:
+            raise KeyError(pid)
+        if self._texts_list is not None:
+            return self._texts_list[position]
+        if self._file_order is not None:
+            position = int(self._file_order[position])
+        text: str = self._texts_arrow[position].as_py()
+        return text
+
+    def __contains__(self, pid: object) -> bool:
+        return self._position(pid) is not None
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._ids.tolist())
+
+    def items(self) -> ItemsView[int, str]:
+        """(id, text) pairs in id order, streamed from the columns (no per-key lookup)."""
+        return _CorpusItems(self)
+
+    def values(self) -> ValuesView[str]:
+        """Texts in id order (the cached :attr:`texts` list)."""
+        return _CorpusValues(self)
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __repr__(self) -> str:
+        return f"Corpus({len(self)} passages)"
+
+
+class _CorpusItems(ItemsView[int, str]):
+    # The generic ItemsView looks every key up again; with a million passages that would
+    # cost a binary search and an Arrow scalar per row.
+    _mapping: Corpus
+
+    def __iter__(self) -> Iterator[tuple[int, str]]:
+        return zip(self._mapping.ids.tolist(), self._mapping.texts, strict=True)
+
+
+class _CorpusValues(ValuesView[str]):
+    _mapping: Corpus
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._mapping.texts)
+
+
+@dataclass(frozen=True)
+class DatasetStats:
+    """What the loader reports about a dataset (the seed prints these at load).
+
+    ``avg_relevant_passages`` is the number of relevant qrels divided by the number of
+    questions (questions without qrels count as 0); ``answer_coverage`` is the share of
+    questions that have a reference answer, in percent.
+    """
+
+    questions: int
+    passages: int
+    answers: int
+    relevant_qrels: int
+    questions_with_answer: int
+    questions_without_qrels: int
+    questions_without_answer: int
+    unreferenced_passages: int
+    fingerprint: str
+
+    @property
+    def avg_relevant_passages(self) -> float:
+        """Relevant passages per question, averaged over all questions."""
+        return self.relevant_qrels / self.questions if self.questions else 0.0
+
+    @property
+    def answer_coverage(self) -> float:
+        """Percentage of questions with a reference answer (0-100)."""
+        return 100.0 * self.questions_with_answer / self.questions if self.questions else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``ragev dataset stats --json`` object (rounded to 4 decimals for stability)."""
+        return {
+            "questions": self.questions,
+            "passages": self.passages,
+            "answers": self.answers,
+            "avg_relevant_passages": round(self.avg_relevant_passages, 4),
+            "answer_coverage": round(self.answer_coverage, 4),
+            "questions_without_qrels": self.questions_without_qrels,
+            "questions_without_answer": self.questions_without_answer,
+            "unreferenced_passages": self.unreferenced_passages,
+            "fingerprint": self.fingerprint,
+        }
+
+    def lines(self) -> list[str]:
+        """Human-readable lines, one statistic each."""
+        return [
+            f"questions: {self.questions}",
+            f"passages: {self.passages}",
+            f"answers: {self.answers}",
+            f"avg relevant passages per question: {self.avg_relevant_passages:.2f}",
+            f"answer coverage: {self.answer_coverage:.1f}% "
+            f"({self.questions_with_answer}/{self.questions})",
+            f"questions without qrels: {self.questions_without_qrels}",
+            f"questions without answer: {self.questions_without_answer}",
+            f"passages referenced by no question: {self.unreferenced_passages}",
+            f"fingerprint: {self.fingerprint}",
+        ]
+
+
+def _stats(
+    *,
+    questions: int,
+    passages: int,
+    answers: int,
+    relevant_qrels: int,
+    referenced_passages: int,
+    without_qrels: int,
+    without_answer: int,
+    fingerprint: str,
+) -> DatasetStats:
+    return DatasetStats(
+        questions=questions,
+        passages=passages,
+        answers=answers,
+        relevant_qrels=relevant_qrels,
+        questions_with_answer=questions - without_answer,
+        questions_without_qrels=without_qrels,
+        questions_without_answer=without_answer,
+        unreferenced_passages=passages - referenced_passages,
+        fingerprint=fingerprint,
+    )
+
+
+def _warnings_for(without_qrels: Sequence[int], without_answer: Sequence[int]) -> tuple[str, ...]:
+    """The load warnings, given the ascending qids that lack qrels resp. an answer."""
+    warnings: list[str] = []
+    if len(without_qrels):
+        warnings.append(
+            f"{_plural(len(without_qrels), 'question')} without qrels "
+            f"(first: qid {int(without_qrels[0])}): excluded from retrieval means"
+        )
+    if len(without_answer):
+        warnings.append(
+            f"{_plural(len(without_answer), 'question')} without a reference answer "
+            f"(first: qid {int(without_answer[0])}): excluded from generation means"
+        )
+    return tuple(warnings)
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A loaded dataset: one :class:`QAPair` per question, the corpus, stats and warnings.
+
+    Build it with :func:`load_dataset`. ``pairs`` holds every row of ``queries.parquet``
+    ordered by qid, including questions without qrels or without an answer (the metric
+    layer leaves those out of the retrieval resp. generation means; ``warnings`` says so).
+    """
+
+    path: Path
+    dataset_id: str
+    fingerprint: str
+    pairs: tuple[QAPair, ...]
+    corpus: Corpus
+    stats: DatasetStats
+    warnings: tuple[str, ...] = ()
+    #: For a :meth:`limit`-ed dataset, the fingerprint of the full dataset it was cut
+    #: from (a baseline of the full dataset gates it on the questions it ran); else None.
+    source_fingerprint: str | None = None
+    _by_qid: Mapping[int, QAPair] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self._by_qid:
+            object.__setattr__(self, "_by_qid", {pair.qid: pair for pair in self.pairs})
+
+    def pair(self, qid: int) -> QAPair:
+        """The question with id ``qid``; ``KeyError`` naming the dataset if there is none."""
+        try:
+            return self._by_qid[qid]
+        except KeyError:
+            raise KeyError(f"dataset {self.dataset_id!r} has no question with qid {qid}") from None
+
+    def limit(self, n: int) -> Dataset:
+        """The first ``n`` questions by qid, with the same corpus (``n >= len`` returns self).
+
+        The fingerprint of the result is derived from this one and ``n`` (answer caches
+        and reports never mix a limited run up with a full one); the full dataset's
+        fingerprint stays available as ``source_fingerprint``, so a limited run can be
+        gated against a baseline of the full dataset on the questions it ran.
+        """
+        if n < 0:
+            raise ValueError(f"limit must be >= 0, got {n}")
+        if n >= len(self.pairs):
+            return self
+        import hashlib
+
+        pairs = self.pairs[:n]
+        fingerprint = hashlib.sha256(f"{self.fingerprint}:limit={n}".encode()).hexdigest()
+        without_qrels = [pair.qid for pair in pairs if not pair.has_qrels]
+        without_answer = [pair.qid for pair in pairs if not pair.has_answer]
+        stats = _stats(
+            questions=len(pairs),
+            passages=len(self.corpus),
+            answers=len({pair.aid for pair in pairs if pair.aid is not None}),
+            relevant_qrels=sum(len(pair.pids) for pair in pairs),
+            referenced_passages=len({pid for pair in pairs for pid in pair.pids}),
+            without_qrels=len(without_qrels),
+            without_answer=len(without_answer),
+            fingerprint=fingerprint,
+        )
+        return Dataset(
+            path=self.path,
+            dataset_id=self.dataset_id,
+            fingerprint=fingerprint,
+            pairs=pairs,
+            corpus=self.corpus,
+            stats=stats,
+            warnings=_warnings_for(without_qrels, without_answer),
+            source_fingerprint=self.source_fingerprint or self.fingerprint,
+        )
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def __iter__(self) -> Iterator[QAPair]:
+        return iter(self.pairs)
+
+
+def load_dataset(path: str | os.PathLike[str], dataset_id: str | None = None) -> Dataset:
+    """Read the five Parquet files of the folder ``path`` into a :class:`Dataset`.
+
+    Accepts ids stored as any integer type or as strings holding integers, extra columns
+    (ignored) and a numeric qrels ``score`` column (graded relevance: ``score > 0`` is
+    relevant and the grade is kept in :attr:`QAPair.grades`). ``dataset_id`` names the
+    run and defaults to the folder name. Raises :class:`DatasetError` with a one-line
+    message for anything unusable.
+    """
+    from pytest_ragev.dataset._load import read_dataset_folder
+
+    folder = Path(path)
+    loaded = read_dataset_folder(folder)
+    corpus = Corpus._in_file_order(
+        loaded.corpus_ids,
+        loaded.corpus_texts,
+        loaded.corpus_order,
+        fingerprint=loaded.corpus_fingerprint,
+    )
+    stats = _stats(
+        questions=len(loaded.pairs),
+        passages=len(corpus),
+        answers=loaded.answer_count,
+        relevant_qrels=loaded.relevant_qrels,
+        referenced_passages=loaded.referenced_passages,
+        without_qrels=len(loaded.qids_without_qrels),
+        without_answer=len(loaded.qids_without_answer),
+        fingerprint=loaded.fingerprint,
+    )
+    return Dataset(
+        path=folder,
+        dataset_id=dataset_id if dataset_id else (folder.resolve().name or str(folder)),
+        fingerprint=loaded.fingerprint,
+        pairs=loaded.pairs,
+        corpus=corpus,
+        stats=stats,
+        warnings=_warnings_for(
+            loaded.qids_without_qrels.tolist(), loaded.qids_without_answer.tolist()
+        ),
+    )
+
+
+#: What :func:`write_dataset` takes for ``queries``/``corpus``/``answers``.
+TextRows = Mapping[int, str] | Iterable[tuple[int, str]] | Iterable[Mapping[str, Any]]
+
+
+def write_dataset(
+    path: str | os.PathLike[str],
+    *,
+    queries: Any,
+    corpus: Any,
+    answers: Any = (),
+    qrels: Any = (),
+    qas: Any = (),
+    compression: Literal["gzip", "brotli", "lz4", "zstd", "snappy", "none"] = "zstd",
+) -> Path:
+    """Write a dataset folder (the five Parquet files, each written atomically).
+
+    ``queries``, ``corpus`` and ``answers`` take a mapping ``id -> text``, ``(id, text)``
+    tuples, ``{"id": ..., "text": ...}`` dicts or a ``pyarrow.Table``. ``qrels`` takes
+    ``(qid, pid)`` or ``(qid, pid, score)`` tuples, dicts with those keys, a mapping
+    ``qid -> [pid, ...]`` or a table; a ``score`` column is written only when some row has
+    one. ``qas`` takes ``(qid, aid)`` tuples, dicts, a mapping ``qid -> aid`` or a table.
+    Ids are written as int64. Nothing is validated here (tests write broken datasets on
+    purpose); :func:`load_dataset` validates. Returns the folder.
+    """
+    from pytest_ragev.dataset._write import write_dataset_folder
+
+    return write_dataset_folder(
+        Path(path),
+        queries=queries,
+        corpus=corpus,
+        answers=answers,
+        qrels=qrels,
+        qas=qas,
+        compression=compression,
+    )

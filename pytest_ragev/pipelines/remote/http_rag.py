@@ -1,0 +1,261 @@
+"""``[pipeline] name = "http"``: evaluate a deployed RAG service over HTTP.
+
+Each question becomes one JSON request built from the ``body`` template; the answer and
+the retrieved contexts are read from the JSON reply with small paths (see ``_paths``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import urllib.parse
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pytest_ragev.core.errors import PipelineError
+from pytest_ragev.core.tables import Options, check_placeholders, fill
+from pytest_ragev.core.types import Answer, Chunk, PipelineSettings, QAPair, Retrieved
+from pytest_ragev.pipelines.remote import _env, _retry
+from pytest_ragev.pipelines.remote._paths import JsonPath, PathMissError, PathSyntaxError
+
+HTTP_KEYS = (
+    "name", "url", "method", "headers", "body", "answer_path", "contexts_path", "ids_path",
+    "timeout", "max_retries", "retry_backoff",
+)
+_PLACEHOLDERS = ("question", "qid")
+_METHODS = ("POST", "PUT", "GET")
+DEFAULT_BODY: Mapping[str, Any] = {"query": "{question}"}
+
+
+class HttpRagPipeline:
+    """Sends every question to ``url`` and reads answer, contexts and ids from the reply.
+
+    Holds no mutable state after construction, so :meth:`answer` is thread-safe.
+    """
+
+    def __init__(self, settings: PipelineSettings, *, source: Path | str) -> None:
+        opts = Options(settings.options, where="[pipeline]", source=source)
+        opts.check_keys(HTTP_KEYS)
+        url = opts.string("url", required=True)
+        assert url is not None
+        if not url.startswith(("http://", "https://")):
+            raise opts.fail("url", url, "write the full endpoint, e.g. "
+                                        "url = \"http://127.0.0.1:8080/api/v1/chat\"")
+        check_placeholders(opts, "url", url, allowed=_PLACEHOLDERS)
+        method = (opts.string("method", "POST") or "").upper()
+        if method not in _METHODS:
+            raise opts.fail("method", settings.options.get("method"),
+                            "use one of " + ", ".join(_METHODS))
+        if "body" in settings.options:
+            body = settings.options["body"]
+            if method == "GET":
+                raise opts.fail("body", body, "a GET request carries no body; put {question} "
+                                              "in url or use method = \"POST\"")
+            if not isinstance(body, Mapping | list):
+                raise opts.fail("body", body, "write it as a table, e.g. "
+                                              "body = { query = \"{question}\" }")
+        else:
+            body = None if method == "GET" else dict(DEFAULT_BODY)
+        if body is not None:
+            _check_body(opts, body)
+        self.url = url
+        self.method = method
+        self.body: Any = body
+        self.headers = opts.string_table("headers")
+        answer_path = _path(opts, "answer_path", "answer")
+        assert answer_path is not None
+        self.answer_path: JsonPath = answer_path
+        contexts = _path(opts, "contexts_path", None)
+        ids = _path(opts, "ids_path", None)
+        self.contexts_path = contexts
+        self.ids_path = ids
+        timeout = opts.number("timeout", 60.0, low=0.0, low_open=True, example="60")
+        retries = opts.integer("max_retries", 3, low=0, example="3")
+        backoff = opts.number("retry_backoff", 0.5, low=0.0, example="0.5")
+        assert timeout is not None and retries is not None and backoff is not None
+        self.policy = _retry.RetryPolicy(timeout=timeout, max_retries=retries, backoff=backoff)
+
+    def __repr__(self) -> str:
+        return f"HttpRagPipeline(url={self.url!r}, method={self.method!r})"
+
+    def snapshot(self) -> dict[str, Any]:
+        """Every knob with defaults; headers as written (``${VAR}``), literal credentials hidden."""
+        return {
+            "name": "http",
+            **self._answer_knobs(),
+            "timeout": self.policy.timeout,
+            "max_retries": self.policy.max_retries,
+            "retry_backoff": self.policy.backoff,
+        }
+
+    def _answer_knobs(self) -> dict[str, Any]:
+        return {
+            "url": self.url,
+            "method": self.method,
+            "headers": _env.snapshot_headers(self.headers),
+            "body": self.body,
+            "answer_path": self.answer_path.text,
+            "contexts_path": self.contexts_path.text if self.contexts_path else None,
+            "ids_path": self.ids_path.text if self.ids_path else None,
+        }
+
+    def kb_key(self) -> str | None:
+        """The service owns its knowledge base: none is built here."""
+        return None
+
+    def answer_key(self) -> str:
+        """sha256 of the knobs that shape the request and the reading of the reply."""
+        canonical = json.dumps({"name": "http", **self._answer_knobs()}, sort_keys=True,
+                               ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+    def request_body(self, case: QAPair) -> Any:
+        """The JSON body for ``case`` (``None`` for GET)."""
+        if self.body is None:
+            return None
+        return _render(self.body, case)
+
+    def request_url(self, case: QAPair) -> str:
+        """``url`` with ``{question}``/``{qid}`` filled in, URL-encoded."""
+        return fill(self.url, {"question": urllib.parse.quote(case.question, safe=""),
+                               "qid": str(case.qid)})
+
+    def answer(self, case: QAPair, kb: object | None = None) -> Answer:
+        """Ask the service about ``case``; :class:`PipelineError` on any failure."""
+        __tracebackhide__ = True  # its locals hold the expanded headers (pytest -l)
+        headers, secrets = _env.expand_headers(self.headers, where="[pipeline] headers")
+        what = f"[pipeline] http qid {case.qid}"
+        response = _retry.send(
+            method=self.method,
+            url=self.request_url(case),
+            headers=headers,
+            payload=self.request_body(case),
+            policy=self.policy,
+            what=what,
+            client_error_hint=_hint,
+            secrets=secrets,
+        )
+        reply = response.body
+        text = self._read(self.answer_path, "answer_path", reply, what)
+        if not isinstance(text, str):
+            raise PipelineError(
+                f"{what}: answer_path = {self.answer_path.text!r} gave {_show(text)}, not a "
+                "string; point it at the answer text"
+            )
+        retrieved = self._retrieved(reply, what)
+        return Answer(retrieved=retrieved, text=text,
+                      meta={"latency_s": response.latency_s, "attempts": response.attempts})
+
+    def _retrieved(self, reply: Any, what: str) -> list[Retrieved]:
+        texts = ids = None
+        if self.contexts_path is not None:
+            texts = _list_of(self._read(self.contexts_path, "contexts_path", reply, what),
+                             str, "contexts_path", self.contexts_path, what)
+        if self.ids_path is not None:
+            raw_ids = _list_of(self._read(self.ids_path, "ids_path", reply, what),
+                               (int, str), "ids_path", self.ids_path, what)
+            ids = [_passage_id(value, self.ids_path, what) for value in raw_ids]
+        if texts is not None and ids is not None:
+            if len(texts) != len(ids):
+                raise PipelineError(
+                    f"{what}: contexts_path gave {len(texts)} item(s) but ids_path "
+                    f"{len(ids)}; both must walk the same list"
+                )
+            return [Chunk(text=t, passage_id=i) for t, i in zip(texts, ids, strict=True)]
+        if texts is not None:
+            return [Chunk(text=t) for t in texts]
+        if ids is not None:
+            return list(ids)
+        return []
+
+    @staticmethod
+    def _read(path: JsonPath, key: str, reply: Any, what: str) -> Any:
+        try:
+            return path.get(reply)
+        except PathMissError as miss:
+            top = (", ".join(sorted(map(str, reply))) or "none") if isinstance(reply, Mapping) \
+                else f"none, the reply is a JSON {type(reply).__name__}"
+            raise PipelineError(
+                f"{what}: {key} = {path.text!r} not found in the reply at {miss.at} "
+                f"({miss.reason}); top-level keys: {top}"
+            ) from None
+
+    def close(self) -> None:
+        """Nothing to release: every request opens and closes its own connection."""
+
+
+def _path(opts: Options, key: str, default: str | None) -> JsonPath | None:
+    text = opts.string(key, default)
+    if text is None:
+        return None
+    try:
+        return JsonPath.parse(text)
+    except PathSyntaxError as error:
+        raise opts.fail(key, text, f"{error} (paths look like data.contexts[*].text)") from None
+
+
+def _check_body(opts: Options, value: Any) -> None:
+    if isinstance(value, str):
+        check_placeholders(opts, "body", value, allowed=_PLACEHOLDERS)
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            _check_body(opts, item)
+    elif isinstance(value, list):
+        for item in value:
+            _check_body(opts, item)
+
+
+def _render(value: Any, case: QAPair) -> Any:
+    if isinstance(value, str):
+        # A string that is exactly "{qid}" becomes the number, so services get an int.
+        if value == "{qid}":
+            return case.qid
+        return fill(value, {"question": case.question, "qid": str(case.qid)})
+    if isinstance(value, Mapping):
+        return {key: _render(item, case) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_render(item, case) for item in value]
+    return value
+
+
+def _list_of(value: Any, kind: type | tuple[type, ...], key: str, path: JsonPath,
+             what: str) -> list[Any]:
+    items = value if isinstance(value, list) else None
+    if items is None or any(isinstance(v, bool) or not isinstance(v, kind) for v in items):
+        bad = value if items is None else next(
+            v for v in items if isinstance(v, bool) or not isinstance(v, kind)
+        )
+        raise PipelineError(
+            f"{what}: {key} = {path.text!r} must give a list of "
+            f"{'strings' if kind is str else 'passage ids'}, found {_show(bad)}"
+        )
+    return items
+
+
+def _passage_id(value: int | str, path: JsonPath, what: str) -> int:
+    if isinstance(value, int):
+        return value
+    text = value.strip()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    raise PipelineError(
+        f"{what}: ids_path = {path.text!r} gave {value!r}, not a passage id; the dataset's "
+        "passage ids are integers"
+    )
+
+
+def _show(value: Any) -> str:
+    kind = "null" if value is None else type(value).__name__
+    return f"{kind} {json.dumps(value, ensure_ascii=False, default=str)[:60]}"
+
+
+def _hint(status: int, message: str) -> str:
+    if status in (401, 403):
+        return "check the credentials in [pipeline] headers"
+    if status == 404:
+        return "check [pipeline] url"
+    if status in (400, 422):
+        return "check that [pipeline] body matches what the service expects"
+    return "check the [pipeline] settings against the service's API"
+

@@ -1,0 +1,264 @@
+"""pytest entry point of pytest-ragev (``pytest11: ragev``).
+
+Loaded in every pytest run of an environment that has the plugin installed, so it
+imports nothing heavy: the dataset layer, the metric engine and the pipelines load
+only when a ragev config is active.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_ragev.core.types import Answer, QAPair
+
+if TYPE_CHECKING:
+    from pytest_ragev.plugin.session import RagevSession
+
+
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} must be >= 1")
+    return number
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("ragev", "RAG evaluation (pytest-ragev)")
+    group.addoption(
+        "--ragev-config", dest="ragev_config", metavar="PATH", default=None,
+        help="ragev.toml to evaluate; with no test paths, only the evaluation runs.",
+    )
+    group.addoption(
+        "--ragev-report", dest="ragev_report", metavar="PATH", default=None,
+        help="write the JSON report (WeKnora EvaluationDetail shape) to PATH.",
+    )
+    group.addoption(
+        "--ragev-limit", dest="ragev_limit", metavar="N", type=_positive_int, default=None,
+        help="evaluate only the first N questions by id (quick local loops).",
+    )
+    group.addoption(
+        "--ragev-concurrency", dest="ragev_concurrency", metavar="N", type=_positive_int,
+        default=None,
+        help="pipeline calls run ahead in N threads (default: CPUs - 1; 1 = strictly serial).",
+    )
+    group.addoption(
+        "--ragev-baseline", dest="ragev_baseline", metavar="PATH", default=None,
+        help="baseline snapshot to gate against (overrides [baseline] path).",
+    )
+    group.addoption(
+        "--ragev-update-baseline", dest="ragev_update_baseline", action="store_true",
+        default=False, help="write or replace the baseline with this run's results and pass.",
+    )
+    group.addoption(
+        "--ragev-variant", dest="ragev_variant", metavar="NAME", action="append", default=[],
+        help="run only this variant ('base' for the base config); repeatable.",
+    )
+    group.addoption(
+        "--ragev-no-cache", dest="ragev_no_cache", action="store_true", default=False,
+        help="neither read nor write cached pipeline answers and knowledge bases.",
+    )
+    group.addoption(
+        "--ragev-profile", dest="ragev_profile", metavar="NAME", default=None,
+        choices=("weknora", "standard"),
+        help="metric profile: 'weknora' (default) or 'standard' (trec_eval/rouge-score/NLTK).",
+    )
+    group.addoption(
+        "--ragev-markdown", dest="ragev_markdown", metavar="PATH", default=None,
+        help="write the Markdown summary to PATH (else $GITHUB_STEP_SUMMARY when set).",
+    )
+    group.addoption(
+        "--ragev-html", dest="ragev_html", metavar="PATH", default=None,
+        help="write a self-contained HTML report to PATH.",
+    )
+    parser.addini(
+        "ragev_config", type="string", default="",
+        help="ragev.toml to evaluate (relative to the ini file); --ragev-config wins.",
+    )
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from pytest_ragev.plugin import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def _config_path(config: pytest.Config, cli: str | None) -> tuple[Path | None, bool]:
+    """The ragev config file (``cli``, the ``--ragev-config`` value, else the
+    ``ragev_config`` ini key) and whether it came from the command line."""
+    if cli:
+        return Path(cli), True
+    ini = config.getini("ragev_config")
+    if ini:
+        base = config.inipath.parent if config.inipath else config.rootpath
+        return base / str(ini), False
+    return None, False
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> Any:
+    """Load the ``conftest.py`` files beside (and above) the ragev config early.
+
+    pytest loads the initial conftests of the test paths only; with
+    ``--ragev-config eval/ragev.toml`` run from the project root, ``eval/conftest.py``
+    would load only when collection reaches ``eval/``: after session start, where the
+    pipeline name, custom metrics and thresholds are checked, and never on the xdist
+    controller, which does not collect. So load it here, as pytest loads the conftests
+    of its initial paths (same confcutdir, import mode and ``--noconftest``).
+    """
+    result = yield
+    namespace = early_config.known_args_namespace
+    # Options are not parsed into config.getoption yet: read the early namespace.
+    found, _ = _config_path(early_config, getattr(namespace, "ragev_config", None))
+    if found is None:
+        return result
+    path = early_config.invocation_params.dir / found  # an absolute ini path stays as is
+    if not path.is_file():
+        return result  # pytest_configure reports it as one line
+    _load_conftests(early_config, path.resolve().parent)
+    return result
+
+
+def _load_conftests(early_config: pytest.Config, folder: Path) -> None:
+    # pytest has no public API for this; it does the same for each initial path in
+    # PytestPluginManager._set_initial_conftests. Guarded, so a future rename degrades
+    # to today's behaviour (conftests load when collection reaches the folder).
+    manager = early_config.pluginmanager
+    load = getattr(manager, "_loadconftestmodules", None)
+    if load is None:
+        return
+    importmode = early_config.known_args_namespace.importmode
+    try:
+        load(folder, importmode, early_config.rootpath,
+             consider_namespace_packages=early_config.getini("consider_namespace_packages"))
+    except TypeError:  # pytest 8.0: no consider_namespace_packages yet
+        load(folder, importmode, early_config.rootpath)
+
+
+def _path_option(config: pytest.Config, name: str) -> Path | None:
+    value = config.getoption(name)
+    return Path(value).resolve() if value else None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    path, from_cli = _config_path(config, config.getoption("ragev_config"))
+    if path is None:
+        return
+    from pytest_ragev.config import load_config
+    from pytest_ragev.core.errors import RagevError
+    from pytest_ragev.plugin.keys import ragev_session_key
+    from pytest_ragev.plugin.session import RagevSession, RunOptions
+
+    ini_file = None if from_cli else (config.inipath or config.rootpath / "pytest.ini")
+    try:
+        ragev = load_config(path, ini=ini_file)
+    except RagevError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    explicit = config.args_source == pytest.Config.ArgsSource.ARGS
+    options = RunOptions(
+        report_json=_path_option(config, "ragev_report"),
+        report_markdown=_path_option(config, "ragev_markdown"),
+        report_html=_path_option(config, "ragev_html"),
+        limit=config.getoption("ragev_limit"),
+        concurrency=config.getoption("ragev_concurrency"),
+        baseline=_path_option(config, "ragev_baseline"),
+        update_baseline=bool(config.getoption("ragev_update_baseline")),
+        variants=tuple(config.getoption("ragev_variant") or ()),
+        no_cache=bool(config.getoption("ragev_no_cache")),
+        profile=config.getoption("ragev_profile"),
+    )
+    if from_cli and not explicit:
+        # `pytest --ragev-config ragev.toml` with no test paths: run only the evaluation.
+        config.args = [str(ragev.source)]
+    session = RagevSession(config, ragev, options)
+    config.stash[ragev_session_key] = session
+    config.pluginmanager.register(session, "ragev-session")
+    if config.pluginmanager.hasplugin("xdist"):
+        from pytest_ragev.plugin.progress import XdistProgress
+
+        config.pluginmanager.register(XdistProgress(session), "ragev-xdist")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    from pytest_ragev.plugin.keys import ragev_session_key
+
+    session = config.stash.get(ragev_session_key, None)
+    if session is not None:
+        del config.stash[ragev_session_key]
+        for name in ("ragev-xdist", "ragev-builtin-pipelines", "ragev-session"):
+            plugin = config.pluginmanager.get_plugin(name)
+            if plugin is not None:
+                config.pluginmanager.unregister(plugin, name)
+
+
+def _session_or_skip(request: pytest.FixtureRequest) -> RagevSession:
+    from pytest_ragev.plugin.keys import ragev_session_key
+
+    session = request.config.stash.get(ragev_session_key, None)
+    if session is None:
+        pytest.skip("no ragev config: pass --ragev-config or set ragev_config in the ini file")
+    return session
+
+
+@pytest.fixture
+def ragev_case(request: pytest.FixtureRequest) -> QAPair:
+    """The QA pair of this test; the test is parametrized over the dataset's pairs.
+
+    Example::
+
+        def test_answer(ragev_case, ragev_answer, ragev_record):
+            ragev_record(retrieved=ragev_answer.retrieved, text=ragev_answer.text)
+    """
+    _session_or_skip(request)
+    # Reached only when pytest_generate_tests did not parametrize (no pairs at all).
+    pytest.skip("the ragev dataset has no questions")
+
+
+@pytest.fixture(scope="session")
+def ragev_kb(request: pytest.FixtureRequest) -> Any:
+    """The session's evaluation knowledge base for the base configuration (built once)."""
+    session = _session_or_skip(request)
+    return session.knowledge_base(session.pipeline_settings(None))
+
+
+@pytest.fixture
+def ragev_answer(request: pytest.FixtureRequest, ragev_case: QAPair) -> Answer:
+    """The configured pipeline's :class:`Answer` to this test's question."""
+    session = _session_or_skip(request)
+    return session.answer(ragev_case, None)
+
+
+@pytest.fixture
+def ragev_record(request: pytest.FixtureRequest) -> Callable[..., dict[str, Any]]:
+    """Record what a hand-written test retrieved and generated for its ``ragev_case``.
+
+    Call it once per test: ``ragev_record(retrieved=[...], text="...")``. ``retrieved``
+    takes passage ids, chunk texts or chunk objects, as ``Answer.retrieved`` does. The
+    record feeds the same metrics, thresholds and reports as the generated items.
+    """
+    session = _session_or_skip(request)
+    callspec = getattr(request.node, "callspec", None)
+    case = callspec.params.get("ragev_case") if callspec is not None else None
+    if not isinstance(case, QAPair):
+        raise pytest.UsageError(
+            f"{request.node.nodeid}: ragev_record needs the ragev_case fixture in the same "
+            "test; add ragev_case to its arguments"
+        )
+    recorded: list[bool] = []
+
+    def record(*, retrieved: Any = (), text: str = "", meta: Any = None) -> dict[str, Any]:
+        if recorded:
+            raise RuntimeError("ragev_record was called twice in one test; record once")
+        recorded.append(True)
+        answer = Answer(retrieved=list(retrieved), text=text, meta=dict(meta or {}))
+        return session.record_manual(request.node, case, answer)
+
+    return record

@@ -1,0 +1,143 @@
+"""Plain-text renderers for the terminal: aligned tables and per-question diffs."""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Sequence
+
+from pytest_ragev.gate.checks import Comparison, QuestionDiff, VariantTable
+from pytest_ragev.report import _format as fmt
+
+
+def _width(text: str) -> int:
+    # Wide (CJK) characters take two terminal columns; combining marks none.
+    total = 0
+    for char in text:
+        if unicodedata.combining(char):
+            continue
+        total += 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+    return total
+
+
+def _pad(text: str, width: int, *, right: bool) -> str:
+    gap = " " * max(0, width - _width(text))
+    return gap + text if right else text + gap
+
+
+def table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], *, right: Sequence[bool]
+) -> list[str]:
+    """Aligned columns separated by two spaces; ``right`` per column."""
+    widths = [_width(h) for h in header]
+    for row in rows:
+        widths = [max(w, _width(cell)) for w, cell in zip(widths, row, strict=True)]
+    lines = []
+    for row in (header, *rows):
+        cells = [
+            _pad(cell, width, right=align)
+            for cell, width, align in zip(row, widths, right, strict=True)
+        ]
+        lines.append("  ".join(cells).rstrip())
+    return lines
+
+
+def render_comparison(comparison: Comparison) -> list[str]:
+    """The metrics table: baseline, current, Δ, CI, p, n and status per metric."""
+    level = fmt.level(comparison.metrics[0].ci_level) if comparison.metrics else "90%"
+    header = ["metric", "baseline", "current", "Δ", f"{level} CI", "p", "n", "status"]
+    rows = []
+    for item in comparison.metrics:
+        status = item.status if item.rule.enabled else f"{item.status} (not gated)"
+        rows.append([
+            item.metric,
+            fmt.num(item.baseline_mean),
+            fmt.num(item.current_mean),
+            fmt.num(item.delta, signed=True),
+            fmt.ci(item.ci_low, item.ci_high),
+            fmt.p_value(item.p),
+            str(item.n),
+            status,
+        ])
+    what = "base configuration" if comparison.variant is None else f"variant {comparison.variant}"
+    title = f"ragev: {what} against the baseline, {len(comparison.common_qids)} shared questions"
+    if comparison.added or comparison.removed:
+        title += f" ({len(comparison.added)} added, {len(comparison.removed)} removed)"
+    body = table(header, rows, right=[False, True, True, True, False, True, True, False])
+    return [title + ":", *("  " + line for line in body)]
+
+
+def _metric_changes(diff: QuestionDiff, limit: int) -> str:
+    changed = [
+        (name, item) for name, item in diff.metrics.items()
+        if item.delta is not None and item.delta != 0
+    ]
+    # Largest changes first; the rest would only repeat the story.
+    changed.sort(key=lambda pair: -abs(pair[1].delta or 0.0))
+    parts = [
+        f"{name} {fmt.num(item.delta, signed=True)} "
+        f"({fmt.num(item.before)} → {fmt.num(item.after)})"
+        for name, item in changed[:limit]
+    ]
+    if len(changed) > limit:
+        parts.append(f"… {len(changed) - limit} more")
+    return ", ".join(parts) if parts else "no metric changed"
+
+
+def render_question_diffs(diffs: Sequence[QuestionDiff], *, text_limit: int = 100) -> list[str]:
+    """Lines for ``-v``: per question the metric changes, retrieval and answer before → after.
+
+    Relevant passage ids are marked with ``*``.
+    """
+    if not diffs:
+        return []
+    lines = [f"ragev: {len(diffs)} most regressed question(s) (* = relevant passage):"]
+    for diff in diffs:
+        label = f"q{diff.qid}" if diff.variant is None else f"q{diff.qid} [{diff.variant}]"
+        lines.append(f"  {label}  {fmt.shorten(diff.question, text_limit)}")
+        if diff.error_after is not None and diff.error_before is None:
+            lines.append(f"      error now: {fmt.shorten(diff.error_after, text_limit)}")
+        else:
+            lines.append(f"      {_metric_changes(diff, 4)}")
+        lines.append(
+            f"      retrieved {fmt.ids(diff.retrieved_before, diff.relevant)} → "
+            f"{fmt.ids(diff.retrieved_after, diff.relevant)}"
+        )
+        if diff.answer_before != diff.answer_after:
+            lines.append(
+                f"      answer    {fmt.shorten(diff.answer_before, text_limit // 2)!r} → "
+                f"{fmt.shorten(diff.answer_after, text_limit // 2)!r}"
+            )
+        else:
+            lines.append("      answer    unchanged")
+    return lines
+
+
+def variant_cell(mean: float | None, delta: float | None, marker: str) -> str:
+    """``0.650 +0.038▲`` (or just the mean for the base row)."""
+    if delta is None:
+        return fmt.num(mean)
+    return f"{fmt.num(mean)} {fmt.num(delta, signed=True)}{marker}"
+
+
+def render_variant_table(variants: VariantTable) -> list[str]:
+    """Metric x variant with Δ against the base run; ▲/▼ mark significant changes.
+
+    Metrics are rows and configurations columns: twelve metrics stay readable in a
+    terminal where twelve metric columns would not.
+    """
+    header = ["metric", "(base)", *(str(row.name) for row in variants.rows)]
+    rows = []
+    for metric in variants.metrics:
+        cells = [variant_cell(variants.base.cells[metric].mean, None, "")]
+        for row in variants.rows:
+            cell = row.cells[metric]
+            # A blank where the marker would be keeps right-aligned figures in line.
+            cells.append(variant_cell(cell.mean, cell.delta, cell.marker or " "))
+        rows.append([metric, *cells])
+    right = [False, *([True] * (len(header) - 1))]
+    lines = ["ragev: variants against the base configuration:"]
+    lines += ["  " + line for line in table(header, rows, right=right)]
+    for row in variants.rows:
+        lines.append(f"  {row.name} changes: {', '.join(row.changed_knobs) or 'nothing'}")
+    lines.append("  ▲/▼: significantly better/worse than the base run (paired test, two-sided)")
+    return lines
