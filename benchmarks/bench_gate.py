@@ -51,9 +51,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_ragev import MetricInput
+from pytest_ragev import gate as checks
 from pytest_ragev.core.results import RunResult, SampleResult
-from pytest_ragev.gate import checks
-from pytest_ragev.gate.checks import GateRules, MetricRule, compare, judge, paired_stats
+from pytest_ragev.gate import GateRules, MetricRule, compare, judge, paired_stats
 from pytest_ragev.metrics import aggregate, score
 
 N_QUESTIONS = 300

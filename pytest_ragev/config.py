@@ -7,10 +7,6 @@ Nothing here imports pytest: the plugin passes the option values in.
 
 from __future__ import annotations
 
-import difflib
-import hashlib
-import itertools
-import json
 import os
 import re
 import tomllib
@@ -20,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ragev.core.errors import ConfigError
+from pytest_ragev.core.redact import redact
+from pytest_ragev.core.tables import Table, deep_merge, suggest
 from pytest_ragev.core.types import PipelineSettings
 
 PROFILES = ("weknora", "standard")
@@ -42,87 +40,6 @@ _BASELINE_KEYS = ("path",)
 _RUN_KEYS = ("concurrency", "cache", "progress_interval")
 _VARIANT_KEYS = ("name", "pipeline")
 _VARIANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
-
-#: Words that make a key name a secret wherever they appear in it (``client_secret``,
-#: ``db_password``, ``Proxy-Authorization``). Key names are split into words at ``_``,
-#: ``-``, ``.``, spaces and camelCase humps before matching.
-_SECRET_WORDS = frozenset({
-    "password", "passwd", "passphrase", "secret", "secrets", "credential", "credentials",
-    "authorization", "bearer", "apikey", "cookie",
-})
-#: Key names that are secrets as a whole word (``auth = "user:pass"``), not as a part.
-#: (A lone ``key`` or ``token`` is a secret too: the ``<word>_key`` / ``<word>_token``
-#: rules of :func:`is_secret_key` already decide those.)
-_SECRET_NAMES = frozenset({"auth"})
-#: A last word that ends a secret even when glued to the word before (``authtoken``).
-_SECRET_SUFFIXES = ("apikey", "password", "passwd", "passphrase", "secret", "token")
-#: ``<word>_token`` knobs that count or name tokenizer tokens, not credentials.
-_TOKEN_KNOBS = frozenset({
-    "max", "min", "num", "n", "total", "eos", "bos", "pad", "unk", "sep", "cls", "mask",
-    "stop", "start", "end", "special",
-})
-#: ``<word>_key`` knobs that name a field or a lookup key, not a credential.
-_KEY_KNOBS = frozenset({
-    "sort", "cache", "answer", "kb", "group", "partition", "primary", "foreign", "join",
-    "index", "lookup", "dedup", "hash", "shard", "routing", "id", "field", "dict", "metadata",
-    "order", "record", "row", "doc", "document", "result", "response", "json", "text",
-    "content", "score", "passage", "query", "question", "context", "contexts",
-})
-#: ``<word>_key`` anywhere in a key names a credential (``private_key_pem``).
-_KEY_QUALIFIERS = frozenset({
-    "api", "private", "access", "secret", "signing", "encryption", "ssh", "client", "master",
-    "license", "service", "account", "auth", "session", "subscription", "admin", "app",
-})
-#: Last words of keys that name where a secret lives (``api_key_env``): safe to show.
-_POINTER_WORDS = frozenset({"env", "file"})
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
-_NOT_WORD = re.compile(r"[^A-Za-z0-9]+")
-#: ``${VAR}``: a reference to an environment variable, expanded only when used; group 1
-#: is the variable's name.
-REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-#: What may surround the references of a value that holds no literal secret.
-_TEMPLATE_REST = re.compile(r"^(?:(?:bearer|basic|token|digest|apikey|api-key)(?=\s|$))?[\W_]*$",
-                            re.I)
-REDACTED = "***"
-
-
-def suggest(word: str, choices: Iterable[str]) -> str:
-    """A ``did you mean`` tail for an unknown ``word``, or the list of valid choices."""
-    options = sorted(choices)
-    close = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
-    if close:
-        return f"did you mean {close[0]!r}?"
-    return "valid keys: " + ", ".join(options)
-
-
-def _check_keys(table: Mapping[str, Any], allowed: Iterable[str], where: str, source: Path) -> None:
-    allowed = tuple(allowed)
-    for key in table:
-        if key not in allowed:
-            raise ConfigError(
-                f"{source}: unknown key {where}{key!r}; {suggest(key, allowed)}"
-            )
-
-
-def _table(value: Any, where: str, source: Path, fix: str | None = None) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise ConfigError(
-            f"{source}: {where} must be a table, got {type(value).__name__}; "
-            + (fix or f"write it as [{where.strip('[]')}]")
-        )
-    return value
-
-
-def _typed(value: Any, kind: type | tuple[type, ...], key: str, source: Path, hint: str) -> Any:
-    # bool is an int in Python; a TOML `true` is never a valid number here.
-    if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
-        ok = False
-    else:
-        ok = isinstance(value, kind)
-    if not ok:
-        raise ConfigError(f"{source}: {key} = {value!r} has the wrong type; {hint}")
-    return value
-
 
 @dataclass(frozen=True, repr=False)
 class VariantConfig:
@@ -194,19 +111,19 @@ def load_config(path: str | os.PathLike[str], *, ini: Path | None = None) -> Rag
 
 def parse_config(raw: Mapping[str, Any], *, source: Path) -> RagevConfig:
     """Validate the TOML document ``raw`` read from ``source``."""
-    _check_keys(raw, _TOP_LEVEL_KEYS, "", source)
+    top = Table(raw, where="", source=source)
+    top.check_keys(_TOP_LEVEL_KEYS)
     base_dir = source.parent
 
-    dataset = _table(raw.get("dataset", {}), "[dataset]", source)
-    _check_keys(dataset, _DATASET_KEYS, "[dataset] ", source)
+    dataset = top.sub("dataset")
+    dataset.check_keys(_DATASET_KEYS)
     if "path" not in dataset:
         raise ConfigError(
             f"{source}: [dataset] path is missing; add path = \"<folder with the five "
             "Parquet files>\" (relative to the config file)"
         )
-    ds_path_raw = _typed(
-        dataset["path"], str, "[dataset] path", source, "write the folder as a string"
-    )
+    ds_path_raw = dataset.string("path", fix="write the folder as a string")
+    assert ds_path_raw is not None
     dataset_path = (base_dir / ds_path_raw).resolve()
     if not dataset_path.exists():
         raise ConfigError(
@@ -218,73 +135,49 @@ def parse_config(raw: Mapping[str, Any], *, source: Path) -> RagevConfig:
             f"{source}: [dataset] path = {ds_path_raw!r} is a file, not a folder (resolved to "
             f"{dataset_path}); point it at the folder that holds the five Parquet files"
         )
-    dataset_id = dataset.get("id")
+    dataset_id = dataset.string("id", fix="write the dataset id as a string")
     if dataset_id is not None:
-        _typed(dataset_id, str, "[dataset] id", source, "write the dataset id as a string")
         _check_name(dataset_id, "[dataset] id", source)
 
-    pipeline_table = dict(_table(raw.get("pipeline", {}), "[pipeline]", source))
+    pipeline_table = dict(top.sub("pipeline").table)
     name = pipeline_table.pop("name", "builtin")
-    _typed(name, str, "[pipeline] name", source,
-           'use "builtin", "http" or "module:callable"')
+    if not isinstance(name, str):
+        raise ConfigError(f"{source}: [pipeline] name = {name!r} is invalid; use \"builtin\", "
+                          "\"http\" or \"module:callable\"")
     pipeline = PipelineSettings(name=name, options=pipeline_table, base_dir=base_dir)
 
-    metrics = _table(raw.get("metrics", {}), "[metrics]", source)
-    _check_keys(metrics, _METRICS_KEYS, "[metrics] ", source)
-    profile = metrics.get("profile", "weknora")
-    if profile not in PROFILES:
-        raise ConfigError(
-            f"{source}: [metrics] profile = {profile!r} is unknown; use one of "
-            + ", ".join(repr(p) for p in PROFILES)
-        )
+    metrics = top.sub("metrics")
+    metrics.check_keys(_METRICS_KEYS)
+    profile = metrics.choice("profile", "weknora", PROFILES, what="metric profile")
 
-    thresholds_table = _table(raw.get("thresholds", {}), "[thresholds]", source)
+    thresholds_table = top.sub("thresholds")
     thresholds: dict[str, float] = {}
-    for metric, value in thresholds_table.items():
-        _typed(value, (int, float), f"[thresholds] {metric}", source,
-               "write a number between 0 and 1")
-        if not 0.0 <= float(value) <= 1.0:
-            raise ConfigError(
-                f"{source}: [thresholds] {metric} = {value!r} is outside [0, 1]; "
-                "metrics are fractions, write e.g. 0.5"
-            )
-        thresholds[metric] = float(value)
+    for metric in thresholds_table.table:
+        value = thresholds_table.number(metric, None, low=0.0, high=1.0, example="0.5")
+        assert value is not None
+        thresholds[metric] = value
 
-    report = _table(raw.get("report", {}), "[report]", source)
-    _check_keys(report, _REPORT_KEYS, "[report] ", source)
+    report = top.sub("report")
+    report.check_keys(_REPORT_KEYS)
     paths: dict[str, Path | None] = {}
     for key in ("json", "markdown", "html"):
-        value = report.get(key)
-        if value is not None:
-            _typed(value, str, f"[report] {key}", source, "write a file path as a string")
-        paths[key] = (base_dir / value) if value else None
-    top = report.get("top_regressions", 10)
-    _typed(top, int, "[report] top_regressions", source, "write a whole number such as 10")
-    if top < 0:
-        raise ConfigError(f"{source}: [report] top_regressions = {top} is negative; use 0 or more")
+        written = report.string(key, fix="write a file path as a string")
+        paths[key] = (base_dir / written) if written else None
+    top_regressions = report.integer("top_regressions", 10, low=0, example="10")
+    assert top_regressions is not None
 
-    baseline = _table(raw.get("baseline", {}), "[baseline]", source)
-    _check_keys(baseline, _BASELINE_KEYS, "[baseline] ", source)
-    baseline_raw = baseline.get("path")
-    if baseline_raw is not None:
-        _typed(baseline_raw, str, "[baseline] path", source, "write a file path as a string")
+    baseline = top.sub("baseline")
+    baseline.check_keys(_BASELINE_KEYS)
+    baseline_raw = baseline.string("path", fix="write a file path as a string")
 
-    gate = _table(raw.get("gate", {}), "[gate]", source)
+    gate = top.sub("gate")
 
-    run = _table(raw.get("run", {}), "[run]", source)
-    _check_keys(run, _RUN_KEYS, "[run] ", source)
-    concurrency = run.get("concurrency")
-    if concurrency is not None:
-        _typed(concurrency, int, "[run] concurrency", source, "write a whole number >= 1")
-        if concurrency < 1:
-            raise ConfigError(f"{source}: [run] concurrency = {concurrency} must be >= 1")
-    cache = run.get("cache")
-    if cache is not None:
-        _typed(cache, bool, "[run] cache", source, "write true or false")
-    interval = run.get("progress_interval", 2.0)
-    _typed(interval, (int, float), "[run] progress_interval", source, "write seconds, e.g. 2")
-    if interval <= 0:
-        raise ConfigError(f"{source}: [run] progress_interval = {interval} must be > 0")
+    run = top.sub("run")
+    run.check_keys(_RUN_KEYS)
+    concurrency = run.integer("concurrency", None, low=1, example="4")
+    cache = run.boolean("cache")
+    interval = run.number("progress_interval", 2.0, low=0.0, low_open=True, example="2")
+    assert interval is not None
 
     variants_raw = raw.get("variants", [])
     if not isinstance(variants_raw, list):
@@ -293,24 +186,24 @@ def parse_config(raw: Mapping[str, Any], *, source: Path) -> RagevConfig:
         )
     variants: list[VariantConfig] = []
     seen: set[str] = set()
-    for index, entry in enumerate(variants_raw):
-        where = f"[[variants]] #{index + 1} "
-        entry = _table(entry, f"[[variants]] #{index + 1}", source,
-                       'write each variant as a [[variants]] table with name = "..."')
-        vname = entry.get("name")
+    for index, entry_raw in enumerate(variants_raw):
+        where = f"[[variants]] #{index + 1}"
+        vname = entry_raw.get("name") if isinstance(entry_raw, Mapping) else None
         if isinstance(vname, str):
-            where = f"[[variants]] #{index + 1} ({vname!r}) "
-        _check_keys(entry, _VARIANT_KEYS, where, source)
+            where = f"[[variants]] #{index + 1} ({vname!r})"
+        entry = Table(entry_raw, where=where, source=source,
+                      fix='write each variant as a [[variants]] table with name = "..."')
+        entry.check_keys(_VARIANT_KEYS)
         if vname is None:
-            raise ConfigError(f'{source}: {where}has no name; add name = "chunk-256"')
-        _typed(vname, str, f"{where}name", source, "write the variant name as a string")
-        _check_name(vname, f"{where}name", source)
+            raise ConfigError(f'{source}: {where} has no name; add name = "chunk-256"')
+        entry.string("name", fix="write the variant name as a string")
+        _check_name(vname, f"{where} name", source)
         if vname in seen:
-            raise ConfigError(f"{source}: {where}name {vname!r} is used twice; names must differ")
+            raise ConfigError(f"{source}: {where} name {vname!r} is used twice; names must differ")
         seen.add(vname)
-        overrides = _table(entry.get("pipeline", {}), f"{where}pipeline", source,
-                           "write the overrides as pipeline.<knob> = ... under [[variants]]")
-        variants.append(VariantConfig(name=vname, pipeline=overrides))
+        overrides = entry.sub("pipeline", where=f"{where} pipeline",
+                              fix="write the overrides as pipeline.<knob> = ... under [[variants]]")
+        variants.append(VariantConfig(name=vname, pipeline=overrides.table))
 
     return RagevConfig(
         source=source,
@@ -322,12 +215,12 @@ def parse_config(raw: Mapping[str, Any], *, source: Path) -> RagevConfig:
         report_json=paths["json"],
         report_markdown=paths["markdown"],
         report_html=paths["html"],
-        top_regressions=top,
+        top_regressions=top_regressions,
         baseline_path=(base_dir / baseline_raw) if baseline_raw else None,
-        gate=gate,
+        gate=gate.table,
         concurrency=concurrency,
         cache=cache,
-        progress_interval=float(interval),
+        progress_interval=interval,
         variants=tuple(variants),
     )
 
@@ -352,17 +245,6 @@ def check_metric_names(config: RagevConfig, known: Iterable[str]) -> None:
             )
 
 
-def deep_merge(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """``base`` with ``overrides`` applied; nested tables merge key by key."""
-    merged = dict(base)
-    for key, value in overrides.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = deep_merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
 def variant_pipeline(config: RagevConfig, variant: VariantConfig | None) -> PipelineSettings:
     """The pipeline settings of the base config (``None``) or of one variant."""
     if variant is None:
@@ -375,101 +257,3 @@ def variant_pipeline(config: RagevConfig, variant: VariantConfig | None) -> Pipe
         options=deep_merge(config.pipeline.options, options),
         variant=variant.name,
     )
-
-
-def flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Dotted keys for nested tables: ``{"chat": {"model": "x"}}`` -> ``{"chat.model": "x"}``."""
-    flat: dict[str, Any] = {}
-    for key, value in table.items():
-        dotted = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            flat.update(flatten(value, dotted + "."))
-        else:
-            flat[dotted] = value
-    return flat
-
-
-def _words(key: str) -> list[str]:
-    return [word for word in _NOT_WORD.split(_CAMEL.sub("_", key).lower()) if word]
-
-
-def is_secret_key(key: str) -> bool:
-    """Whether a settings or header key names a secret (``api_key``, ``X-Auth-Token``).
-
-    Whole words decide, not substrings: ``max_tokens``, ``tokenize`` and ``keyword_weight``
-    are knobs; ``api_key``, ``private_key``, ``access_token``, ``password``, ``client_secret``,
-    ``credentials``, ``passphrase`` and ``Authorization`` are secrets. ``<field>_key`` and
-    ``<count>_token`` knobs (``sort_key``, ``text_key``, ``pad_token``) are not, and keys
-    that point at a secret (``api_key_env``, ``password_file``) are safe to show.
-    """
-    words = _words(key)
-    if not words or words[-1] in _POINTER_WORDS or words[-2:] == ["env", "var"]:
-        return False
-    if any(word in _SECRET_WORDS for word in words):
-        return True
-    pairs = itertools.pairwise(words)
-    if any(word == "key" and before in _KEY_QUALIFIERS for before, word in pairs):
-        return True
-    last = words[-1]
-    if last == "pass" and len(words) > 1:  # db_pass, smtp_pass
-        return True
-    before = words[-2] if len(words) > 1 else None
-    if last == "key":
-        return before is None or before not in _KEY_KNOBS
-    if last == "token":
-        return before is None or before not in _TOKEN_KNOBS
-    if len(words) == 1 and last in _SECRET_NAMES:
-        return True
-    return any(last.endswith(suffix) and last != suffix for suffix in _SECRET_SUFFIXES)
-
-
-def is_reference_only(value: str) -> bool:
-    """Whether ``value`` holds ``${VAR}`` references and no literal secret.
-
-    ``"${RAG_TOKEN}"``, ``"Bearer ${RAG_TOKEN}"`` and ``"${USER}:${PASS}"`` are templates,
-    recorded as written; ``"sk-abc${X}"`` or ``"Bearer sk-abc"`` hold a literal and are not.
-    """
-    if not REFERENCE.search(value):
-        return False
-    rest = REFERENCE.sub(" ", value).strip()
-    return bool(_TEMPLATE_REST.match(rest))
-
-
-def _hide(value: Any) -> Any:
-    # The value of a secret key: templates and empty values stay, every literal goes.
-    if value is None or value == "":
-        return value
-    if isinstance(value, str):
-        return value if is_reference_only(value) else REDACTED
-    if isinstance(value, Mapping):
-        return {str(key): _hide(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_hide(item) for item in value]
-    return REDACTED
-
-
-def redact(value: Any) -> Any:
-    """A copy of a settings value with every secret replaced by ``***``.
-
-    A secret is the value of a key :func:`is_secret_key` accepts, unless it is only a
-    ``${VAR}`` template (:func:`is_reference_only`): the template names a variable and
-    holds no secret. Keys that *point at* a secret (``api_key_env``) stay visible.
-    """
-    if isinstance(value, Mapping):
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            key_str = str(key)
-            out[key_str] = _hide(item) if is_secret_key(key_str) else redact(item)
-        return out
-    if isinstance(value, list | tuple):
-        return [redact(item) for item in value]
-    if isinstance(value, Path):
-        return str(value)
-    return value
-
-
-def settings_hash(snapshot: Mapping[str, Any]) -> str:
-    """sha256 over the canonical JSON of a (redacted) settings snapshot."""
-    canonical = json.dumps(snapshot, sort_keys=True, ensure_ascii=False, separators=(",", ":"),
-                           default=str)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()

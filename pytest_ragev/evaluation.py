@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_ragev.config import RagevConfig, redact, settings_hash
+from pytest_ragev.config import RagevConfig
+from pytest_ragev.core.digest import sha256_json
 from pytest_ragev.core.errors import ConfigError
 from pytest_ragev.core.io import atomic_write_json, atomic_write_text
+from pytest_ragev.core.redact import redact
 from pytest_ragev.core.results import RunResult, SampleResult
 from pytest_ragev.core.types import (
     GENERATION_METRICS,
@@ -29,7 +31,7 @@ from pytest_ragev.core.types import (
 )
 
 if TYPE_CHECKING:
-    from pytest_ragev.gate.checks import Comparison, QuestionDiff, ThresholdResult
+    from pytest_ragev.gate import Comparison, QuestionDiff, ThresholdResult
     from pytest_ragev.plugin.session import RagevSession
 
 
@@ -64,7 +66,7 @@ class Evaluation:
 def validate_gate(ragev: RagevConfig, metric_names: Sequence[str]) -> None:
     """Reject a malformed ``[gate]`` table before any question runs."""
     if ragev.gate:
-        from pytest_ragev.gate.checks import GateRules
+        from pytest_ragev.gate import GateRules
 
         GateRules.from_table(ragev.gate, source=str(ragev.source), metric_names=metric_names)
 
@@ -175,7 +177,7 @@ def build_run(session: RagevSession, variant: str | None) -> RunResult:
         dataset_stats=session.dataset.stats.to_json(),
         profile=session.profile,
         params=params,
-        params_hash=settings_hash(params),
+        params_hash=sha256_json(params),
         samples=samples,
         summary=summary,
         variant=variant,
@@ -251,7 +253,7 @@ def evaluate(session: RagevSession, *, interrupted: bool) -> Evaluation:
 def _check_thresholds(
     session: RagevSession, runs: Sequence[RunResult], evaluation: Evaluation
 ) -> None:
-    from pytest_ragev.gate.checks import check_thresholds, thresholds_from_table
+    from pytest_ragev.gate import check_thresholds, thresholds_from_table
 
     if not session.ragev.thresholds:
         return

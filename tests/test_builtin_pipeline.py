@@ -12,13 +12,14 @@ from _remote_server import Reply, ScriptedServer, serve
 from pytest_ragev.core.errors import ConfigError
 from pytest_ragev.core.types import PipelineSettings, QAPair
 from pytest_ragev.dataset import load_dataset
-from pytest_ragev.pipelines.builtin import KnowledgeBase, build_pipeline
-from pytest_ragev.pipelines.builtin.pipeline import (
-    _Hit,
+from pytest_ragev.pipelines import build_pipeline
+from pytest_ragev.pipelines.builtin import (
+    KnowledgeBase,
     extractive_answer,
     lexical_rerank,
     reciprocal_rank_fusion,
 )
+from pytest_ragev.pipelines.builtin.pipeline import _Hit
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = {
@@ -137,9 +138,9 @@ def test_missing_embedding_model_is_a_clear_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Caught when the config is read (before any KB build), with or without the extra.
-    import pytest_ragev.pipelines.builtin.pipeline as builtin
+    import pytest_ragev.pipelines.builtin.models as models
 
-    monkeypatch.setattr(builtin, "_extra_installed", lambda: True)
+    monkeypatch.setattr(models, "_extra_installed", lambda: True)
     with pytest.raises(ConfigError, match="never downloaded"):
         pipeline(tmp_path, retrieval="vector", embedding_model="no-such-model-dir")
 

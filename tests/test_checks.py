@@ -10,13 +10,12 @@ import pytest
 
 from pytest_ragev.core.errors import BaselineError, ConfigError
 from pytest_ragev.core.results import Direction, MetricSummary, RunResult, SampleResult
-from pytest_ragev.gate.checks import (
+from pytest_ragev.core.tables import changed_keys
+from pytest_ragev.gate import (
     GateRules,
     MaxValue,
     MetricRule,
     MinValue,
-    NoRegression,
-    changed_knobs,
     check_thresholds,
     compare,
     compare_variants,
@@ -121,20 +120,20 @@ def test_from_table_defaults_and_per_metric_merge() -> None:
 @pytest.mark.parametrize(
     ("table", "fragment"),
     [
-        ({"max_dorp": 0.1}, "unknown key 'max_dorp' (did you mean 'max_drop'?)"),
-        ({"significance": 1.5}, "significance = 1.5 is out of range"),
-        ({"significance": 0}, "significance = 0 is out of range"),
-        ({"significance": "0.05"}, "significance must be a number, got '0.05' (str)"),
-        ({"max_drop": True}, "max_drop must be a number, got True (bool)"),
-        ({"max_drop": -0.1}, "max_drop = -0.1 is out of range: it must be at least 0"),
-        ({"mode": "signifcant"}, "mode = 'signifcant' is not a gate mode (did you mean"),
-        ({"resamples": 10.5}, "resamples must be an integer"),
-        ({"resamples": 10}, "resamples = 10 is out of range"),
-        ({"metrics": {"recal": {"max_drop": 0.1}}}, "unknown metric 'recal' (did you mean"),
-        ({"metrics": {"recall": {"seed": 1}}}, "[gate.metrics.recall]: unknown key 'seed'"),
-        ({"metrics": {"recall": 0.1}}, "recall must be a table"),
-        ({"enabled": "no"}, "enabled must be true or false"),
-        ({"correction": "bonferroni"}, "correction = 'bonferroni' is not a correction"),
+        ({"max_dorp": 0.1}, "unknown key [gate] 'max_dorp'; did you mean 'max_drop'?"),
+        ({"significance": 1.5}, "significance = 1.5 is invalid; use a number in (0, 0.5)"),
+        ({"significance": 0}, "significance = 0 is invalid; use a number in (0, 0.5)"),
+        ({"significance": "0.05"}, "significance = '0.05' is invalid; use a number in (0, 0.5)"),
+        ({"max_drop": True}, "max_drop = True is invalid; use a number in [0, ∞)"),
+        ({"max_drop": -0.1}, "max_drop = -0.1 is invalid; use a number in [0, ∞), e.g. max_drop = 0.01"),
+        ({"mode": "signifcant"}, "mode = 'signifcant' is invalid; not a gate mode; did you mean 'significant'?"),
+        ({"resamples": 10.5}, "resamples = 10.5 is invalid; use a whole number >= 100"),
+        ({"resamples": 10}, "resamples = 10 is invalid; use a whole number >= 100"),
+        ({"metrics": {"recal": {"max_drop": 0.1}}}, "unknown metric 'recal'; did you mean 'recall'?"),
+        ({"metrics": {"recall": {"seed": 1}}}, "unknown key [gate.metrics.recall] 'seed'"),
+        ({"metrics": {"recall": 0.1}}, "[gate.metrics.recall] must be a table, got float"),
+        ({"enabled": "no"}, "enabled = 'no' is invalid; write true or false"),
+        ({"correction": "bonferroni"}, "correction = 'bonferroni' is invalid; not a correction"),
         ({"significance": 0.00005}, "significance = 5e-05 can never be reached with "
                                    "resamples = 10000"),
         ({"resamples": 100, "metrics": {"recall": {"significance": 0.005}}},
@@ -146,7 +145,7 @@ def test_from_table_errors_are_one_line(table: dict[str, object], fragment: str)
         GateRules.from_table(table, source="conf/ragev.toml", metric_names=METRICS)
     message = str(info.value)
     assert fragment in message
-    assert message.startswith("conf/ragev.toml: [gate")
+    assert message.startswith(("conf/ragev.toml: [gate", "conf/ragev.toml: unknown key [gate"))
     assert "\n" not in message
 
 
@@ -186,9 +185,9 @@ def test_threshold_without_values_fails_and_bad_table_raises() -> None:
     assert MinValue("recall", 0.5).fails(run) == (
         "ragev: recall has no values (n=0), threshold 0.500 unmet"
     )
-    with pytest.raises(ConfigError, match=r"unknown metric 'recal' \(did you mean 'recall'\?\)"):
+    with pytest.raises(ConfigError, match=r"unknown metric 'recal'; did you mean 'recall'\?"):
         thresholds_from_table({"recal": 0.5}, source="t", directions={"recall": "higher"})
-    with pytest.raises(ConfigError, match="recall must be a number"):
+    with pytest.raises(ConfigError, match="recall = 'high' is invalid; use a number"):
         thresholds_from_table({"recall": "high"}, source="t", directions={"recall": "higher"})
 
 
@@ -465,12 +464,12 @@ def test_non_finite_values_sit_out_of_the_test() -> None:
     assert item.n == 35 and item.status == "unchanged" and item.p == 1.0
 
 
-def test_no_regression_check_object() -> None:
+def test_compare_one_metric_gives_its_regression_line() -> None:
     before, after = _runs(-0.05)
-    check = NoRegression("recall", FAST)
-    assert check.fails(after, None) is None
-    assert (check.fails(after, before) or "").startswith("ragev: recall ")
-    assert check.fails(before, before) is None
+    item = compare(before, after, FAST, metrics=["recall"]).metrics[0]
+    assert item.regressed and (item.reason or "").startswith("ragev: recall ")
+    unchanged = compare(before, before, FAST, metrics=["recall"]).metrics[0]
+    assert not unchanged.regressed and unchanged.reason is None
 
 
 def test_variant_label_in_lines() -> None:
@@ -556,5 +555,5 @@ def test_compare_variants_marks_significant_cells() -> None:
 def test_changed_knobs_walks_nested_tables() -> None:
     base = {"pipeline": {"top_k": 5, "chat": {"model": "a", "temperature": 0.0}}, "x": 1}
     variant = {"pipeline": {"top_k": 5, "chat": {"model": "b", "temperature": 0.0}, "rerank": True}}
-    assert changed_knobs(base, variant) == ["pipeline.chat.model", "pipeline.rerank", "x"]
-    assert changed_knobs(base, base) == []
+    assert changed_keys(base, variant) == ["pipeline.chat.model", "pipeline.rerank", "x"]
+    assert changed_keys(base, base) == []

@@ -12,13 +12,14 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-import pytest_ragev.pipelines.builtin.pipeline as builtin
+import pytest_ragev.pipelines.builtin.pipeline as builtin_pipeline
+import pytest_ragev.pipelines.builtin.store as store
 from conftest import ANSWERS, CORPUS, QAS, QRELS, QUERIES
 from pytest_ragev.core.types import PipelineSettings
-from pytest_ragev.dataset import Corpus, load_dataset, write_dataset
-from pytest_ragev.pipelines.builtin import build_pipeline
+from pytest_ragev.dataset import Corpus, corpus_fingerprint, load_dataset, write_dataset
+from pytest_ragev.pipelines import build_pipeline
 
-PACKAGE = Path(builtin.__file__).resolve().parents[2]
+PACKAGE = Path(store.__file__).resolve().parents[2]
 Project = Callable[..., Path]
 
 
@@ -28,26 +29,26 @@ def pipeline(**options: Any) -> Any:
 
 def test_code_digest_covers_every_module_that_decides_kb_and_answers(tmp_path: Path) -> None:
     copy = tmp_path / "pytest_ragev"
-    for pattern in builtin.CODE_MODULES:
+    for pattern in store.CODE_MODULES:
         for path in PACKAGE.glob(pattern):
             target = copy / path.relative_to(PACKAGE)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, target)
-    assert builtin.source_digest(copy) == builtin.code_digest()
+    assert store.source_digest(copy) == store.code_digest()
     watched = [copy / "pipelines" / "builtin" / name
                for name in ("chunking.py", "pipeline.py", "bm25.py", "tokens.py", "__init__.py")]
     watched += [copy / "plugin" / "defaults.py", copy / "metrics" / "text.py"]
-    seen = {builtin.source_digest(copy)}
+    seen = {store.source_digest(copy)}
     for path in watched:
         path.write_text(path.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
-        seen.add(builtin.source_digest(copy))
+        seen.add(store.source_digest(copy))
     assert len(seen) == len(watched) + 1  # every edit changed the digest
 
 
 def test_kb_and_answer_keys_include_the_code_digest(monkeypatch: pytest.MonkeyPatch) -> None:
     before = pipeline()
     kb_key, answer_key = before.kb_key(), before.answer_key()
-    monkeypatch.setattr(builtin, "code_digest", lambda: "edited chunker")
+    monkeypatch.setattr(builtin_pipeline, "code_digest", lambda: "edited chunker")
     after = pipeline()
     assert after.kb_key() != kb_key and after.answer_key() != answer_key
 
@@ -69,19 +70,19 @@ def _corpus(ids: list[int], texts: list[str], split: int | None = None) -> Corpu
 
 def test_corpus_fingerprint_is_the_same_for_columns_and_mappings() -> None:
     ids, texts = sorted(CORPUS), [CORPUS[i] for i in sorted(CORPUS)]
-    columns = builtin.corpus_fingerprint(_corpus(ids, texts))
-    assert builtin.corpus_fingerprint(dict(reversed(list(CORPUS.items())))) == columns
+    columns = corpus_fingerprint(_corpus(ids, texts))
+    assert corpus_fingerprint(dict(reversed(list(CORPUS.items())))) == columns
     # Sliced chunks (non-zero offsets) and large strings hash the same bytes.
-    assert builtin.corpus_fingerprint(_corpus(ids, texts, split=3)) == columns
+    assert corpus_fingerprint(_corpus(ids, texts, split=3)) == columns
     large = Corpus(np.asarray(ids, dtype=np.int64),
                    pa.chunked_array([pa.array(texts, type=pa.large_string())]))
-    assert builtin.corpus_fingerprint(large) == columns
+    assert corpus_fingerprint(large) == columns
     # Any text or id change, and moving text between neighbours, changes it.
-    assert builtin.corpus_fingerprint({**CORPUS, 3: CORPUS[3] + "!"}) != columns
-    assert builtin.corpus_fingerprint({(8 if k == 7 else k): v for k, v in CORPUS.items()}) \
+    assert corpus_fingerprint({**CORPUS, 3: CORPUS[3] + "!"}) != columns
+    assert corpus_fingerprint({(8 if k == 7 else k): v for k, v in CORPUS.items()}) \
         != columns
     moved = {**CORPUS, 1: CORPUS[1] + CORPUS[2][:3], 2: CORPUS[2][3:]}
-    assert builtin.corpus_fingerprint(moved) != columns
+    assert corpus_fingerprint(moved) != columns
 
 
 def test_a_loaded_corpus_fingerprint_ignores_questions(tmp_path: Path) -> None:
@@ -90,8 +91,8 @@ def test_a_loaded_corpus_fingerprint_ignores_questions(tmp_path: Path) -> None:
     write_dataset(tmp_path / "b", queries={**QUERIES, 1: "When did they finish it?"}, **common)
     a, b = load_dataset(tmp_path / "a"), load_dataset(tmp_path / "b")
     assert a.fingerprint != b.fingerprint
-    assert builtin.corpus_fingerprint(a.corpus) == builtin.corpus_fingerprint(b.corpus)
-    assert builtin.corpus_fingerprint(a.corpus) == builtin.corpus_fingerprint(dict(CORPUS))
+    assert corpus_fingerprint(a.corpus) == corpus_fingerprint(b.corpus)
+    assert corpus_fingerprint(a.corpus) == corpus_fingerprint(dict(CORPUS))
 
 
 def test_editing_a_question_reuses_the_kb_editing_a_passage_rebuilds_it(

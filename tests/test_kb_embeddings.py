@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_ragev.core.types import PipelineSettings, QAPair
-from pytest_ragev.pipelines.builtin import build_pipeline
+from pytest_ragev.pipelines import build_pipeline
 
 
 def _model_folder() -> Path:

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-import pytest_ragev.pipelines.builtin.pipeline as builtin
+import pytest_ragev.pipelines.builtin.models as builtin
 from pytest_ragev.core.errors import ConfigError
 from pytest_ragev.core.types import PipelineSettings
-from pytest_ragev.pipelines.builtin import build_pipeline
+from pytest_ragev.pipelines import build_pipeline
 
 
 def pipeline(tmp_path: Path, variant: str | None = None, **options: Any) -> Any:

@@ -16,7 +16,8 @@ import pytest
 from _remote_server import Reply, ScriptedServer, serve
 
 from pytest_ragev.core.types import PipelineSettings, QAPair
-from pytest_ragev.pipelines.builtin import KnowledgeBase, build_pipeline
+from pytest_ragev.pipelines import build_pipeline
+from pytest_ragev.pipelines.builtin import KnowledgeBase
 from pytest_ragev.pipelines.builtin.pipeline import _Hit
 
 #: Eight passages about towers (so more hits than any small top_k), each one sentence.

@@ -198,9 +198,9 @@ def test_custom_metrics_and_report_hook(pytester: pytest.Pytester, make_project:
     ("toml", "message"),
     [
         ("[thresholds]\nrecal = 0.5\n", "*[[]thresholds[]] 'recal' is not a metric; did you mean 'recall'?*"),
-        ("[thresholds]\nrecall = 2\n", "*[[]thresholds[]] recall = 2 is outside [[]0, 1[]]*"),
+        ("[thresholds]\nrecall = 2\n", "*[[]thresholds[]] recall = 2 is invalid; use a number in [[]0, 1[]]*"),
         ("[reprot]\njson = 'x'\n", "*unknown key 'reprot'; did you mean 'report'?*"),
-        ("[run]\nconcurrency = 'many'\n", "*[[]run[]] concurrency = 'many' has the wrong type*"),
+        ("[run]\nconcurrency = 'many'\n", "*[[]run[]] concurrency = 'many' is invalid; use a whole number >= 1*"),
     ],
 )
 def test_config_errors_are_usage_errors(

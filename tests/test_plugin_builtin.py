@@ -58,10 +58,10 @@ def test_bad_builtin_knob_is_a_usage_error(pytester: pytest.Pytester, make_proje
 def test_missing_model_is_a_usage_error_before_any_question(
     pytester: pytest.Pytester, make_project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import pytest_ragev.pipelines.builtin.pipeline as builtin
+    import pytest_ragev.pipelines.builtin.models as models
 
     # Runs whether or not sentence-transformers is installed: the extra is hidden.
-    monkeypatch.setattr(builtin, "_ST_MODULE", "no_such_sentence_transformers_module")
+    monkeypatch.setattr(models, "_ST_MODULE", "no_such_sentence_transformers_module")
     config = make_project(conftest=None, pipeline=BUILTIN + 'retrieval = "vector"\n'
                           'embedding_model = "models/nope"\n')
     result = pytester.runpytest("--ragev-config", "ragev.toml")
@@ -79,9 +79,9 @@ def test_missing_model_is_a_usage_error_before_any_question(
 def test_empty_model_folder_in_a_variant_is_a_usage_error(
     pytester: pytest.Pytester, make_project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import pytest_ragev.pipelines.builtin.pipeline as builtin
+    import pytest_ragev.pipelines.builtin.models as models
 
-    monkeypatch.setattr(builtin, "_extra_installed", lambda: True)
+    monkeypatch.setattr(models, "_extra_installed", lambda: True)
     (pytester.path / "models" / "empty").mkdir(parents=True)
     config = make_project(
         '[[variants]]\nname = "rerank"\npipeline.rerank_model = "models/empty"\n',

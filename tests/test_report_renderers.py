@@ -11,14 +11,11 @@ from pathlib import Path
 import pytest
 
 from pytest_ragev.core.results import MetricSummary, RunResult, SampleResult
-from pytest_ragev.gate.checks import (
+from pytest_ragev.gate import (
     GateRules,
     check_thresholds,
     compare,
     compare_variants,
-    render_comparison,
-    render_question_diffs,
-    render_variant_table,
     thresholds_from_table,
     top_regressions,
 )
@@ -30,7 +27,12 @@ from pytest_ragev.report import (
     render_html,
     render_markdown,
 )
-from pytest_ragev.report.terminal import variant_cell
+from pytest_ragev.report.terminal import (
+    render_comparison,
+    render_question_diffs,
+    render_variant_table,
+    variant_cell,
+)
 
 METRICS = ("recall", "ndcg10", "bleu4")
 EVIL = "<script>alert('x')</script> | pipe & “quotes”"

@@ -6,18 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_ragev.config import (
-    check_metric_names,
-    deep_merge,
-    flatten,
-    is_reference_only,
-    is_secret_key,
-    load_config,
-    redact,
-    settings_hash,
-    variant_pipeline,
-)
+from pytest_ragev.config import check_metric_names, load_config, variant_pipeline
+from pytest_ragev.core.digest import sha256_json as settings_hash
 from pytest_ragev.core.errors import ConfigError
+from pytest_ragev.core.redact import is_reference_only, is_secret_key, redact
+from pytest_ragev.core.tables import deep_merge, flatten
 
 
 def write(tmp_path: Path, body: str) -> Path:
@@ -99,12 +92,12 @@ pipeline.chunk_size = 128
         ('[dataset]\npth = "data"\n', "unknown key [dataset] 'pth'; did you mean 'path'?"),
         ("[dataset]\n", "[dataset] path is missing"),
         ('[dataset]\npath = "nope"\n', "[dataset] path = 'nope' does not exist"),
-        ('[dataset]\npath = 3\n', "[dataset] path = 3 has the wrong type"),
-        ('[dataset]\npath = "data"\n[thresholds]\nrecall = 1.5\n', "[thresholds] recall = 1.5 is outside [0, 1]"),
-        ('[dataset]\npath = "data"\n[thresholds]\nrecall = "high"\n', "[thresholds] recall = 'high' has the wrong type"),
-        ('[dataset]\npath = "data"\n[thresholds]\nrecall = true\n', "[thresholds] recall = True has the wrong type"),
-        ('[dataset]\npath = "data"\n[metrics]\nprofile = "trec"\n', "[metrics] profile = 'trec' is unknown"),
-        ('[dataset]\npath = "data"\n[run]\nconcurrency = 0\n', "[run] concurrency = 0 must be >= 1"),
+        ('[dataset]\npath = 3\n', "[dataset] path = 3 is invalid; write the folder as a string"),
+        ('[dataset]\npath = "data"\n[thresholds]\nrecall = 1.5\n', "[thresholds] recall = 1.5 is invalid; use a number in [0, 1]"),
+        ('[dataset]\npath = "data"\n[thresholds]\nrecall = "high"\n', "[thresholds] recall = 'high' is invalid; use a number in [0, 1]"),
+        ('[dataset]\npath = "data"\n[thresholds]\nrecall = true\n', "[thresholds] recall = True is invalid; use a number in [0, 1]"),
+        ('[dataset]\npath = "data"\n[metrics]\nprofile = "trec"\n', "[metrics] profile = 'trec' is invalid; not a metric profile; use one of: weknora, standard"),
+        ('[dataset]\npath = "data"\n[run]\nconcurrency = 0\n', "[run] concurrency = 0 is invalid; use a whole number >= 1, e.g. concurrency = 4"),
         ('[dataset]\npath = "data"\n[[variants]]\npipeline.chunk_size = 1\n', "[[variants]] #1 has no name"),
         ('[dataset]\npath = "data"\n[[variants]]\nname = "a b"\n', "is not a valid name"),
         ('[dataset]\npath = "data"\n[[variants]]\nname = "v1"\npipeline = 3\n',

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from pytest_ragev.core.redact import redact
+
 #: The retrieval metrics, in report order.
 RETRIEVAL_METRICS: tuple[str, ...] = ("precision", "recall", "ndcg3", "ndcg10", "mrr", "map")
 #: The generation metrics, in report order.
@@ -122,8 +124,6 @@ class PipelineSettings:
 
     def __repr__(self) -> str:
         # Shown by `pytest -l` in failing tracebacks and by debuggers: never a raw secret.
-        from pytest_ragev.config import redact
-
         return (
             f"PipelineSettings(name={self.name!r}, options={redact(self.options)!r}, "
             f"base_dir={self.base_dir!r}, variant={self.variant!r})"

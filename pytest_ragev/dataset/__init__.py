@@ -41,6 +41,7 @@ __all__ = [
     "Dataset",
     "DatasetError",
     "DatasetStats",
+    "corpus_fingerprint",
     "load_dataset",
     "write_dataset",
 ]
@@ -377,6 +378,32 @@ class Dataset:
 
     def __iter__(self) -> Iterator[QAPair]:
         return iter(self.pairs)
+
+
+def corpus_fingerprint(corpus: Mapping[int, str]) -> str:
+    """sha256 of the corpus alone (ids and texts in id order): what the KB depends on.
+
+    Editing a question, an answer or a qrel leaves it unchanged, so the cached KB is
+    reused. A loaded :class:`~pytest_ragev.dataset.Corpus` carries it from the loader;
+    any other mapping is hashed the same way (one content, one key).
+    """
+    import numpy as np
+    import pyarrow as pa
+
+    from pytest_ragev.dataset._load import corpus_digest
+
+    own = getattr(corpus, "fingerprint", None)
+    if isinstance(own, str):
+        return own
+    ids = getattr(corpus, "ids", None)
+    texts = getattr(corpus, "arrow_texts", None)
+    if isinstance(ids, np.ndarray) and texts is not None:
+        return corpus_digest(ids, texts)
+    pairs = sorted(corpus.items())
+    return corpus_digest(
+        np.asarray([pid for pid, _ in pairs], dtype=np.int64),
+        pa.chunked_array([pa.array([text for _, text in pairs], pa.string())]),
+    )
 
 
 def load_dataset(path: str | os.PathLike[str], dataset_id: str | None = None) -> Dataset:

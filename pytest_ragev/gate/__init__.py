@@ -1,0 +1,86 @@
+"""The regression gate: thresholds, paired tests against a baseline, per-question diffs.
+
+Decisions over :class:`~pytest_ragev.core.results.RunResult` values: no pytest, no
+session. :mod:`.rules` parses ``[gate]``, :mod:`.stats` holds the paired statistics,
+:mod:`.thresholds` the absolute floors, :mod:`.compare` judges a run against its
+baseline run, :mod:`.diffs` lists the most regressed questions and the variants
+table, :mod:`.baseline` reads and writes snapshots, and :mod:`.workflow` runs the
+whole baseline life cycle for one session.
+"""
+
+from __future__ import annotations
+
+from pytest_ragev.gate.baseline import (
+    Snapshot,
+    check_compatible,
+    load_snapshot,
+    merge_snapshot,
+    obtained_path,
+    write_snapshot,
+)
+from pytest_ragev.gate.compare import Comparison, MetricComparison, Status, compare, judge
+from pytest_ragev.gate.diffs import (
+    MetricDelta,
+    QuestionDiff,
+    VariantCell,
+    VariantRow,
+    VariantTable,
+    compare_variants,
+    question_diff,
+    top_regressions,
+)
+from pytest_ragev.gate.rules import (
+    CORRECTION_NAMES,
+    CORRECTIONS,
+    MODES,
+    Correction,
+    GateRules,
+    MetricRule,
+    Mode,
+)
+from pytest_ragev.gate.stats import PairedStats, holm, paired_stats, step_down_maxt
+from pytest_ragev.gate.thresholds import (
+    MaxValue,
+    MinValue,
+    ThresholdResult,
+    check_thresholds,
+    thresholds_from_table,
+)
+
+__all__ = [
+    "CORRECTIONS",
+    "CORRECTION_NAMES",
+    "MODES",
+    "Comparison",
+    "Correction",
+    "GateRules",
+    "MaxValue",
+    "MetricComparison",
+    "MetricDelta",
+    "MetricRule",
+    "MinValue",
+    "Mode",
+    "PairedStats",
+    "QuestionDiff",
+    "Snapshot",
+    "Status",
+    "ThresholdResult",
+    "VariantCell",
+    "VariantRow",
+    "VariantTable",
+    "check_compatible",
+    "check_thresholds",
+    "compare",
+    "compare_variants",
+    "holm",
+    "judge",
+    "load_snapshot",
+    "merge_snapshot",
+    "obtained_path",
+    "paired_stats",
+    "question_diff",
+    "step_down_maxt",
+    "thresholds_from_table",
+    "top_regressions",
+    "write_snapshot",
+]

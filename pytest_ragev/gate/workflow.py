@@ -1,6 +1,6 @@
 """The session's side of the baseline gate: which runs to compare, what to write, what to say.
 
-The decisions themselves live in :mod:`pytest_ragev.gate.checks` and
+The decisions themselves live in :mod:`pytest_ragev.gate` and
 :mod:`pytest_ragev.gate.baseline`; this module wires them to the settings and collects
 their lines into the :class:`~pytest_ragev.evaluation.Evaluation`.
 """
@@ -18,7 +18,7 @@ from pytest_ragev.core.types import METRIC_NAMES
 
 if TYPE_CHECKING:
     from pytest_ragev.evaluation import Evaluation
-    from pytest_ragev.gate.checks import Comparison, GateRules, QuestionDiff, VariantTable
+    from pytest_ragev.gate import Comparison, GateRules, QuestionDiff, VariantTable
     from pytest_ragev.plugin.session import RagevSession
     from pytest_ragev.report import ReportModel
 
@@ -37,7 +37,7 @@ class GateState:
 
 def _rules(session: RagevSession) -> GateRules:
     """``[gate]``'s rules; ``top_regressions`` falls back to ``[report]``'s (default 10)."""
-    from pytest_ragev.gate.checks import GateRules
+    from pytest_ragev.gate import GateRules
 
     names = [*METRIC_NAMES, *(m.name for m in session.custom_metrics())]
     gate = session.ragev.gate or {}
@@ -132,6 +132,7 @@ def apply(
     the recorded runs of the configurations that did not run.
     """
     from pytest_ragev.core.errors import BaselineError
+    from pytest_ragev.gate import compare, compare_variants, top_regressions
     from pytest_ragev.gate.baseline import (
         Snapshot,
         check_compatible,
@@ -140,7 +141,6 @@ def apply(
         obtained_path,
         write_snapshot,
     )
-    from pytest_ragev.gate.checks import compare, compare_variants, top_regressions
 
     rules = _rules(session)
     state = GateState(rules=rules)
@@ -248,7 +248,7 @@ def apply(
 
 def verbose_lines(session: RagevSession, evaluation: Evaluation) -> Iterator[str]:
     """Comparison tables and per-question diffs, for ``-v``."""
-    from pytest_ragev.gate.checks import render_comparison, render_question_diffs
+    from pytest_ragev.report.terminal import render_comparison, render_question_diffs
 
     state: GateState | None = getattr(session, "gate_state", None)
     if state is None:
@@ -261,7 +261,7 @@ def verbose_lines(session: RagevSession, evaluation: Evaluation) -> Iterator[str
 
 def summary_lines(session: RagevSession) -> Iterator[str]:
     """The variant table and the baseline comparison, shown at every verbosity."""
-    from pytest_ragev.gate.checks import render_comparison, render_variant_table
+    from pytest_ragev.report.terminal import render_comparison, render_variant_table
 
     state: GateState | None = getattr(session, "gate_state", None)
     if state is None:

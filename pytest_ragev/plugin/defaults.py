@@ -19,12 +19,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 import pytest_ragev
-from pytest_ragev.core.errors import ConfigError
 from pytest_ragev.core.types import Answer, PipelineSettings, QAPair
 
 if TYPE_CHECKING:
+    from pytest_ragev.pipelines import Pipeline
     from pytest_ragev.pipelines.answer_cache import AnswerCache
-    from pytest_ragev.pipelines.builtin import Pipeline
     from pytest_ragev.plugin.session import RagevSession
 
 
@@ -41,21 +40,9 @@ class BuiltinPipelines:
     def pipeline(self, settings: PipelineSettings) -> Pipeline:
         pipe = self._pipes.get(settings.variant)
         if pipe is None:
-            built: Pipeline
-            if settings.name == "builtin":
-                from pytest_ragev.pipelines.builtin import build_pipeline
+            from pytest_ragev.pipelines import build_pipeline
 
-                built = build_pipeline(settings, source=self._session.ragev.source)
-            elif settings.name == "http" or ":" in settings.name:
-                from pytest_ragev.pipelines.remote import build_remote_pipeline
-
-                built = build_remote_pipeline(settings, source=self._session.ragev.source)
-            else:
-                raise ConfigError(
-                    f"{self._session.ragev.source}: [pipeline] name = {settings.name!r} is not a "
-                    "pipeline and no conftest.py implements pytest_ragev_answer; use \"builtin\", "
-                    "\"http\" or \"module:callable\", or implement the hook"
-                )
+            built = build_pipeline(settings, source=self._session.ragev.source)
             self._pipes[settings.variant] = pipe = built
         return pipe
 
@@ -166,7 +153,7 @@ class BuiltinPipelines:
         """The corpus-only fingerprint the KB is keyed on, computed once per corpus."""
         memo = self._corpus_memo
         if memo is None or memo[0] is not corpus:
-            from pytest_ragev.pipelines.builtin.pipeline import corpus_fingerprint
+            from pytest_ragev.dataset import corpus_fingerprint
 
             memo = self._corpus_memo = (corpus, corpus_fingerprint(corpus))
         return memo[1]

@@ -180,7 +180,7 @@ class RagevSession:
             elif wanted in names:
                 chosen.append(wanted)
             else:
-                from pytest_ragev.config import suggest
+                from pytest_ragev.core.tables import suggest
 
                 raise pytest.UsageError(
                     f"--ragev-variant {wanted!r}: no such variant in {self.ragev.source}; "
@@ -327,16 +327,11 @@ class RagevSession:
                     self._warn_variant(name)
 
     def _warn_variant(self, name: str) -> None:
-        from pytest_ragev.config import flatten
+        from pytest_ragev.core.tables import changed_keys
 
-        base = flatten(self.ragev.pipeline.options)
-        variant = self.variant_config(name)
-        assert variant is not None
-        changed = sorted(
-            f"pipeline.{key}"
-            for key, value in flatten(variant.pipeline).items()
-            if base.get(key) != value
-        )
+        base = self.ragev.pipeline.options
+        changed = [f"pipeline.{key}" for key in
+                   changed_keys(base, self.pipeline_settings(name).options)]
         if len(changed) > 1:
             warnings.warn_explicit(
                 pytest.PytestWarning(

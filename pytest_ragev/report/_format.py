@@ -1,73 +1,19 @@
-"""Number and text formatting shared by the report renderers."""
+"""Report-only text: the headline facts, the base-missing note, the correction note.
+
+Numbers are formatted by :mod:`pytest_ragev.core.fmt`, shared with the gate's lines.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from pytest_ragev.gate.checks import CORRECTION_NAMES
+from pytest_ragev.core.fmt import seconds
+from pytest_ragev.gate.rules import CORRECTION_NAMES
 
 if TYPE_CHECKING:
-    from pytest_ragev.gate.checks import Comparison
+    from pytest_ragev.gate.compare import Comparison
     from pytest_ragev.report.model import ReportModel
-
-_MINUS = "−"  # U+2212: figures line up and read as numbers, not dashes
-
-
-def num(value: float | None, *, signed: bool = False, digits: int = 3) -> str:
-    """``0.612``, ``+0.013``, ``−0.043``; ``n/a`` for a missing value."""
-    if value is None:
-        return "n/a"
-    text = f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
-    return text.replace("-", _MINUS)
-
-
-def p_value(p: float | None) -> str:
-    """``0.012``, ``<0.001``, ``n/a``."""
-    if p is None:
-        return "n/a"
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
-
-
-def level(ci_level: float) -> str:
-    """``90%`` for 0.9."""
-    return f"{ci_level * 100:.4g}%"
-
-
-def ci(low: float | None, high: float | None) -> str:
-    """``[−0.061, −0.025]`` or ``n/a``."""
-    if low is None or high is None:
-        return "n/a"
-    return f"[{num(low)}, {num(high)}]"
-
-
-def shorten(text: str, limit: int) -> str:
-    """One line of at most ``limit`` characters (whitespace collapsed, ``…`` when cut)."""
-    flat = " ".join(text.split())
-    if len(flat) <= limit:
-        return flat
-    return flat[: max(0, limit - 1)].rstrip() + "…"
-
-
-def ids(values: Iterable[int], relevant: frozenset[int], *, limit: int = 10,
-        mark: str = "*") -> str:
-    """``[12*, 7, 33*]``: retrieved ids, relevant ones marked, at most ``limit`` shown."""
-    items = list(values)
-    shown = [f"{i}{mark}" if i in relevant else str(i) for i in items[:limit]]
-    if len(items) > limit:
-        shown.append(f"… +{len(items) - limit}")
-    return "[" + ", ".join(shown) + "]"
-
-
-def seconds(value: float | None) -> str:
-    """``12.3 s`` / ``2 min 05 s``."""
-    if value is None:
-        return "n/a"
-    if value < 60:
-        return f"{value:.1f} s"
-    minutes, rest = divmod(round(value), 60)
-    return f"{minutes} min {rest:02d} s"
-
 
 def run_facts(model: ReportModel, *, value: Callable[[str], str]) -> list[str]:
     """The headline facts of a report (task, dataset, profile, counts, duration, start).

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 
-from pytest_ragev.report import _format as fmt
+from pytest_ragev.core import fmt
 
 _FONT = (
     "font-family:system-ui,-apple-system,'Segoe UI','Noto Sans CJK SC','PingFang SC',"

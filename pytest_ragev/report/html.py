@@ -9,16 +9,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
+from pytest_ragev.core import fmt
 from pytest_ragev.core.results import RunResult
-from pytest_ragev.gate.checks import (
+from pytest_ragev.gate import (
     Comparison,
     QuestionDiff,
     ThresholdResult,
     VariantCell,
     VariantTable,
 )
-from pytest_ragev.report import _format as fmt
-from pytest_ragev.report import _svg
+from pytest_ragev.report import _format, _svg
 from pytest_ragev.report.model import ReportModel
 
 BASELINE_COLOR = "#9aa5b1"
@@ -79,7 +79,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], *, numeric: Seq
 def _header(model: ReportModel) -> str:
     badge = ('<span class="badge pass">passed</span>' if model.verdict.passed
              else '<span class="badge fail">failed</span>')
-    facts = fmt.run_facts(model, value=_e)
+    facts = _format.run_facts(model, value=_e)
     if model.started_at:
         facts.append(f"started {_e(model.started_at)}")
     if model.baseline_path:
@@ -126,11 +126,11 @@ def _metrics_section(model: ReportModel) -> str:
             f'<p class="meta">Against the baseline on {len(comparison.common_qids)} shared '
             f"questions ({len(comparison.added)} added, {len(comparison.removed)} removed). "
             "Δ = current − baseline; p: one-sided paired permutation test in the direction "
-            f"of the change.{_e(fmt.correction_note(comparison))}</p>"
+            f"of the change.{_e(_format.correction_note(comparison))}</p>"
         )
         parts.append(_comparison_table(comparison))
     elif model.base is not None:
-        missing = fmt.base_missing_note(model, value=_e)
+        missing = _format.base_missing_note(model, value=_e)
         if missing is not None:
             parts.append(f'<p class="meta">{missing}</p>')
         if missing is None or not model.variant_comparisons:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from pytest_ragev.gate.checks import Comparison, QuestionDiff, ThresholdResult
-from pytest_ragev.report import _format as fmt
+from pytest_ragev.core import fmt
+from pytest_ragev.gate import Comparison, QuestionDiff, ThresholdResult
+from pytest_ragev.report import _format
 from pytest_ragev.report.model import ReportModel
 from pytest_ragev.report.terminal import variant_cell
 
@@ -37,7 +38,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str) -> 
 def _headline(model: ReportModel) -> list[str]:
     mark = "✅ passed" if model.verdict.passed else "❌ failed"
     lines = [f"## {model.title}: {mark}", ""]
-    facts = fmt.run_facts(model, value=code)
+    facts = _format.run_facts(model, value=code)
     if model.started_at:
         facts.append(f"started {model.started_at}")
     lines.append(" · ".join(facts))
@@ -80,13 +81,13 @@ def _metrics(model: ReportModel) -> list[str]:
             "",
             "Means over the questions both runs share; Δ = current − baseline; p is the "
             "one-sided paired permutation p-value in the direction of the change."
-            + fmt.correction_note(model.comparison),
+            + _format.correction_note(model.comparison),
         ]
         return lines
     base = model.base
     if base is None:
         return [*lines, "No run."]
-    missing = fmt.base_missing_note(model, value=code)
+    missing = _format.base_missing_note(model, value=code)
     if missing is not None:
         lines.append(missing)
         if model.variant_comparisons:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from pytest_ragev.core.results import RunResult
-from pytest_ragev.gate.checks import Comparison, QuestionDiff, ThresholdResult, VariantTable
+from pytest_ragev.gate import Comparison, QuestionDiff, ThresholdResult, VariantTable
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Sequence
 
-from pytest_ragev.gate.checks import Comparison, QuestionDiff, VariantTable
-from pytest_ragev.report import _format as fmt
+from pytest_ragev.core import fmt
+from pytest_ragev.gate import Comparison, QuestionDiff, VariantTable
 
 
 def _width(text: str) -> int:

@@ -7,10 +7,10 @@ Standard library only; nothing here is imported when the plugin merely loads.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol
 
 from pytest_ragev.core.errors import ConfigError, PipelineError, name_variant
-from pytest_ragev.core.types import Answer, PipelineSettings, QAPair
+from pytest_ragev.core.types import PipelineSettings
+from pytest_ragev.pipelines.protocol import Pipeline
 from pytest_ragev.pipelines.remote.chat import ChatClient, ChatConfig, ChatResult
 from pytest_ragev.pipelines.remote.factory import AnswerPipeline, FactoryPipeline, load_factory
 from pytest_ragev.pipelines.remote.http_rag import HttpRagPipeline
@@ -22,39 +22,14 @@ __all__ = [
     "ChatResult",
     "FactoryPipeline",
     "HttpRagPipeline",
-    "RemotePipeline",
     "build_remote_pipeline",
     "load_factory",
 ]
 
 
-class RemotePipeline(Protocol):
-    """What the plugin's glue calls on an ``http`` or ``module:callable`` pipeline."""
-
-    def snapshot(self) -> dict[str, Any]:
-        """Resolved knobs including defaults, JSON-safe; never a secret value."""
-        ...
-
-    def kb_key(self) -> str | None:
-        """``None``: no knowledge base is built for this pipeline."""
-        ...
-
-    def answer_key(self) -> str:
-        """sha256 of every knob that affects answers (the answer cache's settings part)."""
-        ...
-
-    def answer(self, case: QAPair, kb: object | None) -> Answer:
-        """The answer to one question; thread-safe."""
-        ...
-
-    def close(self) -> None:
-        """Release whatever the pipeline holds."""
-        ...
-
-
 def build_remote_pipeline(
     settings: PipelineSettings, *, source: Path | str | None = None
-) -> RemotePipeline:
+) -> Pipeline:
     """The pipeline for ``name = "http"`` or ``name = "module:callable"``.
 
     ``source`` names the config file in error messages (default ``base_dir/ragev.toml``).

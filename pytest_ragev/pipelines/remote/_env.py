@@ -6,21 +6,8 @@ import os
 import re
 from collections.abc import Mapping
 
-from pytest_ragev.config import REDACTED, REFERENCE, is_secret_key, redact
 from pytest_ragev.core.errors import PipelineError
-
-
-class Secret(str):
-    """A credential: the real value for ``str()``, f-strings and HTTP, ``***`` for ``repr()``.
-
-    Frame locals shown by ``pytest -l``, assertion rewriting and debug dumps use
-    ``repr()``, so a key held in a :class:`Secret` never reaches them.
-    """
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return repr(REDACTED)
+from pytest_ragev.core.redact import REFERENCE, Secret, is_secret_key, redact
 
 
 def expand_headers(headers: Mapping[str, str], *, where: str) -> tuple[dict[str, str], list[str]]:
@@ -58,7 +45,7 @@ def expand_headers(headers: Mapping[str, str], *, where: str) -> tuple[dict[str,
 def snapshot_headers(headers: Mapping[str, str]) -> dict[str, str]:
     """Headers as written, with literal credentials replaced by ``***``.
 
-    This is :func:`~pytest_ragev.config.redact` (the settings' own rules): a credential
+    This is :func:`~pytest_ragev.core.redact.redact` (the settings' own rules): a credential
     header whose value is only a ``${VAR}`` template is shown; ``"Bearer sk-... ${X}"``
     holds a literal and is not.
     """

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ragev.core.errors import PipelineError
-from pytest_ragev.core.tables import Options, check_placeholders, fill
+from pytest_ragev.core.redact import Secret
+from pytest_ragev.core.tables import Table, check_placeholders, fill
 from pytest_ragev.pipelines.remote import _env, _retry
 
 DEFAULT_PROMPT = (
@@ -55,7 +56,7 @@ class ChatConfig:
     @classmethod
     def from_table(cls, table: Mapping[str, Any], *, source: Path | str) -> ChatConfig:
         """Validate a ``[pipeline.chat]`` table; one-line :class:`ConfigError` on a bad key."""
-        opts = Options(table, where="[pipeline.chat]", source=source)
+        opts = Table(table, where="[pipeline.chat]", source=source)
         opts.check_keys(CHAT_KEYS)
         base_url = opts.string("base_url", required=True)
         assert base_url is not None
@@ -184,14 +185,14 @@ class ChatClient:
         cfg = self.config
         headers, secrets = _env.expand_headers(cfg.extra_headers, where="[pipeline.chat]")
         if cfg.api_key_env is not None:
-            key = _env.Secret(os.environ.get(cfg.api_key_env) or "")
+            key = Secret(os.environ.get(cfg.api_key_env) or "")
             if not key:
                 raise PipelineError(
                     f"[pipeline.chat] api_key_env = {cfg.api_key_env!r}: the environment "
                     f"variable {cfg.api_key_env} is not set; export {cfg.api_key_env}=... or "
                     "remove api_key_env for a server without authentication"
                 )
-            headers["Authorization"] = _env.Secret(f"Bearer {key}")
+            headers["Authorization"] = Secret(f"Bearer {key}")
             secrets.append(key)
         response = _retry.send(
             method="POST",

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from pytest_ragev.config import redact
 from pytest_ragev.core.errors import ConfigError, PipelineError
+from pytest_ragev.core.redact import redact
 from pytest_ragev.core.types import Answer, PipelineSettings, QAPair
 
 _SYS_PATH_LOCK = threading.Lock()

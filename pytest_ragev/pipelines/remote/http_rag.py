@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ragev.core.errors import PipelineError
-from pytest_ragev.core.tables import Options, check_placeholders, fill
+from pytest_ragev.core.tables import Table, check_placeholders, fill
 from pytest_ragev.core.types import Answer, Chunk, PipelineSettings, QAPair, Retrieved
 from pytest_ragev.pipelines.remote import _env, _retry
 from pytest_ragev.pipelines.remote._paths import JsonPath, PathMissError, PathSyntaxError
@@ -35,7 +35,7 @@ class HttpRagPipeline:
     """
 
     def __init__(self, settings: PipelineSettings, *, source: Path | str) -> None:
-        opts = Options(settings.options, where="[pipeline]", source=source)
+        opts = Table(settings.options, where="[pipeline]", source=source)
         opts.check_keys(HTTP_KEYS)
         url = opts.string("url", required=True)
         assert url is not None
@@ -185,7 +185,7 @@ class HttpRagPipeline:
         """Nothing to release: every request opens and closes its own connection."""
 
 
-def _path(opts: Options, key: str, default: str | None) -> JsonPath | None:
+def _path(opts: Table, key: str, default: str | None) -> JsonPath | None:
     text = opts.string(key, default)
     if text is None:
         return None
@@ -195,7 +195,7 @@ def _path(opts: Options, key: str, default: str | None) -> JsonPath | None:
         raise opts.fail(key, text, f"{error} (paths look like data.contexts[*].text)") from None
 
 
-def _check_body(opts: Options, value: Any) -> None:
+def _check_body(opts: Table, value: Any) -> None:
     if isinstance(value, str):
         check_placeholders(opts, "body", value, allowed=_PLACEHOLDERS)
     elif isinstance(value, Mapping):

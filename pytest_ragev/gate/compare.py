@@ -1,0 +1,281 @@
+"""A run against its baseline run: every metric compared over the shared questions and judged."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from pytest_ragev.core import fmt
+from pytest_ragev.core.errors import BaselineError
+from pytest_ragev.core.results import Direction, RunResult
+from pytest_ragev.gate.rules import CORRECTION_NAMES, GateRules, MetricRule
+from pytest_ragev.gate.stats import (
+    PairedStats,
+    holm,
+    paired_stats,
+    step_down_maxt,
+)
+
+if TYPE_CHECKING:
+    pass
+
+
+#: What happened to one metric between the baseline and the current run.
+Status = Literal[
+    "regressed", "improved", "unchanged", "within tolerance", "not significant", "no data"
+]
+
+
+
+@dataclass(frozen=True)
+class MetricComparison:
+    """One metric, baseline against current, over the questions both runs share.
+
+    Means are over those shared questions (so ``delta`` is what the test saw), not the
+    runs' overall means. ``delta``, ``ci_low`` and ``ci_high`` are ``current - baseline``;
+    ``p`` is the one-sided p-value in the direction of the change (worse for a drop),
+    adjusted for the ``family`` of metrics tested together by ``correction`` (``holm`` or
+    ``maxt``; ``family`` is 1 without one), and ``p_raw`` the p-value before adjustment.
+    Everything numeric is ``None`` when no question has the metric in both runs.
+    """
+
+    metric: str
+    direction: Direction
+    baseline_mean: float | None
+    current_mean: float | None
+    delta: float | None
+    ci_low: float | None
+    ci_high: float | None
+    ci_level: float
+    p: float | None
+    n: int
+    status: Status
+    reason: str | None
+    rule: MetricRule
+    p_raw: float | None = None
+    family: int = 1
+    correction: str = "none"
+
+    @property
+    def regressed(self) -> bool:
+        """Whether this metric fails the gate."""
+        return self.status == "regressed" and self.rule.enabled
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The result of :func:`compare`: one :class:`MetricComparison` per metric, report order."""
+
+    metrics: list[MetricComparison]
+    common_qids: list[int]
+    added: list[int]
+    removed: list[int]
+    variant: str | None = None
+
+    @property
+    def regressions(self) -> list[MetricComparison]:
+        """The metrics that fail the gate."""
+        return [m for m in self.metrics if m.regressed]
+
+    @property
+    def failure_lines(self) -> list[str]:
+        """One ``ragev: ...`` line per regressed metric."""
+        return [m.reason for m in self.regressions if m.reason is not None]
+
+    @property
+    def passed(self) -> bool:
+        """True when no enabled metric regressed."""
+        return not self.regressions
+
+    def get(self, metric: str) -> MetricComparison | None:
+        """The comparison of ``metric``, if it was compared."""
+        for item in self.metrics:
+            if item.metric == metric:
+                return item
+        return None
+
+
+def _metric_order(*runs: RunResult) -> list[str]:
+    order: list[str] = []
+    for run in runs:
+        for name in run.summary:
+            if name not in order:
+                order.append(name)
+    return order
+
+
+def _direction(metric: str, *runs: RunResult) -> Direction:
+    for run in runs:
+        if metric in run.summary:
+            return run.summary[metric].direction
+    return "higher"
+
+
+def _paired_scores(
+    baseline: RunResult, current: RunResult, metric: str
+) -> dict[int, tuple[float, float]]:
+    """``(baseline, current)`` scores of ``metric`` per shared question, in qid order."""
+    before = baseline.scores(metric)
+    after = current.scores(metric)
+    # A NaN from a custom metric would poison every resampled mean (and comparisons with
+    # NaN are all false, which would read as a tiny p-value): such questions sit out.
+    return {
+        q: (before[q], after[q]) for q in sorted(before.keys() & after.keys())
+        if math.isfinite(before[q]) and math.isfinite(after[q])
+    }
+
+
+def _aligned(scores: Mapping[int, tuple[float, float]]) -> tuple[list[float], list[float]]:
+    """The baseline's and the current run's scores as two lists in the same order."""
+    return [b for b, _ in scores.values()], [a for _, a in scores.values()]
+
+
+def _differences(scores: Mapping[int, tuple[float, float]]) -> dict[int, float]:
+    """``current - baseline`` per question."""
+    return {q: after - before for q, (before, after) in scores.items()}
+
+
+def compare(
+    baseline_run: RunResult,
+    current_run: RunResult,
+    rules: GateRules | None = None,
+    *,
+    metrics: Sequence[str] | None = None,
+) -> Comparison:
+    """Compare every metric of two runs over their shared questions and judge each.
+
+    Raises :class:`BaselineError` when the runs share no question.
+    """
+    rules = rules or GateRules()
+    before_qids = {s.qid for s in baseline_run.samples}
+    after_qids = {s.qid for s in current_run.samples}
+    common = sorted(before_qids & after_qids)
+    if not common:
+        raise BaselineError(
+            f"ragev: the baseline and the current run share no question "
+            f"(baseline has {len(before_qids)}, current {len(after_qids)}); "
+            "re-baseline on this dataset with --ragev-update-baseline"
+        )
+    names = list(metrics) if metrics is not None else _metric_order(current_run, baseline_run)
+    scores = {name: _paired_scores(baseline_run, current_run, name) for name in names}
+    pairs = {name: _aligned(scores[name]) for name in names}
+    stats = paired_stats(
+        pairs,
+        alphas={name: rules.rule_for(name).significance for name in names},
+        resamples=rules.resamples,
+        seed=rules.seed,
+    )
+    directions = {name: _direction(name, current_run, baseline_run) for name in names}
+    # The family: metrics with data whose verdict can depend on the test.
+    family = [
+        name for name in names
+        if name in stats and rules.rule_for(name).enabled
+        and rules.rule_for(name).mode != "tolerance"
+    ]
+    worse: dict[str, float] = {}
+    better: dict[str, float] = {}
+    if rules.correction == "holm" and len(family) > 1:
+        worse = holm({n: stats[n].p_worse(directions[n]) for n in family})
+        better = holm({n: stats[n].p_better(directions[n]) for n in family})
+    elif rules.correction == "maxt" and len(family) > 1:
+        diffs = {n: _differences(scores[n]) for n in family}
+        worse_sign = {n: -1.0 if directions[n] == "higher" else 1.0 for n in family}
+        worse = step_down_maxt(diffs, worse_sign, resamples=rules.resamples, seed=rules.seed)
+        better = step_down_maxt(
+            diffs, {n: -sign for n, sign in worse_sign.items()},
+            resamples=rules.resamples, seed=rules.seed,
+        )
+    items = [
+        judge(
+            name,
+            stats.get(name),
+            directions[name],
+            rules.rule_for(name),
+            variant=current_run.variant,
+            p_worse=worse.get(name),
+            p_better=better.get(name),
+            family=len(family) if name in worse else 1,
+            correction=rules.correction if name in worse else "none",
+        )
+        for name in names
+    ]
+    return Comparison(
+        metrics=items,
+        common_qids=common,
+        added=sorted(after_qids - before_qids),
+        removed=sorted(before_qids - after_qids),
+        variant=current_run.variant,
+    )
+
+
+def judge(
+    metric: str,
+    stats: PairedStats | None,
+    direction: Direction,
+    rule: MetricRule,
+    *,
+    variant: str | None = None,
+    p_worse: float | None = None,
+    p_better: float | None = None,
+    family: int = 1,
+    correction: str = "none",
+) -> MetricComparison:
+    """Apply ``rule`` to the paired statistics of one metric.
+
+    ``p_worse``/``p_better`` replace the one-sided p-values of ``stats`` when a
+    multiple-comparison correction adjusted them over ``family`` metrics.
+    """
+    if stats is None:
+        return MetricComparison(
+            metric=metric, direction=direction, baseline_mean=None, current_mean=None,
+            delta=None, ci_low=None, ci_high=None, ci_level=1.0 - 2.0 * rule.significance,
+            p=None, n=0, status="no data", reason=None, rule=rule,
+        )
+    worsening = -stats.delta if direction == "higher" else stats.delta
+    raw = stats.p_worse(direction) if worsening > 0 else stats.p_better(direction)
+    p_worse = stats.p_worse(direction) if p_worse is None else p_worse
+    p_better = stats.p_better(direction) if p_better is None else p_better
+    beyond = worsening > rule.tolerance(stats.baseline_mean)
+    significant_worse = worsening > 0 and p_worse < rule.significance
+    if rule.mode == "significant":
+        regressed = beyond and significant_worse
+    elif rule.mode == "tolerance":
+        regressed = beyond
+    else:  # "any"
+        regressed = beyond or significant_worse
+
+    status: Status
+    if regressed:
+        status = "regressed"
+    elif stats.delta == 0.0 and stats.ci_low == stats.ci_high == 0.0:
+        status = "unchanged"
+    elif worsening < 0 and p_better < rule.significance:
+        status = "improved"
+    elif worsening > 0 and (significant_worse or rule.mode == "tolerance"):
+        status = "within tolerance"
+    else:
+        status = "not significant"
+    p = p_worse if worsening > 0 else p_better
+    reason = None
+    if regressed:
+        sign = "<" if direction == "higher" else ">"
+        reason = (
+            f"ragev: {fmt.label(metric, variant)} {fmt.num(stats.current_mean)} {sign} baseline "
+            f"{fmt.num(stats.baseline_mean)} (Δ {fmt.num(stats.delta, signed=True)}, "
+            f"{fmt.level(stats.ci_level)} CI [{fmt.num(stats.ci_low)}, {fmt.num(stats.ci_high)}], "
+            f"{fmt.p_text(p)}{_correction_text(correction, family)}, n={stats.n})"
+        )
+    return MetricComparison(
+        metric=metric, direction=direction, baseline_mean=stats.baseline_mean,
+        current_mean=stats.current_mean, delta=stats.delta, ci_low=stats.ci_low,
+        ci_high=stats.ci_high, ci_level=stats.ci_level, p=p, n=stats.n, status=status,
+        reason=reason, rule=rule, p_raw=raw, family=family, correction=correction,
+    )
+
+
+def _correction_text(correction: str, family: int) -> str:
+    if family <= 1 or correction == "none":
+        return ""
+    return f" ({CORRECTION_NAMES.get(correction, correction)}, {family} metrics)"

@@ -1,0 +1,138 @@
+"""Absolute floors and ceilings from ``[thresholds]``: :class:`MinValue`, :class:`MaxValue`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from pytest_ragev.core import fmt
+from pytest_ragev.core.errors import ConfigError
+from pytest_ragev.core.results import MetricSummary, RunResult
+from pytest_ragev.core.tables import is_number, suggest
+
+if TYPE_CHECKING:
+    pass
+
+
+@dataclass(frozen=True)
+class MinValue:
+    """An absolute floor from ``[thresholds]``: the run's mean must be at least ``minimum``."""
+
+    metric: str
+    minimum: float
+
+    def fails(self, current: RunResult, baseline: RunResult | None = None) -> str | None:
+        """``ragev: recall 0.412 < threshold 0.500 (n=118)`` when below the floor."""
+        summary = _summary(current, self.metric)
+        label = fmt.label(self.metric, current.variant)
+        if summary.mean is None:
+            return f"ragev: {label} has no values (n=0), threshold {fmt.num(self.minimum)} unmet"
+        if summary.mean < self.minimum:
+            return (
+                f"ragev: {label} {fmt.num(summary.mean)} < threshold {fmt.num(self.minimum)} "
+                f"(n={summary.n})"
+            )
+        return None
+
+
+@dataclass(frozen=True)
+class MaxValue:
+    """A ceiling from ``[thresholds]`` for a lower-is-better metric."""
+
+    metric: str
+    maximum: float
+
+    def fails(self, current: RunResult, baseline: RunResult | None = None) -> str | None:
+        """``ragev: latency 1.300 > threshold 1.000 (n=118)`` when above the ceiling."""
+        summary = _summary(current, self.metric)
+        label = fmt.label(self.metric, current.variant)
+        if summary.mean is None:
+            return f"ragev: {label} has no values (n=0), threshold {fmt.num(self.maximum)} unmet"
+        if summary.mean > self.maximum:
+            return (
+                f"ragev: {label} {fmt.num(summary.mean)} > threshold {fmt.num(self.maximum)} "
+                f"(n={summary.n})"
+            )
+        return None
+
+
+def _summary(run: RunResult, metric: str) -> MetricSummary:
+    summary = run.summary.get(metric)
+    if summary is None:
+        return MetricSummary(name=metric, mean=None, n=0)
+    return summary
+
+
+@dataclass(frozen=True)
+class ThresholdResult:
+    """The outcome of one threshold on one run (``reason`` is ``None`` when it passed)."""
+
+    metric: str
+    threshold: float
+    kind: Literal["min", "max"]
+    value: float | None
+    n: int
+    variant: str | None
+    reason: str | None
+
+    @property
+    def passed(self) -> bool:
+        """Whether the run met the threshold."""
+        return self.reason is None
+
+
+def thresholds_from_table(
+    table: Mapping[str, Any],
+    *,
+    source: str,
+    directions: Mapping[str, str],
+) -> list[MinValue | MaxValue]:
+    """Checks from a parsed ``[thresholds]`` table (``recall = 0.5``).
+
+    ``directions`` maps every known metric to its direction: a higher-is-better metric
+    gets a floor (:class:`MinValue`), a lower-is-better one a ceiling (:class:`MaxValue`).
+    """
+    checks: list[MinValue | MaxValue] = []
+    known = list(directions)
+    for name, value in table.items():
+        if name not in directions:
+            raise ConfigError(
+                f"{source}: [thresholds]: unknown metric {name!r}; "
+                f"{suggest(name, known, noun='metrics')}"
+            )
+        if not is_number(value) or not math.isfinite(float(value)):
+            raise ConfigError(
+                f"{source}: [thresholds] {name} = {value!r} is invalid; use a number, "
+                f"e.g. {name} = 0.5"
+            )
+        if directions[name] not in ("higher", "lower"):
+            raise ValueError(f"direction of {name!r} must be 'higher' or 'lower'")
+        if directions[name] == "higher":
+            checks.append(MinValue(metric=str(name), minimum=float(value)))
+        else:
+            checks.append(MaxValue(metric=str(name), maximum=float(value)))
+    return checks
+
+
+def check_thresholds(
+    run: RunResult, checks: Sequence[MinValue | MaxValue]
+) -> list[ThresholdResult]:
+    """Evaluate every threshold on ``run``."""
+    results = []
+    for check in checks:
+        summary = _summary(run, check.metric)
+        is_min = isinstance(check, MinValue)
+        results.append(
+            ThresholdResult(
+                metric=check.metric,
+                threshold=check.minimum if isinstance(check, MinValue) else check.maximum,
+                kind="min" if is_min else "max",
+                value=summary.mean,
+                n=summary.n,
+                variant=run.variant,
+                reason=check.fails(run),
+            )
+        )
+    return results

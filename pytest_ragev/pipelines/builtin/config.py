@@ -1,0 +1,189 @@
+"""The built-in pipeline's knobs: the ``[pipeline]`` table parsed into :class:`BuiltinConfig`.
+
+Every knob is a key of the ``[pipeline]`` table (the generator's under ``[pipeline.chat]``),
+validated here with one-line errors that name the variant, recorded in the report's
+``params`` with its default, and overridable per variant.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_ragev.core.errors import ConfigError, name_variant
+from pytest_ragev.core.tables import Table
+from pytest_ragev.core.types import PipelineSettings
+from pytest_ragev.pipelines.builtin.chunking import (
+    DEFAULT_CHUNK_OVERLAP,
+    DEFAULT_CHUNK_SIZE,
+    DEFAULT_SEPARATORS,
+)
+from pytest_ragev.pipelines.builtin.models import check_model
+
+if TYPE_CHECKING:
+    pass
+
+
+RETRIEVAL_MODES = ("keyword", "vector", "hybrid")
+_PIPELINE_KEYS = (
+    "chunk_size", "chunk_overlap", "separators", "retrieval", "embedding_top_k",
+    "keyword_threshold", "vector_threshold", "embedding_model", "vector_weight",
+    "keyword_weight", "rrf_k", "rerank_model", "rerank_top_k", "rerank_threshold",
+    "bm25_k1", "bm25_b", "chat",
+)
+_EXTRACTIVE_KEYS = ("model", "max_tokens", "fallback_response", "context_chunks")
+DEFAULT_FALLBACK = "Sorry, I cannot answer this question from the knowledge base."
+
+
+
+@dataclass(frozen=True)
+class BuiltinConfig:
+    """The resolved knobs of the built-in pipeline (defaults filled in)."""
+
+    chunk_size: int = DEFAULT_CHUNK_SIZE
+    chunk_overlap: int = DEFAULT_CHUNK_OVERLAP
+    separators: tuple[str, ...] = DEFAULT_SEPARATORS
+    retrieval: str = "keyword"
+    embedding_top_k: int = 10
+    keyword_threshold: float = 0.0
+    vector_threshold: float = 0.0
+    embedding_model: str | None = None
+    vector_weight: float = 0.7
+    keyword_weight: float = 0.3
+    rrf_k: int = 60
+    rerank_model: str | None = None
+    rerank_top_k: int = 5
+    rerank_threshold: float = 0.0
+    bm25_k1: float = 1.5
+    bm25_b: float = 0.75
+    chat_model: str = "extractive"
+    max_tokens: int = 96
+    fallback_response: str = DEFAULT_FALLBACK
+    context_chunks: int = 3
+    chat_table: Mapping[str, Any] = field(default_factory=dict)
+
+    def kb_knobs(self) -> dict[str, Any]:
+        """The knobs that shape the knowledge base (chunks, index, vectors)."""
+        knobs: dict[str, Any] = {
+            "chunk_size": self.chunk_size,
+            "chunk_overlap": self.chunk_overlap,
+            "separators": list(self.separators),
+            "bm25_k1": self.bm25_k1,
+            "bm25_b": self.bm25_b,
+        }
+        if self.retrieval != "keyword":
+            knobs["embedding_model"] = self.embedding_model
+        return knobs
+
+
+def _resolve_model_path(value: str, base_dir: Path) -> str:
+    candidate = Path(value)
+    if not candidate.is_absolute():
+        local = base_dir / candidate
+        if local.exists():
+            return str(local)
+    return value
+
+
+def parse_config(settings: PipelineSettings, *, source: Path | str) -> BuiltinConfig:
+    """Validate the ``[pipeline]`` table of a ``builtin`` pipeline.
+
+    Errors name the variant when ``settings`` belong to one (``[[variants]]``).
+    """
+    try:
+        return _parse_config(settings, source=source)
+    except ConfigError as error:
+        if settings.variant is None:
+            raise
+        raise ConfigError(name_variant(str(error), source, settings.variant)) from None
+
+
+def _parse_config(settings: PipelineSettings, *, source: Path | str) -> BuiltinConfig:
+    opts = Table(settings.options, where="[pipeline]", source=source)
+    opts.check_keys(_PIPELINE_KEYS)
+    chunk_size = opts.integer("chunk_size", DEFAULT_CHUNK_SIZE, low=1, example="512")
+    chunk_overlap = opts.integer("chunk_overlap", DEFAULT_CHUNK_OVERLAP, low=0, example="50")
+    assert chunk_size is not None and chunk_overlap is not None
+    if chunk_overlap >= chunk_size:
+        raise opts.fail("chunk_overlap", chunk_overlap,
+                        f"the overlap must be smaller than chunk_size ({chunk_size})")
+    separators = settings.options.get("separators", list(DEFAULT_SEPARATORS))
+    if not isinstance(separators, list) or not all(
+        isinstance(s, str) and s for s in separators
+    ):
+        raise opts.fail("separators", separators,
+                        'write a list of non-empty strings, e.g. separators = ["\\n\\n", "。"]')
+    retrieval = opts.string("retrieval", "keyword")
+    if retrieval not in RETRIEVAL_MODES:
+        raise opts.fail("retrieval", retrieval, 'use "keyword", "vector" or "hybrid"')
+    embedding_model = opts.string("embedding_model")
+    if retrieval != "keyword" and not embedding_model:
+        raise ConfigError(
+            f"{source}: [pipeline] retrieval = {retrieval!r} needs embedding_model; set it to a "
+            "local sentence-transformers model folder, or \"hashing\" for the offline "
+            "feature-hashing embedder"
+        )
+    if embedding_model and embedding_model != "hashing":
+        embedding_model = _resolve_model_path(embedding_model, settings.base_dir)
+    if embedding_model and retrieval != "keyword":
+        check_model(embedding_model, key="embedding_model", builtin="hashing", source=source)
+    rerank_model = opts.string("rerank_model")
+    if rerank_model and rerank_model != "lexical":
+        rerank_model = _resolve_model_path(rerank_model, settings.base_dir)
+        check_model(rerank_model, key="rerank_model", builtin="lexical", source=source)
+
+    chat_opts = Table(settings.options.get("chat", {}), where="[pipeline.chat]", source=source)
+    chat_model = chat_opts.string("model", "extractive") or "extractive"
+    chat_table = dict(chat_opts.table)
+    if chat_model == "extractive":
+        chat_opts.check_keys(_EXTRACTIVE_KEYS)
+    else:
+        # An OpenAI-compatible model: the chat client validates its own keys.
+        from pytest_ragev.pipelines.remote.chat import ChatConfig
+
+        ChatConfig.from_table(
+            {k: v for k, v in chat_table.items() if k not in ("fallback_response",
+                                                              "context_chunks")},
+            source=source,
+        )
+    max_tokens = chat_opts.integer("max_tokens", 96, low=1, example="96")
+    fallback = chat_opts.string("fallback_response", DEFAULT_FALLBACK)
+    context_chunks = chat_opts.integer("context_chunks", 3, low=1, example="3")
+
+    def number(key: str, default: float, low: float = 0.0, high: float = math.inf) -> float:
+        value = opts.number(key, default, low=low, high=high, example=str(default))
+        assert value is not None
+        return value
+
+    def integer(key: str, default: int, low: int = 1) -> int:
+        value = opts.integer(key, default, low=low, example=str(default))
+        assert value is not None
+        return value
+
+    assert max_tokens is not None and fallback is not None and context_chunks is not None
+    return BuiltinConfig(
+        chunk_size=chunk_size,
+        chunk_overlap=chunk_overlap,
+        separators=tuple(separators),
+        retrieval=retrieval,
+        embedding_top_k=integer("embedding_top_k", 10),
+        keyword_threshold=number("keyword_threshold", 0.0, high=1.0),
+        vector_threshold=number("vector_threshold", 0.0, high=1.0),
+        embedding_model=embedding_model,
+        vector_weight=number("vector_weight", 0.7),
+        keyword_weight=number("keyword_weight", 0.3),
+        rrf_k=integer("rrf_k", 60, low=0),
+        rerank_model=rerank_model,
+        rerank_top_k=integer("rerank_top_k", 5),
+        rerank_threshold=number("rerank_threshold", 0.0, high=1.0),
+        bm25_k1=number("bm25_k1", 1.5),
+        bm25_b=number("bm25_b", 0.75, high=1.0),
+        chat_model=chat_model,
+        max_tokens=max_tokens,
+        fallback_response=fallback,
+        context_chunks=context_chunks,
+        chat_table=chat_table,
+    )
