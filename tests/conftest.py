@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,54 +16,9 @@ import pytest
 import pytest_ragev.dataset._load
 import pytest_ragev.metrics  # noqa: F401
 from pytest_ragev.dataset import write_dataset
-
-#: A small English dataset: five questions, seven passages (two distractors).
-CORPUS = {
-    1: "The Eiffel Tower in Paris was completed in 1889 for the World's Fair.",
-    2: "The Eiffel Tower is about 330 metres tall including its antennas.",
-    3: "Mount Everest, on the border of Nepal and China, is 8,849 metres high.",
-    4: "Python was created by Guido van Rossum and first released in 1991.",
-    5: "The Great Wall of China stretches over twenty thousand kilometres.",
-    6: "The Louvre in Paris is the most visited art museum in the world.",
-    7: "Rust is a systems programming language focused on memory safety.",
-}
-QUERIES = {
-    1: "When was the Eiffel Tower completed?",
-    2: "How tall is the Eiffel Tower?",
-    3: "How high is Mount Everest?",
-    4: "Who created Python?",
-    5: "How long is the Great Wall of China?",
-}
-ANSWERS = {
-    11: "The Eiffel Tower was completed in 1889.",
-    12: "The Eiffel Tower is about 330 metres tall.",
-    13: "Mount Everest is 8,849 metres high.",
-    14: "Python was created by Guido van Rossum.",
-    15: "The Great Wall is over twenty thousand kilometres long.",
-}
-QRELS = [(1, 1), (2, 2), (2, 1), (3, 3), (4, 4), (5, 5)]
-QAS = [(1, 11), (2, 12), (3, 13), (4, 14), (5, 15)]
-
-#: A deterministic pipeline for the tests: retrieves the gold passages of odd
-#: questions first, a distractor first for even ones, and answers with the reference.
-ORACLE_CONFTEST = textwrap.dedent(
-    """
-    import pytest
-    from pytest_ragev import Answer
-
-    @pytest.hookimpl
-    def pytest_ragev_build_knowledge_base(corpus, settings):
-        return {"corpus": dict(corpus)}
-
-    @pytest.hookimpl
-    def pytest_ragev_answer(case, kb, settings):
-        quality = settings.options.get("quality", "good")
-        if quality == "bad":
-            return Answer(retrieved=[7, 6], text="I do not know.")
-        retrieved = list(case.pids) if case.qid % 2 else [6, *case.pids]
-        return Answer(retrieved=retrieved, text=case.answer or "")
-    """
-)
+from tests._data import ANSWERS, CORPUS, QAS, QRELS, QUERIES
+from tests._oracle import ORACLE_CONFTEST
+from tests._remote_server import ScriptedServer, serve
 
 
 @pytest.fixture
@@ -100,3 +55,9 @@ def make_project(pytester: pytest.Pytester) -> Callable[..., Path]:
         return config
 
     return make
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedServer]:
+    """A scripted HTTP server on a free 127.0.0.1 port (see ``tests/_remote_server.py``)."""
+    yield from serve()

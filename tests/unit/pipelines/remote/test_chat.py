@@ -4,21 +4,15 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from _remote_server import Reply, ScriptedServer, Seen, serve
 
 from pytest_ragev import ConfigError, PipelineError
 from pytest_ragev.pipelines.remote import ChatClient, ChatConfig, _retry
+from tests._remote_server import Reply, ScriptedServer, Seen
 
 SECRET = "sk-test-4f1c9e-do-not-leak"
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    yield from serve()
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 Project = Callable[..., Path]
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BUILTIN = '[pipeline]\nname = "builtin"\n'
 
 
@@ -58,10 +59,9 @@ def test_bad_builtin_knob_is_a_usage_error(pytester: pytest.Pytester, make_proje
 def test_missing_model_is_a_usage_error_before_any_question(
     pytester: pytest.Pytester, make_project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import pytest_ragev.pipelines.builtin.models as models
-
-    # Runs whether or not sentence-transformers is installed: the extra is hidden.
-    monkeypatch.setattr(models, "_ST_MODULE", "no_such_sentence_transformers_module")
+    # Runs whether or not sentence-transformers is installed: the extra is hidden
+    # (a None entry in sys.modules is how Python marks a module as not importable).
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)
     config = make_project(conftest=None, pipeline=BUILTIN + 'retrieval = "vector"\n'
                           'embedding_model = "models/nope"\n')
     result = pytester.runpytest("--ragev-config", "ragev.toml")
@@ -79,9 +79,11 @@ def test_missing_model_is_a_usage_error_before_any_question(
 def test_empty_model_folder_in_a_variant_is_a_usage_error(
     pytester: pytest.Pytester, make_project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import pytest_ragev.pipelines.builtin.models as models
-
-    monkeypatch.setattr(models, "_extra_installed", lambda: True)
+    # The extra looks installed: an empty sentence_transformers package on the path.
+    fake = pytester.path / "site" / "sentence_transformers"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(fake.parent))
     (pytester.path / "models" / "empty").mkdir(parents=True)
     config = make_project(
         '[[variants]]\nname = "rerank"\npipeline.rerank_model = "models/empty"\n',
@@ -126,9 +128,9 @@ BUILD_LOGGER = textwrap.dedent(
     import time
     from pathlib import Path
 
-    import pytest_ragev.pipelines.builtin.pipeline as builtin
+    from pytest_ragev.pipelines.builtin import BuiltinPipeline
 
-    _original = builtin.BuiltinPipeline._build
+    _original = BuiltinPipeline._build
 
     def _logged(self, *args, **kwargs):
         with open(Path(__file__).parent / "builds.log", "a") as log:
@@ -136,7 +138,7 @@ BUILD_LOGGER = textwrap.dedent(
         time.sleep(1.5)
         return _original(self, *args, **kwargs)
 
-    builtin.BuiltinPipeline._build = _logged
+    BuiltinPipeline._build = _logged
     """
 )
 

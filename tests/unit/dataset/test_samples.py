@@ -13,7 +13,7 @@ import pytest
 
 from pytest_ragev.dataset import DATASET_FILES, Dataset, load_dataset
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 SAMPLES = ROOT / "dataset" / "samples"
 CHINESE = re.compile(r"[\u4e00-\u9fff]")
 

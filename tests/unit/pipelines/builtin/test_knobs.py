@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _remote_server import Reply, ScriptedServer, serve
 
 from pytest_ragev.core.types import PipelineSettings, QAPair
 from pytest_ragev.pipelines import build_pipeline
 from pytest_ragev.pipelines.builtin import KnowledgeBase
 from pytest_ragev.pipelines.builtin.pipeline import _Hit
+from tests._remote_server import Reply, ScriptedServer, serve
 
 #: Eight passages about towers (so more hits than any small top_k), each one sentence.
 CORPUS = {

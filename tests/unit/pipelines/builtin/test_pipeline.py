@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _remote_server import Reply, ScriptedServer, serve
 
 from pytest_ragev.core.errors import ConfigError
 from pytest_ragev.core.types import PipelineSettings, QAPair
@@ -20,8 +19,9 @@ from pytest_ragev.pipelines.builtin import (
     reciprocal_rank_fusion,
 )
 from pytest_ragev.pipelines.builtin.pipeline import _Hit
+from tests._remote_server import Reply, ScriptedServer, serve
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[4]
 CORPUS = {
     1: "The Eiffel Tower in Paris was completed in 1889. It was built for the World's Fair.",
     2: "Mount Everest is the highest mountain on Earth. It is 8,849 metres high.",

@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import json
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from _remote_server import Reply, ScriptedServer, Seen, serve
+
+from tests._remote_server import Reply, ScriptedServer, Seen
 
 Project = Callable[..., Path]
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    yield from serve()
 
 
 def rag_service(seen: Seen) -> Reply:

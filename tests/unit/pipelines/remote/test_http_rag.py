@@ -3,25 +3,19 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _remote_server import Reply, ScriptedServer, Seen, serve
 
 from pytest_ragev import Chunk, ConfigError, PipelineError, PipelineSettings, QAPair
 from pytest_ragev.pipelines.remote import HttpRagPipeline, _retry, build_remote_pipeline
 from pytest_ragev.pipelines.remote._paths import JsonPath, PathMissError, PathSyntaxError
+from tests._remote_server import Reply, ScriptedServer, Seen
 
 CASE = QAPair(qid=12, question="Who created Python?", pids=(4,), passages=("...",), aid=1,
               answer="Guido van Rossum")
 TOKEN = "tok-81b2-never-print"
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    yield from serve()
 
 
 @pytest.fixture(autouse=True)

@@ -11,21 +11,17 @@ from __future__ import annotations
 
 import json
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from _remote_server import Reply, ScriptedServer, Seen, serve
+
+from tests._remote_server import Reply, ScriptedServer, Seen
 
 Project = Callable[..., Path]
 
 CANARY = "sk-canary-SECRET42"
 OUTPUTS = ("r.json", "j.xml", "m.md", "h.html", "b.json")
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    yield from serve()
 
 
 def run(pytester: pytest.Pytester, *extra: str) -> pytest.RunResult:

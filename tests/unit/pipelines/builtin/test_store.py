@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,10 +13,10 @@ import pytest
 
 import pytest_ragev.pipelines.builtin.pipeline as builtin_pipeline
 import pytest_ragev.pipelines.builtin.store as store
-from conftest import ANSWERS, CORPUS, QAS, QRELS, QUERIES
 from pytest_ragev.core.types import PipelineSettings
 from pytest_ragev.dataset import Corpus, corpus_fingerprint, load_dataset, write_dataset
 from pytest_ragev.pipelines import build_pipeline
+from tests._data import ANSWERS, CORPUS, QAS, QRELS, QUERIES
 
 PACKAGE = Path(store.__file__).resolve().parents[2]
 Project = Callable[..., Path]
@@ -93,23 +92,3 @@ def test_a_loaded_corpus_fingerprint_ignores_questions(tmp_path: Path) -> None:
     assert a.fingerprint != b.fingerprint
     assert corpus_fingerprint(a.corpus) == corpus_fingerprint(b.corpus)
     assert corpus_fingerprint(a.corpus) == corpus_fingerprint(dict(CORPUS))
-
-
-def test_editing_a_question_reuses_the_kb_editing_a_passage_rebuilds_it(
-    pytester: pytest.Pytester, make_project: Project
-) -> None:
-    make_project("[run]\ncache = false\n", conftest=None,
-                 pipeline='[pipeline]\nname = "builtin"\n')
-    kb_root = pytester.path / ".pytest_cache" / "d" / "ragev" / "kb"
-    pytester.runpytest("--ragev-config", "ragev.toml").assert_outcomes(passed=5)
-    (entry,) = kb_root.glob("*/kb.json")
-    stamp = entry.stat().st_mtime_ns
-    common: dict[str, Any] = {"answers": ANSWERS, "qrels": QRELS, "qas": QAS}
-    write_dataset(pytester.path / "data", queries={**QUERIES, 2: "What height is the tower?"},
-                  corpus=CORPUS, **common)
-    pytester.runpytest("--ragev-config", "ragev.toml").assert_outcomes(passed=5)
-    assert list(kb_root.glob("*/kb.json")) == [entry] and entry.stat().st_mtime_ns == stamp
-    write_dataset(pytester.path / "data", queries=QUERIES,
-                  corpus={**CORPUS, 7: textwrap.shorten(CORPUS[7], 30)}, **common)
-    pytester.runpytest("--ragev-config", "ragev.toml").assert_outcomes(passed=5)
-    assert len(list(kb_root.glob("*/kb.json"))) == 2
