@@ -53,6 +53,22 @@ class VariantConfig:
 
 
 @dataclass(frozen=True)
+class RunOptions:
+    """Command-line and ini settings that override or complete the config file."""
+
+    report_json: Path | None = None
+    report_markdown: Path | None = None
+    report_html: Path | None = None
+    limit: int | None = None
+    concurrency: int | None = None
+    baseline: Path | None = None
+    update_baseline: bool = False
+    variants: tuple[str, ...] = ()
+    no_cache: bool = False
+    profile: str | None = None
+
+
+@dataclass(frozen=True)
 class RagevConfig:
     """The parsed ``ragev.toml``, paths resolved against its folder."""
 
@@ -234,17 +250,6 @@ def _check_name(name: str, key: str, source: Path) -> None:
         )
 
 
-def check_metric_names(config: RagevConfig, known: Iterable[str]) -> None:
-    """Reject thresholds on metrics that neither the engine nor a custom-metric hook provides."""
-    known = tuple(known)
-    for metric in config.thresholds:
-        if metric not in known:
-            raise ConfigError(
-                f"{config.source}: [thresholds] {metric!r} is not a metric; "
-                f"{suggest(metric, known)} (metrics: {', '.join(known)})"
-            )
-
-
 def variant_pipeline(config: RagevConfig, variant: VariantConfig | None) -> PipelineSettings:
     """The pipeline settings of the base config (``None``) or of one variant."""
     if variant is None:
@@ -257,3 +262,34 @@ def variant_pipeline(config: RagevConfig, variant: VariantConfig | None) -> Pipe
         options=deep_merge(config.pipeline.options, options),
         variant=variant.name,
     )
+
+
+def select_variants(config: RagevConfig, wanted: Iterable[str]) -> tuple[str | None, ...]:
+    """``None`` (the base configuration) then the variants, or only those ``wanted`` names.
+
+    ``base`` (or ``default``) names the base configuration; an unknown name is a
+    :class:`ConfigError` with a did-you-mean.
+    """
+    names = [v.name for v in config.variants]
+    wanted = tuple(wanted)
+    if not wanted:
+        return (None, *names)
+    chosen: list[str | None] = []
+    for name in wanted:
+        if name in ("base", "default"):
+            chosen.append(None)
+        elif name in names:
+            chosen.append(name)
+        else:
+            raise ConfigError(
+                f"--ragev-variant {name!r}: no such variant in {config.source}; "
+                f"{suggest(name, ['base', *names])}"
+            )
+    return tuple(chosen)
+
+
+def variant_settings(config: RagevConfig, variant: str | None) -> PipelineSettings:
+    """The pipeline settings of the base configuration (``None``) or of variant ``variant``."""
+    if variant is None:
+        return config.pipeline
+    return variant_pipeline(config, next(v for v in config.variants if v.name == variant))

@@ -1,49 +1,185 @@
-"""The controller's end of a run: score the records, decide the verdict, write reports.
+"""The end of a run as one pure step: the session's records in, the decision out.
 
-Called from ``RagevSession.pytest_sessionfinish`` on the controller only (serial runs
-or the xdist controller), so every side effect happens once.
+:class:`RunPlan` is everything the settings decide, resolved once when a run is
+activated (the selected variants, the profile, the paths, the ``[thresholds]`` checks
+and the ``[gate]`` rules). At session end the plugin shell gathers an
+:class:`EvalInputs` (the plan, the dataset, the records, what happened during the run)
+and :func:`evaluate` returns an :class:`Outcome`: the scored runs, the threshold and
+gate results, the failure lines and notes. Only the gate touches a file (the baseline);
+the shell writes the reports and sets the exit status.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pytest_ragev.config import RagevConfig
+from pytest_ragev.config import RagevConfig, RunOptions, select_variants, variant_settings
 from pytest_ragev.core.digest import sha256_json
 from pytest_ragev.core.errors import ConfigError
-from pytest_ragev.core.io import atomic_write_json, atomic_write_text
+from pytest_ragev.core.record import Record
 from pytest_ragev.core.redact import redact
-from pytest_ragev.core.results import RunResult, SampleResult
+from pytest_ragev.core.results import Direction, RunResult
 from pytest_ragev.core.types import (
     GENERATION_METRICS,
     METRIC_NAMES,
     RETRIEVAL_METRICS,
-    STATUS_FAILED,
-    STATUS_RUNNING,
-    STATUS_SUCCESS,
     CustomMetric,
     MetricInput,
+    PipelineSettings,
 )
+from pytest_ragev.core.version import __version__
+from pytest_ragev.dataset import Dataset
+from pytest_ragev.gate.rules import GateRules
+from pytest_ragev.gate.thresholds import (
+    MaxValue,
+    MinValue,
+    ThresholdResult,
+    check_thresholds,
+    thresholds_from_table,
+)
+from pytest_ragev.gate.workflow import GateInputs, GateOutcome, run_gate
+from pytest_ragev.metrics import aggregate, score
 
-if TYPE_CHECKING:
-    from pytest_ragev.gate import Comparison, QuestionDiff, ThresholdResult
-    from pytest_ragev.plugin.session import RagevSession
+#: A tokenizer for the generation metrics: text -> sentences of tokens.
+Tokenizer = Callable[[str], list[list[str]]]
 
 
-@dataclass
-class Evaluation:
-    """What the controller decided at session end."""
+def default_concurrency() -> int:
+    """The seed's default: one thread fewer than the CPUs, at least one."""
+    return max((os.cpu_count() or 1) - 1, 1)
 
-    runs: list[RunResult]
-    failures: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    thresholds: list[ThresholdResult] = field(default_factory=list)
-    report: dict[str, Any] = field(default_factory=dict)
+
+@dataclass(frozen=True)
+class RunPlan:
+    """The run's settings, resolved once: CLI > ini > config file > default.
+
+    Build it with :meth:`build`, which validates everything that can be validated
+    before a question runs and raises a one-line :class:`ConfigError` otherwise.
+    """
+
+    config: RagevConfig
+    options: RunOptions
+    variants: tuple[str | None, ...]
+    custom_metrics: tuple[CustomMetric, ...] = ()
+    rules: GateRules = field(default_factory=GateRules)
+    thresholds: tuple[MinValue | MaxValue, ...] = ()
+
+    @classmethod
+    def build(
+        cls, config: RagevConfig, options: RunOptions,
+        custom_metrics: Sequence[CustomMetric] = (),
+    ) -> RunPlan:
+        """The plan of ``config`` run with ``options`` and the hooks' custom metrics."""
+        custom = tuple(custom_metrics)
+        names = [*METRIC_NAMES, *(m.name for m in custom)]
+        rules = (GateRules.from_table(config.gate, source=str(config.source), metric_names=names)
+                 if config.gate else GateRules())
+        if "top_regressions" not in config.gate:
+            # [gate] top_regressions falls back to [report]'s (default 10).
+            rules = replace(rules, top_regressions=config.top_regressions)
+        directions: dict[str, Direction] = {name: "higher" for name in METRIC_NAMES}
+        directions.update({m.name: m.direction for m in custom})
+        thresholds = thresholds_from_table(
+            config.thresholds, source=str(config.source), directions=directions
+        )
+        return cls(
+            config=config, options=options, variants=select_variants(config, options.variants),
+            custom_metrics=custom, rules=rules, thresholds=tuple(thresholds),
+        )
+
+    @property
+    def profile(self) -> str:
+        """The metric profile: ``--ragev-profile``, else ``[metrics] profile``."""
+        return self.options.profile or self.config.profile
+
+    @property
+    def concurrency(self) -> int:
+        """Pipeline calls in flight at once (``1`` is strictly serial)."""
+        value = self.options.concurrency or self.config.concurrency
+        return value if value is not None else default_concurrency()
+
+    @property
+    def report_json(self) -> Path | None:
+        return self.options.report_json or self.config.report_json
+
+    @property
+    def report_markdown(self) -> Path | None:
+        return self.options.report_markdown or self.config.report_markdown
+
+    @property
+    def report_html(self) -> Path | None:
+        return self.options.report_html or self.config.report_html
+
+    @property
+    def baseline_path(self) -> Path | None:
+        return self.options.baseline or self.config.baseline_path
+
+    @property
+    def configured(self) -> tuple[str | None, ...]:
+        """Every configuration of the config file: the base one, then the variants."""
+        return (None, *(v.name for v in self.config.variants))
+
+    @property
+    def metric_names(self) -> tuple[str, ...]:
+        """The twelve metrics, then the custom ones, in report order."""
+        return (*METRIC_NAMES, *(m.name for m in self.custom_metrics))
+
+    def settings(self, variant: str | None) -> PipelineSettings:
+        """The pipeline settings of the base configuration (``None``) or of a variant."""
+        return variant_settings(self.config, variant)
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What happened during the run, as the shell saw it.
+
+    ``interrupted`` says how a run that did not finish was stopped (``"interrupted by
+    SIGTERM"``, ``"stopped early (...)"``, ``"interrupted"``); ``None`` when it finished.
+    """
+
+    task_id: str = ""
+    start_time: str = ""
+    total: int = 0
+    finished: int = 0
+    interrupted: str | None = None
+    duplicates: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
+
+
+@dataclass(frozen=True)
+class EvalInputs:
+    """Everything :func:`evaluate` reads.
+
+    ``params`` holds each configuration's resolved, redacted settings snapshot (see
+    :func:`run_params`); ``tokenizer`` replaces the metric tokenizer when a
+    ``pytest_ragev_tokenizer`` hook returned one.
+    """
+
+    plan: RunPlan
+    dataset: Dataset
+    records: Sequence[Record]
+    facts: RunFacts
+    params: Mapping[str | None, Mapping[str, Any]]
+    tokenizer: Tokenizer | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the run decided: the runs, every check, the lines to print and report."""
+
+    runs: tuple[RunResult, ...]
+    facts: RunFacts
+    thresholds: tuple[ThresholdResult, ...] = ()
+    gate: GateOutcome = field(default_factory=GateOutcome)
+    failures: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
     errors: int = 0
     fallbacks: int = 0
     #: Set when the run stopped early: says how far it got (it fails the verdict).
@@ -60,66 +196,43 @@ class Evaluation:
 
     @property
     def base(self) -> RunResult | None:
+        """The first run: the base configuration's, or the first variant's when only
+        variants ran."""
         return self.runs[0] if self.runs else None
 
 
-def validate_gate(ragev: RagevConfig, metric_names: Sequence[str]) -> None:
-    """Reject a malformed ``[gate]`` table before any question runs."""
-    if ragev.gate:
-        from pytest_ragev.gate import GateRules
-
-        GateRules.from_table(ragev.gate, source=str(ragev.source), metric_names=metric_names)
-
-
 # ---------------------------------------------------------------------- scoring
-def _inputs(records: Sequence[Mapping[str, Any]]) -> list[MetricInput]:
-    return [
-        MetricInput(
-            retrieval_gt=[list(group) for group in record["retrieval_gt"]],
-            retrieval_ids=list(record["retrieval_ids"]),
-            generated_text=record["generated_text"],
-            generated_gt=record["generated_gt"],
-        )
-        for record in records
-    ]
-
-
 def score_records(
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[Record],
     *,
     profile: str,
     custom: Sequence[CustomMetric] = (),
-    tokenizer: Callable[[str], list[list[str]]] | None = None,
-) -> list[dict[str, float]]:
-    """Per-record metric dicts holding only the metrics that apply to each question."""
-    from pytest_ragev.metrics import score
-
-    ok = [r for r in records if not r.get("error")]
-    inputs = _inputs(ok)
-    grades = [
-        {int(pid): float(grade) for pid, grade in r.get("grades", {}).items()} or None for r in ok
-    ]
+    tokenizer: Tokenizer | None = None,
+) -> list[Record]:
+    """The records with their metrics: only those that apply to each question."""
+    ok = [r for r in records if not r.error]
+    inputs = [r.metric_input() for r in ok]
+    grades = [dict(r.grades) or None for r in ok]
     rows = score(inputs, profile=profile, grades=grades, tokenizer=tokenizer) if inputs else []
-    by_record: dict[int, dict[str, float]] = {}
+    scored: dict[int, Record] = {}
     for record, metric_input, row in zip(ok, inputs, rows, strict=True):
-        has_qrels = bool(record["retrieval_gt"])
-        has_answer = bool(record.get("has_answer", True))
+        has_qrels = bool(record.retrieval_gt)
         kept = {
             name: float(row[name])
             for name in METRIC_NAMES
             if (name in RETRIEVAL_METRICS and has_qrels)
-            or (name in GENERATION_METRICS and has_answer)
+            or (name in GENERATION_METRICS and record.has_answer)
         }
         for metric in custom:
             applies = (
                 metric.kind == "all"
                 or (metric.kind == "retrieval" and has_qrels)
-                or (metric.kind == "generation" and has_answer)
+                or (metric.kind == "generation" and record.has_answer)
             )
             if applies:
-                kept[metric.name] = _custom_value(metric, metric_input, record["qid"])
-        by_record[id(record)] = kept
-    return [by_record.get(id(r), {}) for r in records]
+                kept[metric.name] = _custom_value(metric, metric_input, record.qid)
+        scored[id(record)] = record.scored(kept)
+    return [scored.get(id(r), r.scored({})) for r in records]
 
 
 def _custom_value(metric: CustomMetric, metric_input: MetricInput, qid: int) -> float:
@@ -136,47 +249,31 @@ def _custom_value(metric: CustomMetric, metric_input: MetricInput, qid: int) -> 
     return value
 
 
-def build_run(session: RagevSession, variant: str | None) -> RunResult:
-    """The :class:`RunResult` of one variant (``None``: the base config) from its records."""
-    from pytest_ragev.metrics import aggregate
-    from pytest_ragev.plugin.session import iter_records
-
-    records = list(iter_records(session, variant))
-    custom = session.custom_metrics()
-    metric_rows = score_records(
-        records,
-        profile=session.profile,
-        custom=custom,
-        tokenizer=session.config.hook.pytest_ragev_tokenizer(),
+def build_run(
+    records: Sequence[Record],
+    *,
+    plan: RunPlan,
+    dataset: Dataset,
+    variant: str | None,
+    params: Mapping[str, Any],
+    tokenizer: Tokenizer | None = None,
+) -> RunResult:
+    """The :class:`RunResult` of one configuration from its records (in qid order)."""
+    samples = score_records(
+        sorted(records, key=lambda r: r.qid), profile=plan.profile,
+        custom=plan.custom_metrics, tokenizer=tokenizer,
     )
-    samples = [
-        SampleResult(
-            qid=int(record["qid"]),
-            question=record["question"],
-            retrieval_gt=[list(g) for g in record["retrieval_gt"]],
-            retrieval_ids=list(record["retrieval_ids"]),
-            generated_text=record["generated_text"],
-            generated_gt=record["generated_gt"],
-            metrics=row,
-            error=record.get("error"),
-            variant=variant,
-            meta=dict(record.get("meta") or {}),
-        )
-        for record, row in zip(records, metric_rows, strict=True)
-    ]
-    names = [*METRIC_NAMES, *(m.name for m in custom)]
     summary = aggregate(
         [s.metrics for s in samples if s.error is None],
-        names=names,
-        directions={m.name: m.direction for m in custom},
+        names=list(plan.metric_names),
+        directions={m.name: m.direction for m in plan.custom_metrics},
     )
-    params = run_params(session, variant)
     return RunResult(
-        dataset_id=session.dataset_id,
-        fingerprint=session.dataset.fingerprint,
-        dataset_stats=session.dataset.stats.to_json(),
-        profile=session.profile,
-        params=params,
+        dataset_id=dataset.dataset_id,
+        fingerprint=dataset.fingerprint,
+        dataset_stats=dataset.stats.to_json(),
+        profile=plan.profile,
+        params=dict(params),
         params_hash=sha256_json(params),
         samples=samples,
         summary=summary,
@@ -184,22 +281,26 @@ def build_run(session: RagevSession, variant: str | None) -> RunResult:
     )
 
 
-def run_params(session: RagevSession, variant: str | None) -> dict[str, Any]:
-    """The resolved, redacted settings snapshot recorded as the report's ``params``."""
-    settings = session.pipeline_settings(variant)
-    pipeline = {"name": settings.name, **session.builtin.snapshot(settings)}
-    ragev = session.ragev
+def run_params(
+    plan: RunPlan, dataset: Dataset, pipeline_snapshot: Mapping[str, Any],
+    variant: str | None,
+) -> dict[str, Any]:
+    """The resolved, redacted settings snapshot recorded as the report's ``params``.
+
+    ``pipeline_snapshot`` is the pipeline's own view of its knobs (defaults filled in).
+    """
+    config = plan.config
     params: dict[str, Any] = redact(
         {
             "dataset": {
-                "id": session.dataset_id,
-                "path": _portable_path(ragev.dataset_path, ragev.source.parent),
-                "fingerprint": session.dataset.fingerprint,
-                "limit": session.options.limit,
+                "id": dataset.dataset_id,
+                "path": _portable_path(config.dataset_path, config.source.parent),
+                "fingerprint": dataset.fingerprint,
+                "limit": plan.options.limit,
             },
-            "pipeline": pipeline,
-            "metrics": {"profile": session.profile},
-            "thresholds": dict(ragev.thresholds),
+            "pipeline": {"name": plan.settings(variant).name, **pipeline_snapshot},
+            "metrics": {"profile": plan.profile},
+            "thresholds": dict(config.thresholds),
         }
     )
     return params
@@ -208,7 +309,7 @@ def run_params(session: RagevSession, variant: str | None) -> dict[str, Any]:
 def _portable_path(path: Path, base: Path) -> str:
     """``path`` relative to ``base`` in posix form when it lies under it, else absolute.
 
-    Keeps machine paths out of committed baselines and ``settings_hash`` the same on
+    Keeps machine paths out of committed baselines and the settings hash the same on
     every checkout.
     """
     try:
@@ -218,292 +319,60 @@ def _portable_path(path: Path, base: Path) -> str:
 
 
 # ---------------------------------------------------------------------- verdict
-def evaluate(session: RagevSession, *, interrupted: bool) -> Evaluation:
-    """Score, check thresholds and the baseline, write the reports; return the decision."""
-    from pytest_ragev.plugin.session import variants_with_records
+def evaluate(inputs: EvalInputs) -> Outcome:
+    """Score every configuration that ran, check thresholds and the baseline, decide.
 
-    variants = [v for v in session.selected_variants() if v in variants_with_records(session)]
-    runs = [build_run(session, variant) for variant in variants]
-    evaluation = Evaluation(runs=runs)
-    if interrupted:
-        progress = session.progress
-        evaluation.interrupted = (
-            f"ragev: run {session.interrupt_reason}: {progress.finished} of "
-            f"{progress.total} questions answered"
+    Raises :class:`~pytest_ragev.core.errors.BaselineError` when the baseline cannot be
+    compared (a usage error) and :class:`ConfigError` when a custom metric misbehaves.
+    """
+    plan, facts = inputs.plan, inputs.facts
+    by_variant: dict[str | None, list[Record]] = {}
+    for record in inputs.records:
+        by_variant.setdefault(record.variant, []).append(record)
+    runs = tuple(
+        build_run(by_variant[variant], plan=plan, dataset=inputs.dataset, variant=variant,
+                  params=inputs.params[variant], tokenizer=inputs.tokenizer)
+        for variant in plan.variants if variant in by_variant
+    )
+    interrupted = None
+    if facts.interrupted is not None:
+        interrupted = (
+            f"ragev: run {facts.interrupted}: {facts.finished} of {facts.total} "
+            "questions answered"
         )
-    for run in runs:
-        evaluation.errors += sum(1 for s in run.samples if s.error)
-        evaluation.fallbacks += sum(1 for s in run.samples if s.meta.get("fallback"))
+    errors = sum(1 for run in runs for s in run.samples if s.error)
+    fallbacks = sum(1 for run in runs for s in run.samples if s.meta.get("fallback"))
+    # Thresholds hold the base configuration (the one you ship); variants are checked
+    # only when one is selected alone.
     gated = runs[:1] if runs and runs[0].variant is None else runs
-    _check_thresholds(session, gated, evaluation)
-    if session.duplicates:
-        evaluation.notes.append(
-            f"ragev: {session.duplicates} duplicate records for the same question were ignored "
+    thresholds = tuple(result for run in gated for result in check_thresholds(run, plan.thresholds))
+    notes = []
+    if facts.duplicates:
+        notes.append(
+            f"ragev: {facts.duplicates} duplicate records for the same question were ignored "
             "(the first one counts)"
         )
-    from pytest_ragev.gate import workflow as _gate
-
-    _gate.apply(session, evaluation, interrupted=interrupted)
-    evaluation.report = final_report(session, evaluation, interrupted=interrupted)
-    session.config.hook.pytest_ragev_report(report=evaluation.report)
-    _write_reports(session, evaluation)
-    return evaluation
-
-
-def _check_thresholds(
-    session: RagevSession, runs: Sequence[RunResult], evaluation: Evaluation
-) -> None:
-    from pytest_ragev.gate import check_thresholds, thresholds_from_table
-
-    if not session.ragev.thresholds:
-        return
-    directions = {name: "higher" for name in METRIC_NAMES}
-    directions.update({m.name: m.direction for m in session.custom_metrics()})
-    checks = thresholds_from_table(
-        session.ragev.thresholds, source=str(session.ragev.source), directions=directions
+    dataset = inputs.dataset
+    gate = run_gate(runs, GateInputs(
+        rules=plan.rules,
+        baseline_path=plan.baseline_path,
+        update=plan.options.update_baseline,
+        interrupted=facts.interrupted is not None,
+        configured=plan.configured,
+        plugin_version=__version__,
+        every_qid=tuple(pair.qid for pair in dataset.pairs),
+        limit=plan.options.limit,
+        source_fingerprint=dataset.source_fingerprint,
+    ))
+    return Outcome(
+        runs=runs,
+        facts=facts,
+        thresholds=thresholds,
+        gate=gate,
+        failures=(*(t.reason for t in thresholds if t.reason is not None), *gate.failures),
+        notes=(*notes, *gate.notes),
+        warnings=tuple(dataset.warnings),
+        errors=errors,
+        fallbacks=fallbacks,
+        interrupted=interrupted,
     )
-    for run in runs:
-        for result in check_thresholds(run, checks):
-            evaluation.thresholds.append(result)
-            if result.reason is not None:
-                evaluation.failures.append(result.reason)
-
-
-# ---------------------------------------------------------------------- reports
-def _metric_block(run: RunResult | None) -> dict[str, Any]:
-    def means(names: Sequence[str]) -> dict[str, float | None]:
-        if run is None:
-            return {name: None for name in names}
-        return {
-            name: (run.summary[name].mean if name in run.summary else None) for name in names
-        }
-
-    block: dict[str, Any] = {
-        "retrieval_metrics": means(RETRIEVAL_METRICS),
-        "generation_metrics": means(GENERATION_METRICS),
-    }
-    if run is not None:
-        custom = [name for name in run.summary if name not in METRIC_NAMES]
-        if custom:
-            block["custom_metrics"] = means(custom)
-        block["counts"] = {name: item.n for name, item in run.summary.items()}
-    return block
-
-
-def _task(
-    session: RagevSession, *, status: int, err_msg: str, finished: int | None = None
-) -> dict[str, Any]:
-    progress = session.progress
-    return {
-        "id": session.task_id or "",
-        "dataset_id": session.dataset_id,
-        "start_time": progress.start_time,
-        "status": status,
-        "err_msg": err_msg,
-        "total": progress.total,
-        "finished": progress.finished if finished is None else finished,
-    }
-
-
-def progress_report(
-    session: RagevSession, *, status: int = STATUS_RUNNING, err_msg: str = ""
-) -> dict[str, Any]:
-    """The report before the first item (status 0), while the run goes (1), or after a
-    usage error (3)."""
-    return {
-        "success": status != STATUS_FAILED,
-        "data": {
-            "task": _task(session, status=status, err_msg=err_msg),
-            "params": run_params(session, None),
-            "metric": None,
-        },
-    }
-
-
-def final_report(
-    session: RagevSession, evaluation: Evaluation, *, interrupted: bool
-) -> dict[str, Any]:
-    """The JSON report in WeKnora's ``EvaluationDetail`` shape, plus samples and verdict."""
-    base = evaluation.base
-    if interrupted:
-        status = STATUS_FAILED
-        err_msg = f"{session.interrupt_reason} before every question was answered"
-    else:
-        status, err_msg = STATUS_SUCCESS, ""
-    data: dict[str, Any] = {
-        "task": _task(session, status=status, err_msg=err_msg),
-        "params": base.params if base is not None else run_params(session, None),
-        "metric": _metric_block(base),
-        "samples": [s.to_json() for s in base.samples] if base is not None else [],
-        "verdict": {
-            "passed": not evaluation.failed,
-            "failures": evaluation.verdict_failures(),
-            "errors": evaluation.errors,
-            "fallbacks": evaluation.fallbacks,
-        },
-    }
-    if session.dataset.warnings:
-        data["warnings"] = list(session.dataset.warnings)
-    state = session.gate_state
-    if state is not None and state.comparisons:
-        data["baseline"] = {
-            "path": str(state.baseline_path),
-            "comparisons": [_comparison_json(c) for c in state.comparisons],
-            "regressions": [_diff_json(d) for d in state.regressions],
-        }
-    variants = [run for run in evaluation.runs if run.variant is not None]
-    if variants:
-        data["variants"] = {
-            run.variant: {
-                "params": run.params,
-                "metric": _metric_block(run),
-                "samples": [s.to_json() for s in run.samples],
-            }
-            for run in variants
-        }
-    return {"success": not interrupted, "data": data}
-
-
-def _finite(value: float | None) -> float | None:
-    # JSON has no inf/NaN: an error that appeared counts as the largest worsening.
-    return value if value is None or math.isfinite(value) else None
-
-
-def _comparison_json(comparison: Comparison) -> dict[str, Any]:
-    return {
-        "variant": comparison.variant,
-        "common_questions": len(comparison.common_qids),
-        "added": list(comparison.added),
-        "removed": list(comparison.removed),
-        "metrics": {
-            m.metric: {
-                "baseline": m.baseline_mean,
-                "current": m.current_mean,
-                "delta": m.delta,
-                "ci": [m.ci_low, m.ci_high],
-                "ci_level": m.ci_level,
-                "p": m.p,
-                "p_raw": m.p_raw,
-                "correction": m.correction,
-                "family": m.family,
-                "n": m.n,
-                "status": m.status,
-            }
-            for m in comparison.metrics
-        },
-    }
-
-
-def _diff_json(diff: QuestionDiff) -> dict[str, Any]:
-    return {
-        "qid": diff.qid,
-        "variant": diff.variant,
-        "question": diff.question,
-        "worsening": _finite(diff.worsening),
-        "metrics": {
-            name: {"before": d.before, "after": d.after, "delta": d.delta}
-            for name, d in diff.metrics.items()
-        },
-        "retrieved_before": diff.retrieved_before,
-        "retrieved_after": diff.retrieved_after,
-        "relevant": sorted(diff.relevant),
-        "answer_before": diff.answer_before,
-        "answer_after": diff.answer_after,
-        "error_before": diff.error_before,
-        "error_after": diff.error_after,
-    }
-
-
-def _write_reports(session: RagevSession, evaluation: Evaluation) -> None:
-    path = session.report_path
-    if path is not None:
-        atomic_write_json(path, evaluation.report)
-    md_path = session.options.report_markdown or session.ragev.report_markdown
-    summary_env = os.environ.get("GITHUB_STEP_SUMMARY")
-    html_path = session.options.report_html or session.ragev.report_html
-    junit = _junit_xml(session)
-    if md_path is None and not summary_env and html_path is None and junit is None:
-        return
-    from pytest_ragev.gate import workflow as _gate
-    from pytest_ragev.report import junit_properties, render_html, render_markdown
-
-    model = _gate.report_model(session, evaluation)
-    if md_path is not None or summary_env:
-        markdown = render_markdown(model)
-        if md_path is not None:
-            atomic_write_text(md_path, markdown)
-        if summary_env:
-            # GitHub's step summary is appended to, by design, across steps.
-            with open(summary_env, "a", encoding="utf-8") as handle:
-                handle.write(markdown + "\n")
-    if html_path is not None:
-        atomic_write_text(html_path, render_html(model))
-    if junit is not None:
-        for name, value in junit_properties(model):
-            junit.add_global_property(name, value)
-
-
-def _junit_xml(session: RagevSession) -> Any:
-    # The LogXML of --junitxml, whose suite-level properties CI dashboards read.
-    from _pytest.junitxml import xml_key
-
-    return session.config.stash.get(xml_key, None)
-# ---------------------------------------------------------------------- terminal
-Markup = dict[str, bool]
-
-
-def _fmt(value: float | None) -> str:
-    return "—" if value is None else f"{value:.3f}"
-
-
-def terminal_lines(session: RagevSession, *, verbose: int) -> Iterator[tuple[str, Markup]]:
-    """The summary the terminal shows: a metrics table, counts, then one red line per failure."""
-    evaluation = session.evaluation
-    if evaluation is None:
-        return
-    yield "", {}
-    for run in evaluation.runs:
-        label = f"variant {run.variant}" if run.variant else "base configuration"
-        yield (
-            f"ragev: {run.dataset_id} ({label}), {len(run.samples)} questions, "
-            f"profile {run.profile}", {"bold": True},
-        )
-        yield f"  {'metric':<12} {'mean':>7} {'n':>6} {'threshold':>10}  verdict", {}
-        results = {t.metric: t for t in evaluation.thresholds if t.variant == run.variant}
-        for name, item in run.summary.items():
-            result = results.get(name)
-            verdict = "" if result is None else ("ok" if result.passed else "FAIL")
-            threshold = "" if result is None else f"{result.threshold:.3f}"
-            markup: Markup = {"red": True} if verdict == "FAIL" else {}
-            yield (
-                f"  {name:<12} {_fmt(item.mean):>7} {item.n:>6} {threshold:>10}  {verdict}",
-                markup,
-            )
-    counts = [f"errors {evaluation.errors}", f"fallback answers {evaluation.fallbacks}"]
-    if session.cache_hits or session.cache_misses:
-        counts.append(f"answer cache {session.cache_hits} hits / {session.cache_misses} misses")
-    yield "ragev: " + ", ".join(counts), {}
-    from pytest_ragev.gate import workflow as _gate
-
-    for line in _gate.summary_lines(session):
-        yield line, {}
-    if verbose > 0:
-        for line in _gate.verbose_lines(session, evaluation):
-            yield line, {}
-    for warning in session.dataset.warnings:
-        yield f"ragev: warning: {warning}", {"yellow": True}
-    for note in evaluation.notes:
-        yield note, {"yellow": True}
-    for failure in evaluation.verdict_failures():
-        yield failure, {"red": True, "bold": True}
-    if not evaluation.failed:
-        yield "ragev: verdict passed", {"green": True, "bold": True}
-        return
-    reasons = []
-    if evaluation.failures:
-        reasons.append(f"{len(evaluation.failures)} checks")
-    if evaluation.errors:
-        reasons.append(f"{evaluation.errors} errors")
-    if evaluation.interrupted:
-        reasons.append(session.interrupt_reason)
-    yield f"ragev: verdict FAILED ({', '.join(reasons)})", {"red": True, "bold": True}

@@ -32,7 +32,7 @@ from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from pytest_ragev.core.types import Answer, ChunkLike, QAPair
+from pytest_ragev.core.types import ChunkLike
 
 _SPACE = re.compile(r"\s+")
 #: k-gram length of the containment index, and the stride at which passages are sampled.
@@ -196,55 +196,3 @@ def _passage_id(item: Any, position: int) -> int | None:
         f"Answer.retrieved[{position}] is a {type(item).__name__}; give a passage id (int), "
         "a chunk text (str) or an object with .text (and optionally .passage_id)"
     )
-
-
-def make_record(
-    case: QAPair,
-    answer: Answer | None,
-    *,
-    index: PassageIndex,
-    dataset_id: str,
-    variant: str | None,
-    error: str | None = None,
-) -> dict[str, Any]:
-    """The JSON-safe record that travels on a test report for one question."""
-    if answer is None:
-        ids: list[int] = []
-        text = ""
-        meta: dict[str, Any] = {}
-    else:
-        ids = retrieved_ids(answer.retrieved, index=index, relevant=case.pids)
-        text = answer.text
-        if not isinstance(text, str):
-            raise TypeError(f"Answer.text is a {type(text).__name__}; return the answer as a str")
-        meta = _json_safe(dict(answer.meta))
-    return {
-        "dataset": dataset_id,
-        "variant": variant,
-        "qid": case.qid,
-        "question": case.question,
-        "retrieval_gt": [list(case.pids)] if case.pids else [],
-        "grades": dict(zip((str(p) for p in case.pids), case.grades, strict=False)),
-        "retrieval_ids": ids,
-        "generated_text": text,
-        "generated_gt": case.answer if case.answer is not None else "",
-        "has_answer": case.answer is not None,
-        "error": error,
-        "meta": meta,
-    }
-
-
-def _json_safe(value: Any) -> Any:
-    # Records cross the xdist channel and land in JSON: plain types only.
-    if value is None or isinstance(value, str | bool | int):
-        return value
-    if isinstance(value, float):
-        return value
-    if isinstance(value, Mapping):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    try:  # numpy scalars and the like
-        return float(value)
-    except (TypeError, ValueError):
-        return str(value)

@@ -7,64 +7,17 @@ imports pytest, numpy or pyarrow.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
+
+from pytest_ragev.core.record import Record
 
 #: Whether a larger value of a metric is better (all twelve built-ins) or worse.
 Direction = Literal["higher", "lower"]
 
 
-@dataclass(frozen=True)
-class SampleResult:
-    """One question's outcome.
-
-    ``metrics`` holds only the metrics that apply: no retrieval metrics for a
-    question without qrels, no generation metrics for one without a reference
-    answer, and nothing at all when the pipeline raised (``error`` then says why).
-    """
-
-    qid: int
-    question: str
-    retrieval_gt: list[list[int]]
-    retrieval_ids: list[int]
-    generated_text: str
-    generated_gt: str
-    metrics: dict[str, float]
-    error: str | None = None
-    variant: str | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        """The record as it appears in ``data.samples`` of the JSON report."""
-        return {
-            "qid": self.qid,
-            "question": self.question,
-            "retrieval_gt": self.retrieval_gt,
-            "retrieval_ids": self.retrieval_ids,
-            "generated_text": self.generated_text,
-            "generated_gt": self.generated_gt,
-            "metrics": self.metrics,
-            "error": self.error,
-            **({"variant": self.variant} if self.variant is not None else {}),
-            **({"meta": self.meta} if self.meta else {}),
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> SampleResult:
-        """Inverse of :meth:`to_json`."""
-        return cls(
-            qid=int(data["qid"]),
-            question=str(data.get("question", "")),
-            retrieval_gt=[[int(x) for x in group] for group in data.get("retrieval_gt", [])],
-            retrieval_ids=[int(x) for x in data.get("retrieval_ids", [])],
-            generated_text=str(data.get("generated_text", "")),
-            generated_gt=str(data.get("generated_gt", "")),
-            metrics={str(k): float(v) for k, v in dict(data.get("metrics", {})).items()},
-            error=data.get("error"),
-            variant=data.get("variant"),
-            meta=dict(data.get("meta", {})),
-        )
+#: One question's outcome: the scored :class:`~pytest_ragev.core.record.Record`.
+SampleResult = Record
 
 
 @dataclass(frozen=True)

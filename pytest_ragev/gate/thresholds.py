@@ -99,7 +99,7 @@ def thresholds_from_table(
     for name, value in table.items():
         if name not in directions:
             raise ConfigError(
-                f"{source}: [thresholds]: unknown metric {name!r}; "
+                f"{source}: [thresholds] {name!r} is not a metric; "
                 f"{suggest(name, known, noun='metrics')}"
             )
         if not is_number(value) or not math.isfinite(float(value)):

@@ -1,58 +1,81 @@
-"""The session's side of the baseline gate: which runs to compare, what to write, what to say.
+"""The baseline life cycle of one session, as one function: :func:`run_gate`.
 
-The decisions themselves live in :mod:`pytest_ragev.gate` and
-:mod:`pytest_ragev.gate.baseline`; this module wires them to the settings and collects
-their lines into the :class:`~pytest_ragev.evaluation.Evaluation`.
+Given the session's runs and a :class:`GateInputs`, it decides what to compare, what to
+write and what to say, and returns a :class:`GateOutcome`. It owns the baseline file
+(the gate's own artefact, as in pytest-regressions): it creates a missing one, writes
+``*.obtained.json`` beside it after a regression, removes a stale one after a pass and
+writes the file on ``--ragev-update-baseline``. Everything else is a value.
+
+* No baseline path: nothing to compare (``--ragev-update-baseline`` then fails).
+* ``update``: write (or merge into) the baseline and pass.
+* The file is missing: write it and fail, asking to commit it.
+* Otherwise: compare every run with its own recorded run; a baseline that cannot be
+  compared raises :class:`~pytest_ragev.core.errors.BaselineError` (a usage error).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-import pytest_ragev
+from pytest_ragev.core.errors import BaselineError
 from pytest_ragev.core.results import RunResult
-from pytest_ragev.core.types import METRIC_NAMES
+from pytest_ragev.gate.baseline import (
+    Snapshot,
+    check_compatible,
+    id_list,
+    load_snapshot,
+    merge_snapshot,
+    obtained_path,
+    write_snapshot,
+)
+from pytest_ragev.gate.compare import Comparison, compare
+from pytest_ragev.gate.diffs import QuestionDiff, VariantTable, compare_variants, top_regressions
+from pytest_ragev.gate.rules import GateRules
 
-if TYPE_CHECKING:
-    from pytest_ragev.evaluation import Evaluation
-    from pytest_ragev.gate import Comparison, GateRules, QuestionDiff, VariantTable
-    from pytest_ragev.plugin.session import RagevSession
-    from pytest_ragev.report import ReportModel
+
+@dataclass(frozen=True)
+class GateInputs:
+    """What the gate needs to know about the session besides its runs.
+
+    ``configured`` lists every configuration of the config file (``None`` for the base
+    one), whether it ran or not; ``every_qid`` the dataset's question ids (to say which
+    questions a written baseline lacks); ``source_fingerprint`` the full dataset's
+    fingerprint of a ``--ragev-limit`` run (``None`` otherwise).
+    """
+
+    rules: GateRules = field(default_factory=GateRules)
+    baseline_path: Path | None = None
+    update: bool = False
+    interrupted: bool = False
+    configured: tuple[str | None, ...] = (None,)
+    plugin_version: str = ""
+    every_qid: tuple[int, ...] = ()
+    limit: int | None = None
+    source_fingerprint: str | None = None
 
 
-@dataclass
-class GateState:
-    """What the gate found, kept for the terminal and the reports."""
+@dataclass(frozen=True)
+class GateOutcome:
+    """What the gate found: comparisons, the most regressed questions, lines to print.
 
-    rules: GateRules
+    ``failures`` fail the verdict; ``notes`` are printed and reported.
+    """
+
+    rules: GateRules = field(default_factory=GateRules)
     baseline_path: Path | None = None
     baseline_runs: dict[str | None, RunResult] = field(default_factory=dict)
-    comparisons: list[Comparison] = field(default_factory=list)
-    regressions: list[QuestionDiff] = field(default_factory=list)
+    comparisons: tuple[Comparison, ...] = ()
+    regressions: tuple[QuestionDiff, ...] = ()
     variant_table: VariantTable | None = None
+    failures: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
-
-def _rules(session: RagevSession) -> GateRules:
-    """``[gate]``'s rules; ``top_regressions`` falls back to ``[report]``'s (default 10)."""
-    from pytest_ragev.gate import GateRules
-
-    names = [*METRIC_NAMES, *(m.name for m in session.custom_metrics())]
-    gate = session.ragev.gate or {}
-    rules = (
-        GateRules.from_table(gate, source=str(session.ragev.source), metric_names=names)
-        if gate
-        else GateRules()
-    )
-    if "top_regressions" not in gate:
-        rules = replace(rules, top_regressions=session.ragev.top_regressions)
-    return rules
-
-
-def baseline_path(session: RagevSession) -> Path | None:
-    return session.options.baseline or session.ragev.baseline_path
+    @property
+    def passed(self) -> bool:
+        """Whether the gate adds no failure."""
+        return not self.failures
 
 
 def _name(variant: str | None) -> str:
@@ -63,7 +86,7 @@ def _label(variant: str | None) -> str:
     return "the base configuration" if variant is None else f"variant {variant!r}"
 
 
-def _comparable_runs(session: RagevSession, runs: Sequence[RunResult]) -> list[RunResult]:
+def _comparable(runs: Sequence[RunResult], source_fingerprint: str | None) -> list[RunResult]:
     """The runs as the baseline sees them: a ``--ragev-limit`` run carries its parent's fingerprint.
 
     ``Dataset.limit`` gives the limited dataset a fingerprint of its own (answer caches
@@ -71,226 +94,164 @@ def _comparable_runs(session: RagevSession, runs: Sequence[RunResult]) -> list[R
     ``source_fingerprint``. Against a baseline the limited run is the full dataset with
     questions left out: the overlap logic lists them instead of refusing the comparison.
     """
-    source = session.dataset.source_fingerprint
-    if source is None:
+    if source_fingerprint is None:
         return list(runs)
     return [
-        run if run.fingerprint == source else replace(run, fingerprint=source) for run in runs
+        run if run.fingerprint == source_fingerprint
+        else replace(run, fingerprint=source_fingerprint)
+        for run in runs
     ]
 
 
-def _subset_notes(session: RagevSession, runs: Sequence[RunResult], path: Path) -> list[str]:
+def _subset_notes(runs: Sequence[RunResult], path: Path, inputs: GateInputs) -> list[str]:
     """Warnings when the written baseline holds fewer questions than the dataset has."""
-    from pytest_ragev.gate.baseline import id_list
-
     notes = []
-    every = [pair.qid for pair in session.cases()]
     for run in runs:
         ran = {sample.qid for sample in run.samples}
-        missing = [qid for qid in every if qid not in ran]
+        missing = [qid for qid in inputs.every_qid if qid not in ran]
         if missing:
             notes.append(
-                f"ragev: warning: {path} now holds {len(ran)} of {len(every)} questions for "
-                f"{_label(run.variant)} (the others were deselected or not run, and are not "
-                f"gated until recorded): {id_list(missing)}"
+                f"ragev: warning: {path} now holds {len(ran)} of {len(inputs.every_qid)} "
+                f"questions for {_label(run.variant)} (the others were deselected or not run, "
+                f"and are not gated until recorded): {id_list(missing)}"
             )
-    limit = session.options.limit
-    if limit and session.dataset.source_fingerprint is not None:
+    if inputs.limit and inputs.source_fingerprint is not None:
         notes.append(
-            f"ragev: warning: --ragev-limit {limit}: {path} holds only the first {limit} "
-            "questions; rerun without the limit to record the whole dataset"
+            f"ragev: warning: --ragev-limit {inputs.limit}: {path} holds only the first "
+            f"{inputs.limit} questions; rerun without the limit to record the whole dataset"
         )
     return notes
 
 
-def _remove_stale(path: Path, evaluation: Evaluation) -> None:
-    from pytest_ragev.gate.baseline import obtained_path
-
+def _remove_stale(path: Path) -> str | None:
+    """Remove the ``.obtained.json`` of an earlier failed run; the note to print, if any."""
     obtained = obtained_path(path)
     try:
         obtained.unlink()
     except FileNotFoundError:
-        return
+        return None
     except OSError as exc:
-        evaluation.notes.append(f"ragev: could not remove the stale {obtained}: {exc}")
-        return
-    evaluation.notes.append(f"ragev: removed the stale {obtained} (this run passed)")
+        return f"ragev: could not remove the stale {obtained}: {exc}"
+    return f"ragev: removed the stale {obtained} (this run passed)"
 
 
-def apply(
-    session: RagevSession,
-    evaluation: Evaluation,
-    *,
-    interrupted: bool,
-) -> GateState:
-    """Run the baseline workflow and the variant comparison; add lines to ``evaluation``.
+def run_gate(runs: Sequence[RunResult], inputs: GateInputs) -> GateOutcome:
+    """Run the baseline workflow and the variant comparison for one session.
 
-    Every run of ``evaluation.runs`` is compared with its own recorded run (the base
-    configuration with the base run, each variant with its variant run), whichever of
-    them were selected. A session that ran only some configurations (``--ragev-variant``, ``-k``)
-    compares those, and ``--ragev-update-baseline`` merges them into the file, keeping
-    the recorded runs of the configurations that did not run.
+    Every run is compared with its own recorded run (the base configuration with the
+    base run, each variant with its variant run), whichever of them were selected. A
+    session that ran only some configurations (``--ragev-variant``, ``-k``) compares
+    those, and ``update`` merges them into the file, keeping the recorded runs of the
+    configurations that did not run.
     """
-    from pytest_ragev.core.errors import BaselineError
-    from pytest_ragev.gate import compare, compare_variants, top_regressions
-    from pytest_ragev.gate.baseline import (
-        Snapshot,
-        check_compatible,
-        load_snapshot,
-        merge_snapshot,
-        obtained_path,
-        write_snapshot,
-    )
-
-    rules = _rules(session)
-    state = GateState(rules=rules)
-    session.gate_state = state
-    runs = evaluation.runs
-    if len(runs) > 1 and runs[0].variant is None:
-        state.variant_table = compare_variants(runs[0], runs[1:], rules)
-
-    update = session.options.update_baseline
-    path = baseline_path(session)
+    rules = inputs.rules
+    table = (compare_variants(runs[0], runs[1:], rules)
+             if len(runs) > 1 and runs[0].variant is None else None)
+    outcome = GateOutcome(rules=rules, variant_table=table, baseline_path=inputs.baseline_path)
+    path = inputs.baseline_path
     if path is None:
-        if update:
-            evaluation.failures.append(
+        if inputs.update:
+            return replace(outcome, failures=(
                 "ragev: --ragev-update-baseline needs a baseline path; set [baseline] path "
-                "in the config or pass --ragev-baseline PATH"
-            )
-        return state
-    state.baseline_path = path
+                "in the config or pass --ragev-baseline PATH",
+            ))
+        return outcome
     if not runs:
-        if update:
-            evaluation.failures.append(
+        if inputs.update:
+            return replace(outcome, failures=(
                 f"ragev: --ragev-update-baseline: no question ran, so {path} was left "
-                "untouched; check -k, --ragev-variant and the node ids you selected"
-            )
-        return state
-    if interrupted:
-        evaluation.notes.append(f"ragev: run interrupted: baseline {path} left untouched")
-        return state
-
-    runs = _comparable_runs(session, runs)
-    version = pytest_ragev.__version__
-    configured: list[str | None] = [None, *(v.name for v in session.ragev.variants)]
-    ran = {run.variant for run in runs}
-    complete = all(name in ran for name in configured)
-    if update:
-        # A complete session replaces the file (even a damaged one); a partial one must
-        # read it to keep the configurations that did not run.
-        existing = None
-        if not complete and path.exists():
-            try:
-                existing = load_snapshot(path)
-            except BaselineError as exc:
-                raise BaselineError(
-                    f"{exc} (a partial update keeps the file's other runs, so it must read "
-                    "the file: run --ragev-update-baseline without --ragev-variant or -k to "
-                    "replace it)"
-                ) from None
-        merged = merge_snapshot(existing, runs, plugin_version=version, keep=configured)
-        write_snapshot(path, merged.snapshot)
-        message = f"ragev: baseline written to {path}"
-        if not complete:
-            written = ", ".join(_name(run.variant) for run in runs)
-            kept = ", ".join(_name(v) for v in merged.kept) or "nothing"
-            message += f" (updated: {written}; kept from the previous file: {kept})"
-        evaluation.notes.append(message)
-        if merged.dropped and existing is not None:
-            evaluation.notes.append(
-                f"ragev: dropped from {path}: {', '.join(_name(v) for v in merged.dropped)} "
-                "(no longer configured, or recorded on another dataset or metric profile)"
-            )
-        evaluation.notes.extend(_subset_notes(session, runs, path))
-        _remove_stale(path, evaluation)
-        return state
-
+                "untouched; check -k, --ragev-variant and the node ids you selected",
+            ))
+        return outcome
+    if inputs.interrupted:
+        return replace(outcome, notes=(f"ragev: run interrupted: baseline {path} left untouched",))
+    runs = _comparable(runs, inputs.source_fingerprint)
+    if inputs.update:
+        return replace(outcome, notes=tuple(_update(runs, path, inputs)))
     if not path.exists():
-        if None not in ran:
-            evaluation.failures.append(
+        if not any(run.variant is None for run in runs):
+            return replace(outcome, failures=(
                 f"ragev: baseline {path} not found, and the base configuration did not run "
-                "(only variants were selected); run without --ragev-variant to create it"
-            )
-            return state
-        write_snapshot(path, Snapshot.from_runs(runs, plugin_version=version))
-        evaluation.notes.extend(_subset_notes(session, runs, path))
-        evaluation.failures.append(
-            f"ragev: baseline not found, created {path}; commit it and rerun"
+                "(only variants were selected); run without --ragev-variant to create it",
+            ))
+        write_snapshot(path, Snapshot.from_runs(runs, plugin_version=inputs.plugin_version))
+        return replace(
+            outcome,
+            notes=tuple(_subset_notes(runs, path, inputs)),
+            failures=(f"ragev: baseline not found, created {path}; commit it and rerun",),
         )
-        return state
+    return _compare(runs, path, inputs, outcome)
 
+
+def _update(runs: Sequence[RunResult], path: Path, inputs: GateInputs) -> list[str]:
+    """Write ``runs`` into the baseline (merging a partial session); the notes to print."""
+    ran = {run.variant for run in runs}
+    complete = all(name in ran for name in inputs.configured)
+    # A complete session replaces the file (even a damaged one); a partial one must
+    # read it to keep the configurations that did not run.
+    existing = None
+    if not complete and path.exists():
+        try:
+            existing = load_snapshot(path)
+        except BaselineError as exc:
+            raise BaselineError(
+                f"{exc} (a partial update keeps the file's other runs, so it must read "
+                "the file: run --ragev-update-baseline without --ragev-variant or -k to "
+                "replace it)"
+            ) from None
+    merged = merge_snapshot(existing, runs, plugin_version=inputs.plugin_version,
+                            keep=inputs.configured)
+    write_snapshot(path, merged.snapshot)
+    message = f"ragev: baseline written to {path}"
+    if not complete:
+        written = ", ".join(_name(run.variant) for run in runs)
+        kept = ", ".join(_name(v) for v in merged.kept) or "nothing"
+        message += f" (updated: {written}; kept from the previous file: {kept})"
+    notes = [message]
+    if merged.dropped and existing is not None:
+        notes.append(
+            f"ragev: dropped from {path}: {', '.join(_name(v) for v in merged.dropped)} "
+            "(no longer configured, or recorded on another dataset or metric profile)"
+        )
+    notes += _subset_notes(runs, path, inputs)
+    stale = _remove_stale(path)
+    return [*notes, *([stale] if stale else [])]
+
+
+def _compare(
+    runs: Sequence[RunResult], path: Path, inputs: GateInputs, outcome: GateOutcome
+) -> GateOutcome:
     baseline = load_snapshot(path)
     overlaps = [check_compatible(baseline, run) for run in runs]  # BaselineError: exit 4
+    notes: list[str] = []
     if all(o == overlaps[0] for o in overlaps):
-        evaluation.notes.extend(overlaps[0].lines())
+        notes += overlaps[0].lines()
     else:
         for run, overlap in zip(runs, overlaps, strict=True):
-            evaluation.notes.extend(overlap.lines(_label(run.variant)))
+            notes += overlap.lines(_label(run.variant))
+    baseline_runs: dict[str | None, RunResult] = {}
+    comparisons: list[Comparison] = []
+    regressions: list[QuestionDiff] = []
+    failures: list[str] = []
     for run in runs:
         before = baseline.run_for(run.variant)
-        assert before is not None
-        state.baseline_runs[run.variant] = before
-        comparison = compare(before, run, rules)
-        state.comparisons.append(comparison)
-        evaluation.failures.extend(comparison.failure_lines)
-        state.regressions.extend(top_regressions(before, run, rules.top_regressions))
-    if any(not c.passed for c in state.comparisons):
+        assert before is not None  # check_compatible refused runs the file lacks
+        baseline_runs[run.variant] = before
+        comparison = compare(before, run, inputs.rules)
+        comparisons.append(comparison)
+        failures += comparison.failure_lines
+        regressions += top_regressions(before, run, inputs.rules.top_regressions)
+    if any(not c.passed for c in comparisons):
         obtained = obtained_path(path)
-        merged = merge_snapshot(baseline, runs, plugin_version=version, keep=configured)
+        merged = merge_snapshot(baseline, runs, plugin_version=inputs.plugin_version,
+                                keep=inputs.configured)
         write_snapshot(obtained, merged.snapshot)
-        evaluation.notes.append(
-            f"ragev: this run's snapshot written to {obtained}; diff it against {path}"
-        )
+        notes.append(f"ragev: this run's snapshot written to {obtained}; diff it against {path}")
     else:
-        _remove_stale(path, evaluation)
-    return state
-
-
-def verbose_lines(session: RagevSession, evaluation: Evaluation) -> Iterator[str]:
-    """Comparison tables and per-question diffs, for ``-v``."""
-    from pytest_ragev.report.terminal import render_comparison, render_question_diffs
-
-    state: GateState | None = getattr(session, "gate_state", None)
-    if state is None:
-        return
-    for comparison in state.comparisons:
-        yield from render_comparison(comparison)
-    if state.regressions:
-        yield from render_question_diffs(state.regressions)
-
-
-def summary_lines(session: RagevSession) -> Iterator[str]:
-    """The variant table and the baseline comparison, shown at every verbosity."""
-    from pytest_ragev.report.terminal import render_comparison, render_variant_table
-
-    state: GateState | None = getattr(session, "gate_state", None)
-    if state is None:
-        return
-    if state.variant_table is not None:
-        yield from render_variant_table(state.variant_table)
-    if session.config.option.verbose <= 0:
-        for comparison in state.comparisons:
-            yield from render_comparison(comparison)
-
-
-def report_model(session: RagevSession, evaluation: Evaluation) -> ReportModel:
-    """The :class:`~pytest_ragev.report.ReportModel` the Markdown and HTML renderers read."""
-    from pytest_ragev.report import ReportModel
-
-    state: GateState | None = getattr(session, "gate_state", None)
-    return ReportModel.build(
-        runs=evaluation.runs,
-        thresholds=evaluation.thresholds,
-        comparisons=state.comparisons if state else [],
-        baseline_runs=state.baseline_runs if state else {},
-        variant_table=state.variant_table if state else None,
-        regressions=state.regressions if state else [],
-        passed=not evaluation.failed,
-        failures=evaluation.verdict_failures(),
-        errors=evaluation.errors,
-        fallbacks=evaluation.fallbacks,
-        task_id=session.task_id or "",
-        start_time=session.progress.start_time,
-        baseline_path=state.baseline_path if state else None,
-        notes=evaluation.notes,
+        stale = _remove_stale(path)
+        if stale:
+            notes.append(stale)
+    return replace(
+        outcome, baseline_runs=baseline_runs, comparisons=tuple(comparisons),
+        regressions=tuple(regressions), failures=tuple(failures), notes=tuple(notes),
     )

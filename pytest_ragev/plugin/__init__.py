@@ -17,7 +17,9 @@ import pytest
 from pytest_ragev.core.types import Answer, QAPair
 
 if TYPE_CHECKING:
-    from pytest_ragev.plugin.session import RagevSession
+    from pytest_ragev.config import RagevConfig, RunOptions
+    from pytest_ragev.core.record import Record
+    from pytest_ragev.plugin.run import ActiveRun
 
 
 def _positive_int(value: str) -> int:
@@ -147,15 +149,23 @@ def _path_option(config: pytest.Config, name: str) -> Path | None:
     return Path(value).resolve() if value else None
 
 
+def _start_run(config: pytest.Config, ragev: RagevConfig, options: RunOptions) -> ActiveRun:
+    # The active part of a run imports the dataset layer, the metric engine and the
+    # pipelines: only runs that answer questions pay for them.
+    from pytest_ragev.plugin.run import ActiveRun
+
+    return ActiveRun(config, ragev, options)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     path, from_cli = _config_path(config, config.getoption("ragev_config"))
     if path is None:
         return
-    from pytest_ragev.config import load_config
+    from pytest_ragev.config import RunOptions, load_config
     from pytest_ragev.core.errors import RagevError
-    from pytest_ragev.plugin.keys import ragev_session_key
-    from pytest_ragev.plugin.session import RagevSession, RunOptions
+    from pytest_ragev.plugin.keys import session_key
+    from pytest_ragev.plugin.session import RagevSession
 
     ini_file = None if from_cli else (config.inipath or config.rootpath / "pytest.ini")
     try:
@@ -178,34 +188,36 @@ def pytest_configure(config: pytest.Config) -> None:
     if from_cli and not explicit:
         # `pytest --ragev-config ragev.toml` with no test paths: run only the evaluation.
         config.args = [str(ragev.source)]
-    session = RagevSession(config, ragev, options)
-    config.stash[ragev_session_key] = session
+    session = RagevSession(config, ragev, options, start_run=_start_run)
+    config.stash[session_key] = session
     config.pluginmanager.register(session, "ragev-session")
-    if config.pluginmanager.hasplugin("xdist"):
-        from pytest_ragev.plugin.progress import XdistProgress
-
-        config.pluginmanager.register(XdistProgress(session), "ragev-xdist")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    from pytest_ragev.plugin.keys import ragev_session_key
+    from pytest_ragev.plugin.keys import session_key
 
-    session = config.stash.get(ragev_session_key, None)
-    if session is not None:
-        del config.stash[ragev_session_key]
-        for name in ("ragev-xdist", "ragev-builtin-pipelines", "ragev-session"):
-            plugin = config.pluginmanager.get_plugin(name)
-            if plugin is not None:
-                config.pluginmanager.unregister(plugin, name)
+    session = config.stash.get(session_key, None)
+    if session is None:
+        return
+    del config.stash[session_key]
+    names = ["ragev-session"]
+    if session.started is not None:
+        from pytest_ragev.plugin.run import PLUGIN_NAMES
+
+        names += PLUGIN_NAMES
+    for name in names:
+        plugin = config.pluginmanager.get_plugin(name)
+        if plugin is not None:
+            config.pluginmanager.unregister(plugin, name)
 
 
-def _session_or_skip(request: pytest.FixtureRequest) -> RagevSession:
-    from pytest_ragev.plugin.keys import ragev_session_key
+def _run_or_skip(request: pytest.FixtureRequest) -> ActiveRun:
+    from pytest_ragev.plugin.keys import session_key
 
-    session = request.config.stash.get(ragev_session_key, None)
+    session = request.config.stash.get(session_key, None)
     if session is None:
         pytest.skip("no ragev config: pass --ragev-config or set ragev_config in the ini file")
-    return session
+    return session.run
 
 
 @pytest.fixture
@@ -217,7 +229,7 @@ def ragev_case(request: pytest.FixtureRequest) -> QAPair:
         def test_answer(ragev_case, ragev_answer, ragev_record):
             ragev_record(retrieved=ragev_answer.retrieved, text=ragev_answer.text)
     """
-    _session_or_skip(request)
+    _run_or_skip(request)
     # Reached only when pytest_generate_tests did not parametrize (no pairs at all).
     pytest.skip("the ragev dataset has no questions")
 
@@ -225,26 +237,25 @@ def ragev_case(request: pytest.FixtureRequest) -> QAPair:
 @pytest.fixture(scope="session")
 def ragev_kb(request: pytest.FixtureRequest) -> Any:
     """The session's evaluation knowledge base for the base configuration (built once)."""
-    session = _session_or_skip(request)
-    return session.knowledge_base(session.pipeline_settings(None))
+    run = _run_or_skip(request)
+    return run.answerer.knowledge_base(run.plan.settings(None))
 
 
 @pytest.fixture
 def ragev_answer(request: pytest.FixtureRequest, ragev_case: QAPair) -> Answer:
     """The configured pipeline's :class:`Answer` to this test's question."""
-    session = _session_or_skip(request)
-    return session.answer(ragev_case, None)
+    return _run_or_skip(request).answerer.answer(ragev_case, None)
 
 
 @pytest.fixture
-def ragev_record(request: pytest.FixtureRequest) -> Callable[..., dict[str, Any]]:
+def ragev_record(request: pytest.FixtureRequest) -> Callable[..., Record]:
     """Record what a hand-written test retrieved and generated for its ``ragev_case``.
 
     Call it once per test: ``ragev_record(retrieved=[...], text="...")``. ``retrieved``
     takes passage ids, chunk texts or chunk objects, as ``Answer.retrieved`` does. The
     record feeds the same metrics, thresholds and reports as the generated items.
     """
-    session = _session_or_skip(request)
+    run = _run_or_skip(request)
     callspec = getattr(request.node, "callspec", None)
     case = callspec.params.get("ragev_case") if callspec is not None else None
     if not isinstance(case, QAPair):
@@ -254,11 +265,11 @@ def ragev_record(request: pytest.FixtureRequest) -> Callable[..., dict[str, Any]
         )
     recorded: list[bool] = []
 
-    def record(*, retrieved: Any = (), text: str = "", meta: Any = None) -> dict[str, Any]:
+    def record(*, retrieved: Any = (), text: str = "", meta: Any = None) -> Record:
         if recorded:
             raise RuntimeError("ragev_record was called twice in one test; record once")
         recorded.append(True)
         answer = Answer(retrieved=list(retrieved), text=text, meta=dict(meta or {}))
-        return session.record_manual(request.node, case, answer)
+        return run.answerer.record_manual(request.node, case, answer)
 
     return record

@@ -1,43 +1,133 @@
-"""The test items: one per QA pair (and per variant), with stable ids.
+"""The test items: one per QA pair (and per variant), with stable ids built and parsed here.
 
 Node ids are ``<config file>::<dataset id>::q<qid>`` for the base configuration and
 ``<config file>::<dataset id>::<variant>::q<qid>`` for a variant, built in qid order, so
-every xdist worker collects the identical list.
+every xdist worker collects the identical list. A hand-written test parametrized by the
+``ragev_case`` fixture carries ``q<qid>`` as one dash-separated part of its parameter id
+(``test_answer[q17]``). :class:`NodeIds` is the one place that knows both shapes.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_ragev.core.errors import RagevError
+from pytest_ragev.core.record import QuestionKey
 from pytest_ragev.core.types import QAPair
+from pytest_ragev.plugin.keys import collection_key
 
 if TYPE_CHECKING:
+    # Types only: the rendering classes pytest passes to repr_failure.
     from _pytest._code.code import ExceptionInfo, TerminalRepr
 
-    from pytest_ragev.plugin.session import RagevSession
+# ``q17`` as one dash-separated part of a parametrize id: ``test_rag[q17]``, ``[q17-x]``.
+_PARAM_QID = re.compile(r"\[(?:.*-)?q(\d+)(?:-.*)?\]$")
+
+
+@dataclass(frozen=True)
+class NodeIds:
+    """Builds and parses the node ids of a run's questions.
+
+    ``prefix`` is the config file as pytest names it (relative to the rootdir), ``qids``
+    the dataset's question ids (a node id naming another qid is not a question).
+    """
+
+    prefix: str
+    qids: Collection[int]
+
+    @classmethod
+    def of(cls, source: Path, rootpath: Path, qids: Collection[int]) -> NodeIds:
+        """The node ids of the config file ``source`` under ``rootpath``."""
+        try:
+            prefix = source.relative_to(rootpath).as_posix()
+        except ValueError:
+            prefix = source.as_posix()
+        return cls(prefix=prefix, qids=qids)
+
+    @staticmethod
+    def item_name(qid: int) -> str:
+        """The last part of a question's node id: ``q17``."""
+        return f"q{qid}"
+
+    def is_generated(self, nodeid: str) -> bool:
+        """Whether ``nodeid`` lies under the config file (a generated evaluation item)."""
+        return nodeid.startswith(self.prefix + "::")
+
+    def generated(self, nodeid: str) -> QuestionKey | None:
+        """The question of a generated item's node id, or ``None``."""
+        if not self.is_generated(nodeid):
+            return None
+        parts = nodeid.split("::")[2:]  # <file>::<dataset id>::[<variant>::]q<qid>
+        if not parts or not parts[-1].startswith("q") or not parts[-1][1:].isdigit():
+            return None
+        qid = int(parts[-1][1:])
+        if qid not in self.qids:
+            return None
+        return (parts[0] if len(parts) == 2 else None, qid)
+
+    def question(self, nodeid: str) -> QuestionKey | None:
+        """The question of any node id: a generated item, or a test parametrized by
+        ``ragev_case``; ``None`` for every other test."""
+        generated = self.generated(nodeid)
+        if generated is not None:
+            return generated
+        match = _PARAM_QID.search(nodeid)
+        if match is None or int(match.group(1)) not in self.qids:
+            return None
+        return (None, int(match.group(1)))
+
+
+def item_question(item: pytest.Item) -> QuestionKey | None:
+    """The question a collected item answers: a generated item, or a ragev_case test."""
+    if isinstance(item, RagevItem):
+        return (item.variant, item.case.qid)
+    callspec = getattr(item, "callspec", None)
+    case = callspec.params.get("ragev_case") if callspec is not None else None
+    return (None, case.qid) if isinstance(case, QAPair) else None
+
+
+#: Answers one question for an item: ``(item, case, variant) -> None`` (raises
+#: :class:`PipelineFailed` when the pipeline did).
+RunCase = Callable[["RagevItem", QAPair, "str | None"], None]
+
+
+@dataclass(frozen=True)
+class CollectionPlan:
+    """What the collectors need: the dataset id, the questions, the selected variants,
+    and how an item answers its question."""
+
+    dataset_id: str
+    cases: tuple[QAPair, ...]
+    variants: tuple[str | None, ...]
+    run_case: RunCase
+
+
+def _plan(config: pytest.Config) -> CollectionPlan:
+    return config.stash[collection_key]()
 
 
 class RagevFile(pytest.File):
     """The ``ragev.toml`` given to ``--ragev-config``, collected as a test file."""
 
     def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
-        ragev = _ragev(self.config)
-        yield RagevDataset.from_parent(self, name=ragev.dataset_id)
+        yield RagevDataset.from_parent(self, name=_plan(self.config).dataset_id)
 
 
 class RagevDataset(pytest.Collector):
     """The dataset: the base configuration's items, then one collector per variant."""
 
     def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
-        ragev = _ragev(self.config)
-        for variant in ragev.selected_variants():
+        plan = _plan(self.config)
+        for variant in plan.variants:
             if variant is None:
-                yield from _items(self, ragev, None)
+                yield from _items(self, plan, None)
             else:
                 yield RagevVariant.from_parent(self, name=variant)
 
@@ -46,14 +136,15 @@ class RagevVariant(pytest.Collector):
     """One ``[[variants]]`` entry: the dataset again, with that variant's pipeline."""
 
     def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
-        yield from _items(self, _ragev(self.config), self.name)
+        yield from _items(self, _plan(self.config), self.name)
 
 
-def _items(parent: pytest.Collector, ragev: RagevSession, variant: str | None) -> Iterator[
-    RagevItem
-]:
-    for case in ragev.cases():
-        yield RagevItem.from_parent(parent, name=f"q{case.qid}", case=case, variant=variant)
+def _items(
+    parent: pytest.Collector, plan: CollectionPlan, variant: str | None
+) -> Iterator[RagevItem]:
+    for case in plan.cases:
+        yield RagevItem.from_parent(parent, name=NodeIds.item_name(case.qid), case=case,
+                                    variant=variant)
 
 
 class PipelineFailed(Exception):
@@ -66,7 +157,7 @@ class PipelineFailed(Exception):
 
 
 class RagevItem(pytest.Item):
-    """Runs the configured pipeline for one question and records its MetricInput."""
+    """Runs the configured pipeline for one question and records its answer."""
 
     def __init__(self, *, case: QAPair, variant: str | None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -74,8 +165,7 @@ class RagevItem(pytest.Item):
         self.variant = variant
 
     def runtest(self) -> None:
-        ragev = _ragev(self.config)
-        ragev.run_case(self, self.case, self.variant)
+        _plan(self.config).run_case(self, self.case, self.variant)
 
     def repr_failure(
         self, excinfo: ExceptionInfo[BaseException], style: Any = None
@@ -128,9 +218,3 @@ def _frames_hidden_from_our_errors(error: BaseException) -> Iterator[None]:
     finally:
         for link, traceback in hidden:
             link.__traceback__ = traceback
-
-
-def _ragev(config: pytest.Config) -> RagevSession:
-    from pytest_ragev.plugin.keys import ragev_session_key
-
-    return config.stash[ragev_session_key]

@@ -1,49 +1,81 @@
 """The built-in pipelines, plugged into the ``pytest_ragev_*`` hooks with ``trylast``.
 
 A user's ``conftest.py`` implementations run first and win (``firstresult``); these
-answer only when nobody else does. The answer cache is used for pipelines whose
-answers are a function of their settings: the built-in one, or any pipeline when
-``[run] cache = true``; never when a conftest hook answers, since its code cannot be
-hashed, unless the user opts in.
+answer only when nobody else does. :class:`DefaultPipelineHooks` also knows which
+pipeline object serves a configuration, whether its answers may be cached, and where
+the caches live; the identities themselves are the pure functions of
+:mod:`pytest_ragev.pipelines.identity`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
-import pytest_ragev
 from pytest_ragev.core.types import Answer, PipelineSettings, QAPair
+from pytest_ragev.dataset import corpus_fingerprint
+from pytest_ragev.pipelines import Pipeline, build_pipeline
+from pytest_ragev.pipelines.answer_cache import AnswerCache, answer_cache_key
+from pytest_ragev.pipelines.builtin import BuiltinPipeline
+from pytest_ragev.pipelines.identity import (
+    answer_settings_key,
+    cache_enabled,
+    kb_identity,
+)
 
-if TYPE_CHECKING:
-    from pytest_ragev.pipelines import Pipeline
-    from pytest_ragev.pipelines.answer_cache import AnswerCache
-    from pytest_ragev.plugin.session import RagevSession
+#: Corpora with at least this many passages show the KB-build progress.
+PROGRESS_MIN_PASSAGES = 20_000
+
+#: Makes the KB-build progress printer for a corpus of this many passages (or ``None``).
+ProgressFactory = Callable[[int], "Callable[[int, int], None] | None"]
 
 
-class BuiltinPipelines:
-    """Builds and memoises one pipeline object per variant; implements the hooks last."""
+class DefaultPipelineHooks:
+    """Builds and memoises one pipeline object per configuration; implements the hooks last.
 
-    def __init__(self, session: RagevSession) -> None:
-        self._session = session
+    ``hook`` is the pytest hook relay (to see whether a conftest implements a hook),
+    ``cache_root`` the plugin's folder in pytest's cache (``None``: no cache),
+    ``source`` the config file errors name.
+    """
+
+    def __init__(
+        self,
+        *,
+        hook: Any,
+        source: Path,
+        cache_root: Callable[[], Path | None],
+        no_cache: bool,
+        cache_setting: bool | None,
+        progress: ProgressFactory,
+    ) -> None:
+        self._hook = hook
+        self._source = source
+        self._cache_root = cache_root
+        self._no_cache = no_cache
+        self._cache_setting = cache_setting
+        self._progress = progress
         self._pipes: dict[str | None, Pipeline] = {}
         self._cache: AnswerCache | None = None
         self._cache_ready = False
+        # The corpus the last fingerprint was computed for (identity, not equality).
         self._corpus_memo: tuple[Mapping[int, str], str] | None = None
 
+    # -- which code answers
+    def user_implements(self, hook_name: str) -> bool:
+        """Whether a plugin other than this one (a conftest) implements ``hook_name``."""
+        caller = getattr(self._hook, hook_name)
+        return any(impl.plugin is not self for impl in caller.get_hookimpls())
+
     def pipeline(self, settings: PipelineSettings) -> Pipeline:
+        """The pipeline object of ``settings`` (built and validated once per configuration)."""
         pipe = self._pipes.get(settings.variant)
         if pipe is None:
-            from pytest_ragev.pipelines import build_pipeline
-
-            built = build_pipeline(settings, source=self._session.ragev.source)
-            self._pipes[settings.variant] = pipe = built
+            pipe = self._pipes[settings.variant] = build_pipeline(settings, source=self._source)
         return pipe
 
     def validate(self, all_settings: Sequence[PipelineSettings]) -> None:
@@ -52,93 +84,68 @@ class BuiltinPipelines:
         When a conftest answers the questions, the ``[pipeline]`` table holds the user's
         own knobs, which only their hooks understand: nothing to validate here.
         """
-        if self._user_implements("pytest_ragev_answer"):
+        if self.user_implements("pytest_ragev_answer"):
             return
         for settings in all_settings:
             self.pipeline(settings)
 
     def snapshot(self, settings: PipelineSettings) -> dict[str, Any]:
         """The resolved knobs: the built-in pipeline's (with defaults) or the table as written."""
-        if self._user_implements("pytest_ragev_answer"):
+        if self.user_implements("pytest_ragev_answer"):
             return dict(settings.options)
         return dict(self.pipeline(settings).snapshot())
 
-    def kb_identity(self, settings: PipelineSettings) -> str:
-        """Variants whose KB-affecting knobs are equal share one knowledge base."""
-        if self._builtin_builds_kb(settings):
-            key = self.pipeline(settings).kb_key()
-            if key is not None:
-                return key
-        # A user's builder may read any knob: only identical settings share a KB.
-        return self._options_digest(settings)
-
-    @staticmethod
-    def _options_digest(settings: PipelineSettings) -> str:
-        canonical = json.dumps(dict(settings.options), sort_keys=True, default=str)
-        return hashlib.sha256(f"{settings.name}\0{canonical}".encode()).hexdigest()
-
     def _builtin_builds_kb(self, settings: PipelineSettings) -> bool:
-        if self._user_implements("pytest_ragev_build_knowledge_base"):
+        if self.user_implements("pytest_ragev_build_knowledge_base"):
             return False
         # A conftest answering for a pipeline of its own (name not "builtin"): a built-in
         # KB of its knobs would mean nothing. With name "builtin" it may use ours.
-        return settings.name == "builtin" or not self._user_implements("pytest_ragev_answer")
+        return settings.name == "builtin" or not self.user_implements("pytest_ragev_answer")
 
-    def _user_implements(self, hook_name: str) -> bool:
-        caller = getattr(self._session.config.hook, hook_name)
-        return any(impl.plugin is not self for impl in caller.get_hookimpls())
+    def kb_identity(self, settings: PipelineSettings) -> str:
+        """Configurations whose KB-affecting knobs are equal share one knowledge base."""
+        builder = self.pipeline(settings) if self._builtin_builds_kb(settings) else None
+        return kb_identity(settings, builder)
 
-    def cache_enabled(self, settings: PipelineSettings) -> bool:
-        session = self._session
-        if session.options.no_cache:
-            return False
-        if session.ragev.cache is not None:
-            return session.ragev.cache
-        return settings.name == "builtin" and not self._user_implements("pytest_ragev_answer")
-
+    # -- caches
     def answer_cache_entry(
-        self, settings: PipelineSettings, case: QAPair
+        self, settings: PipelineSettings, case: QAPair, dataset_fingerprint: str
     ) -> tuple[AnswerCache | None, str | None]:
-        if not self.cache_enabled(settings):
+        """The answer cache and the key of ``case``'s answer, or ``(None, None)``."""
+        user_answers = self.user_implements("pytest_ragev_answer")
+        if not cache_enabled(settings, no_cache=self._no_cache, configured=self._cache_setting,
+                             user_answers=user_answers):
             return None, None
         cache = self._answer_cache()
         if cache is None:
             return None, None
-        from pytest_ragev.pipelines.answer_cache import answer_cache_key
-
-        if self._user_implements("pytest_ragev_answer"):
-            # A conftest pipeline (opted in with [run] cache = true): its knobs are all we know.
-            answer_key = self._options_digest(settings)
-        else:
-            answer_key = self.pipeline(settings).answer_key()
-        settings_key = f"{pytest_ragev.__version__}:{answer_key}"
-        key = answer_cache_key(self._session.dataset.fingerprint, settings_key, case.qid)
+        # A conftest pipeline (opted in with [run] cache = true): its knobs are all we know.
+        pipe = None if user_answers else self.pipeline(settings)
+        key = answer_cache_key(dataset_fingerprint, answer_settings_key(settings, pipe), case.qid)
         return cache, key
 
     def _answer_cache(self) -> AnswerCache | None:
         if not self._cache_ready:
             self._cache_ready = True
-            cache_provider = getattr(self._session.config, "cache", None)
-            if cache_provider is not None:
-                from pytest_ragev.pipelines.answer_cache import AnswerCache
-
-                self._cache = AnswerCache(Path(cache_provider.mkdir("ragev")) / "answers")
+            root = self._cache_root()
+            if root is not None:
+                self._cache = AnswerCache(root / "answers")
         return self._cache
 
     def kb_cache_dir(self) -> Path | None:
-        cache_provider = getattr(self._session.config, "cache", None)
-        if cache_provider is None or self._session.options.no_cache:
+        """Where built knowledge bases are cached (``None``: nowhere)."""
+        if self._no_cache:
             return None
-        return Path(cache_provider.mkdir("ragev")) / "kb"
+        root = self._cache_root()
+        return None if root is None else root / "kb"
 
+    # -- the hooks, last
     @pytest.hookimpl(trylast=True)
     def pytest_ragev_build_knowledge_base(
         self, corpus: Mapping[int, str], settings: PipelineSettings
     ) -> Any | None:
         if not self._builtin_builds_kb(settings):
             return None
-        from pytest_ragev.pipelines.builtin import BuiltinPipeline
-
         pipe = self.pipeline(settings)
         if not isinstance(pipe, BuiltinPipeline):
             return None  # remote pipelines retrieve on their side
@@ -146,15 +153,14 @@ class BuiltinPipelines:
             corpus,
             fingerprint=self._corpus_fingerprint(corpus),
             cache_dir=self.kb_cache_dir(),
-            progress=self._progress_printer(len(corpus)),
+            progress=self._progress(len(corpus)) if len(corpus) >= PROGRESS_MIN_PASSAGES
+            else None,
         )
 
     def _corpus_fingerprint(self, corpus: Mapping[int, str]) -> str:
         """The corpus-only fingerprint the KB is keyed on, computed once per corpus."""
         memo = self._corpus_memo
         if memo is None or memo[0] is not corpus:
-            from pytest_ragev.dataset import corpus_fingerprint
-
             memo = self._corpus_memo = (corpus, corpus_fingerprint(corpus))
         return memo[1]
 
@@ -162,27 +168,11 @@ class BuiltinPipelines:
     def pytest_ragev_answer(self, case: QAPair, kb: Any, settings: PipelineSettings) -> Answer:
         return self.pipeline(settings).answer(case, kb)
 
-    def _progress_printer(self, total: int) -> Callable[[int, int], None] | None:
-        # Only worth showing on large corpora, and only where a terminal shows it.
-        if total < PROGRESS_MIN_PASSAGES:
-            return None
-        config = self._session.config
-        if hasattr(config, "workerinput"):
-            return None  # an xdist worker's output never reaches the terminal
-        reporter = config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is None:
-            return None
-        capture = config.pluginmanager.get_plugin("capturemanager")
-        return KbProgress(reporter, capture, passages=total)
-
     def close(self) -> None:
+        """Release every pipeline's models and clients."""
         for pipe in self._pipes.values():
             pipe.close()
         self._pipes.clear()
-
-
-#: Corpora with at least this many passages show the KB-build progress.
-PROGRESS_MIN_PASSAGES = 20_000
 
 
 class KbProgress:
@@ -195,8 +185,6 @@ class KbProgress:
     """
 
     def __init__(self, reporter: Any, capture: Any, *, passages: int) -> None:
-        import time
-
         self._reporter = reporter
         self._capture = capture
         self._passages = passages
@@ -209,8 +197,6 @@ class KbProgress:
         if self._done:
             return
         if done >= of:
-            import time
-
             self._done = True
             elapsed = time.perf_counter() - self._started
             self._write(f"ragev: knowledge base built from {self._passages} passages "
@@ -239,3 +225,17 @@ class KbProgress:
             else:
                 self._reporter.write_line(line)
             self._reporter.flush()
+
+
+def kb_progress_factory(config: pytest.Config) -> ProgressFactory:
+    """KB-build progress printers for ``config``'s terminal (none on xdist workers)."""
+    def make(passages: int) -> Callable[[int, int], None] | None:
+        if hasattr(config, "workerinput"):
+            return None  # an xdist worker's output never reaches the terminal
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None:
+            return None
+        capture = config.pluginmanager.get_plugin("capturemanager")
+        return KbProgress(reporter, capture, passages=passages)
+
+    return make

@@ -1,23 +1,65 @@
-"""Hooks that exist only with pytest-xdist; registered only when xdist is installed."""
+"""The JSON report while a run goes: status 0 (pending), 1 (running), 3 (failed early).
+
+The seed's clients poll the report file for ``finished/total``; :class:`ProgressFile`
+rewrites it atomically, at most every ``[run] progress_interval`` seconds.
+:class:`XdistProgress` tells the controller which questions the xdist workers collected.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
 
-if TYPE_CHECKING:
-    from pytest_ragev.plugin.session import RagevSession
+from pytest_ragev.core.io import atomic_write_json
+from pytest_ragev.core.types import STATUS_RUNNING
+from pytest_ragev.plugin.collect import NodeIds
+
+#: Builds the report dict for a status and an error message.
+ProgressReport = Callable[[int, str], dict[str, Any]]
+
+
+class ProgressFile:
+    """Writes the progress report to ``path`` (nothing when ``path`` is ``None``)."""
+
+    def __init__(self, path: Path | None, *, interval: float, report: ProgressReport) -> None:
+        self.path = path
+        self._interval = interval
+        self._report = report
+        self._last_write = 0.0
+
+    def write(self, status: int, err_msg: str = "") -> None:
+        """Write the report now. Progress is best effort: the final write reports errors."""
+        if self.path is None:
+            return
+        self._last_write = time.monotonic()
+        try:
+            atomic_write_json(self.path, self._report(status, err_msg))
+        except OSError as exc:
+            sys.stderr.write(f"ragev: could not write progress to {self.path}: {exc}\n")
+
+    def maybe_write(self) -> None:
+        """Write a status-1 report if the interval has passed since the last write."""
+        if time.monotonic() - self._last_write >= self._interval:
+            self.write(STATUS_RUNNING)
 
 
 class XdistProgress:
     """Tells the controller which questions the workers collected, for ``finished/total``.
 
     The xdist controller collects nothing itself: the node ids a worker reports are all
-    it learns about the run before the first result arrives.
+    it learns about the run before the first result arrives. Registered only when
+    pytest-xdist is installed (its hook does not exist otherwise).
     """
 
-    def __init__(self, session: RagevSession) -> None:
-        self._session = session
+    def __init__(
+        self, node_ids: Callable[[], NodeIds],
+        set_collected: Callable[[Sequence[tuple[str, Any]]], None],
+    ) -> None:
+        self._node_ids = node_ids
+        self._set_collected = set_collected
         self._counted = False
 
     def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
@@ -25,4 +67,5 @@ class XdistProgress:
         if self._counted:
             return
         self._counted = True
-        self._session.set_collected((nodeid, self._session.key_of_nodeid(nodeid)) for nodeid in ids)
+        node_ids = self._node_ids()
+        self._set_collected([(nodeid, node_ids.question(nodeid)) for nodeid in ids])

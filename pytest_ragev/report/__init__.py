@@ -1,15 +1,26 @@
-"""Report renderers: terminal text, Markdown (CI summaries), JUnit properties, HTML.
+"""Reports of a run: the JSON report, the terminal summary, Markdown, JUnit properties, HTML.
 
-Each renderer reads a :class:`pytest_ragev.report.model.ReportModel` (plain data) and
-returns text; writing files is the caller's business. Nothing here imports pytest or
-numpy, so the plugin can import the package when it loads.
+Every renderer is a pure function: :mod:`.json` and :mod:`.terminal` read an
+:class:`~pytest_ragev.evaluation.Outcome`, the others a :class:`ReportModel` built from
+it. Writing files is the plugin shell's business.
 """
 
 from __future__ import annotations
 
 from pytest_ragev.report.html import render_html
+from pytest_ragev.report.json import final_report, progress_report
 from pytest_ragev.report.junit import junit_properties
 from pytest_ragev.report.markdown import render_markdown
 from pytest_ragev.report.model import ReportModel, Verdict
+from pytest_ragev.report.terminal import terminal_lines
 
-__all__ = ["ReportModel", "Verdict", "junit_properties", "render_html", "render_markdown"]
+__all__ = [
+    "ReportModel",
+    "Verdict",
+    "final_report",
+    "junit_properties",
+    "progress_report",
+    "render_html",
+    "render_markdown",
+    "terminal_lines",
+]

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from pytest_ragev.core.results import RunResult
+from pytest_ragev.evaluation import Outcome
 from pytest_ragev.gate import Comparison, QuestionDiff, ThresholdResult, VariantTable
 
 
@@ -95,6 +96,27 @@ class ReportModel:
             duration_s=duration_s,
             baseline_path=None if baseline_path is None else str(baseline_path),
             notes=list(notes),
+        )
+
+    @classmethod
+    def from_outcome(cls, outcome: Outcome) -> ReportModel:
+        """The model of a finished run."""
+        gate = outcome.gate
+        return cls.build(
+            runs=outcome.runs,
+            thresholds=outcome.thresholds,
+            comparisons=gate.comparisons,
+            baseline_runs=gate.baseline_runs,
+            variant_table=gate.variant_table,
+            regressions=gate.regressions,
+            passed=not outcome.failed,
+            failures=outcome.verdict_failures(),
+            errors=outcome.errors,
+            fallbacks=outcome.fallbacks,
+            task_id=outcome.facts.task_id,
+            start_time=outcome.facts.start_time,
+            baseline_path=gate.baseline_path,
+            notes=outcome.notes,
         )
 
     @property

@@ -1,11 +1,16 @@
-"""Plain-text renderers for the terminal: aligned tables and per-question diffs."""
+"""The terminal summary: the metrics tables, the comparison, the diffs, the verdict lines.
+
+Pure functions of an :class:`~pytest_ragev.evaluation.Outcome`; the plugin shell writes
+the lines with their markup (``{"red": True}``) through pytest's terminal reporter.
+"""
 
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from pytest_ragev.core import fmt
+from pytest_ragev.evaluation import Outcome
 from pytest_ragev.gate import Comparison, QuestionDiff, VariantTable
 
 
@@ -141,3 +146,68 @@ def render_variant_table(variants: VariantTable) -> list[str]:
         lines.append(f"  {row.name} changes: {', '.join(row.changed_knobs) or 'nothing'}")
     lines.append("  ▲/▼: significantly better/worse than the base run (paired test, two-sided)")
     return lines
+
+
+#: Terminal markup of one line: ``{"red": True, "bold": True}``.
+Markup = dict[str, bool]
+
+
+def _mean(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
+def terminal_lines(outcome: Outcome, *, verbose: int) -> Iterator[tuple[str, Markup]]:
+    """The summary the terminal shows: a metrics table per run, counts, the variants
+    table and the comparison (with ``-v``: the comparison tables and per-question
+    diffs), warnings and notes, then one red line per failure and the verdict."""
+    yield "", {}
+    thresholds = outcome.thresholds
+    for run in outcome.runs:
+        label = f"variant {run.variant}" if run.variant else "base configuration"
+        yield (
+            f"ragev: {run.dataset_id} ({label}), {len(run.samples)} questions, "
+            f"profile {run.profile}", {"bold": True},
+        )
+        yield f"  {'metric':<12} {'mean':>7} {'n':>6} {'threshold':>10}  verdict", {}
+        results = {t.metric: t for t in thresholds if t.variant == run.variant}
+        for name, item in run.summary.items():
+            result = results.get(name)
+            verdict = "" if result is None else ("ok" if result.passed else "FAIL")
+            threshold = "" if result is None else f"{result.threshold:.3f}"
+            markup: Markup = {"red": True} if verdict == "FAIL" else {}
+            yield (
+                f"  {name:<12} {_mean(item.mean):>7} {item.n:>6} {threshold:>10}  {verdict}",
+                markup,
+            )
+    facts = outcome.facts
+    counts = [f"errors {outcome.errors}", f"fallback answers {outcome.fallbacks}"]
+    if facts.cache_hits or facts.cache_misses:
+        counts.append(f"answer cache {facts.cache_hits} hits / {facts.cache_misses} misses")
+    yield "ragev: " + ", ".join(counts), {}
+    gate = outcome.gate
+    if gate.variant_table is not None:
+        for line in render_variant_table(gate.variant_table):
+            yield line, {}
+    for comparison in gate.comparisons:
+        for line in render_comparison(comparison):
+            yield line, {}
+    if verbose > 0 and gate.regressions:
+        for line in render_question_diffs(gate.regressions):
+            yield line, {}
+    for warning in outcome.warnings:
+        yield f"ragev: warning: {warning}", {"yellow": True}
+    for note in outcome.notes:
+        yield note, {"yellow": True}
+    for failure in outcome.verdict_failures():
+        yield failure, {"red": True, "bold": True}
+    if not outcome.failed:
+        yield "ragev: verdict passed", {"green": True, "bold": True}
+        return
+    reasons = []
+    if outcome.failures:
+        reasons.append(f"{len(outcome.failures)} checks")
+    if outcome.errors:
+        reasons.append(f"{outcome.errors} errors")
+    if facts.interrupted:
+        reasons.append(facts.interrupted)
+    yield f"ragev: verdict FAILED ({', '.join(reasons)})", {"red": True, "bold": True}

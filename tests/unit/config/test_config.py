@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_ragev.config import check_metric_names, load_config, variant_pipeline
+from pytest_ragev.config import load_config, variant_pipeline
 from pytest_ragev.core.digest import sha256_json as settings_hash
 from pytest_ragev.core.errors import ConfigError
 from pytest_ragev.core.redact import is_reference_only, is_secret_key, redact
@@ -145,13 +145,6 @@ def test_missing_config_named_by_the_ini_file_names_the_ini_key(tmp_path: Path) 
     (tmp_path / "folder.toml").mkdir()
     with pytest.raises(ConfigError, match="ragev config file is a folder, not a file"):
         load_config(tmp_path / "folder.toml", ini=ini)
-
-
-def test_unknown_threshold_metric_gets_a_suggestion(tmp_path: Path) -> None:
-    config = load_config(write(tmp_path, '[dataset]\npath = "data"\n[thresholds]\nrecal = 0.5\n'))
-    with pytest.raises(ConfigError, match="did you mean 'recall'"):
-        check_metric_names(config, ["recall", "precision"])
-    check_metric_names(config, ["recal"])  # a custom metric of that name is fine
 
 
 def test_redact_hides_secrets_but_not_pointers() -> None:

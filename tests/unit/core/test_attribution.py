@@ -11,11 +11,10 @@ from pytest_ragev.core.attribution import (
     STRIDE,
     K,
     PassageIndex,
-    make_record,
     normalise,
     retrieved_ids,
 )
-from pytest_ragev.core.types import Answer, Chunk, QAPair
+from pytest_ragev.core.types import Chunk
 
 CORPUS = {
     1: "The Eiffel Tower was completed in 1889. It is 330 metres tall and stands in Paris.",
@@ -77,28 +76,6 @@ def test_chunk_objects(index: PassageIndex) -> None:
 def test_bad_items_raise_type_errors_naming_the_position(index: PassageIndex, bad: object) -> None:
     with pytest.raises(TypeError, match=r"Answer.retrieved\[1\]"):
         retrieved_ids([1, bad], index=index)
-
-
-def test_make_record_is_json_safe() -> None:
-    import json
-
-    case = QAPair(qid=7, question="How tall?", pids=(1, 5), passages=("a", "b"), aid=3,
-                  answer="330 metres.", grades=(1.0, 2.0))
-    index = PassageIndex(CORPUS)
-    record = make_record(
-        case, Answer(retrieved=["330 metres tall", 2], text="It is 330 m.", meta={"x": (1, 2)}),
-        index=index, dataset_id="d", variant=None,
-    )
-    assert json.loads(json.dumps(record)) == record
-    assert record["retrieval_ids"] == [1, 2]
-    assert record["retrieval_gt"] == [[1, 5]]
-    assert record["grades"] == {"1": 1.0, "5": 2.0}
-    assert record["meta"] == {"x": [1, 2]}
-    empty = make_record(
-        QAPair(qid=8, question="q", pids=(), passages=(), aid=None, answer=None),
-        None, index=index, dataset_id="d", variant="v", error="boom",
-    )
-    assert empty["retrieval_gt"] == [] and empty["has_answer"] is False and empty["error"] == "boom"
 
 
 words = st.text(alphabet="abcdefgh ", min_size=30, max_size=200)

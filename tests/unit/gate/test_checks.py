@@ -185,7 +185,7 @@ def test_threshold_without_values_fails_and_bad_table_raises() -> None:
     assert MinValue("recall", 0.5).fails(run) == (
         "ragev: recall has no values (n=0), threshold 0.500 unmet"
     )
-    with pytest.raises(ConfigError, match=r"unknown metric 'recal'; did you mean 'recall'\?"):
+    with pytest.raises(ConfigError, match=r"'recal' is not a metric; did you mean 'recall'\?"):
         thresholds_from_table({"recal": 0.5}, source="t", directions={"recall": "higher"})
     with pytest.raises(ConfigError, match="recall = 'high' is invalid; use a number"):
         thresholds_from_table({"recall": "high"}, source="t", directions={"recall": "higher"})

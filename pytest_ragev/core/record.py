@@ -1,0 +1,181 @@
+"""The per-question record: one typed value from the pipeline's answer to the baseline file.
+
+A :class:`Record` is made where a question is answered (:func:`make_record`), travels
+to the controller on the test report (the only place it is serialised:
+:meth:`Record.to_json` / :meth:`Record.from_json`, as xdist serialises its reports),
+gets its metrics when the run is scored (:meth:`Record.scored`) and is what the gate
+compares and the reports show. Its field names are the metric engine's
+(:class:`~pytest_ragev.core.types.MetricInput`) and the JSON report's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pytest_ragev.core.attribution import PassageIndex, retrieved_ids
+from pytest_ragev.core.types import Answer, MetricInput, QAPair
+
+#: The ``user_properties`` name under which a record travels on a test report.
+RECORD_KEY = "ragev"
+
+#: A question of a run: ``(variant or None for the base configuration, qid)``.
+QuestionKey = tuple[str | None, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One question as the run answered it, and (once scored) its metrics.
+
+    ``retrieval_gt`` holds the relevant passage ids as one group (``[]`` for a question
+    without qrels) and ``grades`` their relevance grades; ``retrieval_ids`` what the
+    pipeline retrieved, mapped to passage ids, best first. ``metrics`` holds only the
+    metrics that apply (none at all when the pipeline raised; ``error`` says why).
+    ``cached`` tells whether the answer came from the answer cache (``None``: no cache).
+    """
+
+    qid: int
+    question: str
+    retrieval_gt: list[list[int]]
+    retrieval_ids: list[int]
+    generated_text: str
+    generated_gt: str
+    metrics: Mapping[str, float] = field(default_factory=dict)
+    error: str | None = None
+    variant: str | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    grades: Mapping[int, float] = field(default_factory=dict)
+    has_answer: bool = True
+    cached: bool | None = None
+
+    @property
+    def key(self) -> QuestionKey:
+        """``(variant, qid)``: which question of which configuration this is."""
+        return (self.variant, self.qid)
+
+    @property
+    def relevant(self) -> frozenset[int]:
+        """The relevant passage ids, as a set."""
+        return frozenset(pid for group in self.retrieval_gt for pid in group)
+
+    def metric_input(self) -> MetricInput:
+        """What the metric engine scores for this question."""
+        return MetricInput(
+            retrieval_gt=[list(group) for group in self.retrieval_gt],
+            retrieval_ids=list(self.retrieval_ids),
+            generated_text=self.generated_text,
+            generated_gt=self.generated_gt,
+        )
+
+    def scored(self, metrics: Mapping[str, float]) -> Record:
+        """This record with its metrics."""
+        return replace(self, metrics=dict(metrics))
+
+    def to_json(self) -> dict[str, Any]:
+        """Every field as JSON-safe plain data (what crosses the xdist channel)."""
+        return {
+            "qid": self.qid,
+            "question": self.question,
+            "retrieval_gt": [list(group) for group in self.retrieval_gt],
+            "retrieval_ids": list(self.retrieval_ids),
+            "generated_text": self.generated_text,
+            "generated_gt": self.generated_gt,
+            "metrics": dict(self.metrics),
+            "error": self.error,
+            "variant": self.variant,
+            "meta": dict(self.meta),
+            "grades": {str(pid): grade for pid, grade in self.grades.items()},
+            "has_answer": self.has_answer,
+            "cached": self.cached,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Record:
+        """Inverse of :meth:`to_json` (missing optional keys take their defaults)."""
+        return cls(
+            qid=int(data["qid"]),
+            question=str(data.get("question", "")),
+            retrieval_gt=[[int(x) for x in group] for group in data.get("retrieval_gt", [])],
+            retrieval_ids=[int(x) for x in data.get("retrieval_ids", [])],
+            generated_text=str(data.get("generated_text", "")),
+            generated_gt=str(data.get("generated_gt", "")),
+            metrics={str(k): float(v) for k, v in dict(data.get("metrics") or {}).items()},
+            error=data.get("error"),
+            variant=data.get("variant"),
+            meta=dict(data.get("meta") or {}),
+            grades={int(k): float(v) for k, v in dict(data.get("grades") or {}).items()},
+            has_answer=bool(data.get("has_answer", True)),
+            cached=data.get("cached"),
+        )
+
+    def to_report_json(self) -> dict[str, Any]:
+        """The record as it appears in ``data.samples`` of the JSON report."""
+        return {
+            "qid": self.qid,
+            "question": self.question,
+            "retrieval_gt": [list(group) for group in self.retrieval_gt],
+            "retrieval_ids": list(self.retrieval_ids),
+            "generated_text": self.generated_text,
+            "generated_gt": self.generated_gt,
+            "metrics": dict(self.metrics),
+            "error": self.error,
+            **({"variant": self.variant} if self.variant is not None else {}),
+            **({"meta": dict(self.meta)} if self.meta else {}),
+        }
+
+
+def make_record(
+    case: QAPair,
+    answer: Answer | None,
+    *,
+    index: PassageIndex,
+    variant: str | None,
+    error: str | None = None,
+    cached: bool | None = None,
+) -> Record:
+    """The record of ``case``: the pipeline's ``answer`` mapped to passage ids, or ``error``.
+
+    ``answer`` is ``None`` for a question that failed; ``TypeError`` when the answer's
+    text is not a string.
+    """
+    if answer is None:
+        ids: list[int] = []
+        text = ""
+        meta: dict[str, Any] = {}
+    else:
+        ids = retrieved_ids(answer.retrieved, index=index, relevant=case.pids)
+        text = answer.text
+        if not isinstance(text, str):
+            raise TypeError(f"Answer.text is a {type(text).__name__}; return the answer as a str")
+        meta = _json_safe(dict(answer.meta))
+    return Record(
+        qid=case.qid,
+        question=case.question,
+        retrieval_gt=[list(case.pids)] if case.pids else [],
+        retrieval_ids=ids,
+        generated_text=text,
+        generated_gt=case.answer if case.answer is not None else "",
+        error=error,
+        variant=variant,
+        meta=meta,
+        grades=dict(zip(case.pids, case.grades, strict=False)),
+        has_answer=case.answer is not None,
+        cached=cached,
+    )
+
+
+def _json_safe(value: Any) -> Any:
+    # Records cross the xdist channel and land in JSON: plain types only.
+    if value is None or isinstance(value, str | bool | int):
+        return value
+    if isinstance(value, float):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    try:  # numpy scalars and the like
+        return float(value)
+    except (TypeError, ValueError):
+        return str(value)

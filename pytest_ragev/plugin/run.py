@@ -1,0 +1,254 @@
+"""The active part of a ragev run: dataset, plan, pipelines, records, the finish.
+
+Created by the session only when the run answers questions (xdist's controller is
+created the same way: lazily, and only when needed), so a pytest run that merely has
+the plugin installed imports none of this: no pyarrow, numpy or jieba.
+:class:`ActiveRun` is the composition root: it builds the components of
+:mod:`.answering`, :mod:`.records`, :mod:`.progress`, :mod:`.defaults` and
+:mod:`.finish`, registers the plugin objects among them and hands each the values it
+needs.
+"""
+
+from __future__ import annotations
+
+import getpass
+import secrets
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_ragev.config import RagevConfig, RunOptions
+from pytest_ragev.core.attribution import PassageIndex
+from pytest_ragev.core.errors import RagevError
+from pytest_ragev.core.record import QuestionKey, Record
+from pytest_ragev.core.types import METRIC_NAMES, CustomMetric, QAPair
+from pytest_ragev.dataset import Dataset, load_dataset
+from pytest_ragev.evaluation import EvalInputs, RunFacts, RunPlan, run_params
+from pytest_ragev.plugin.answering import Answerer
+from pytest_ragev.plugin.collect import CollectionPlan, NodeIds
+from pytest_ragev.plugin.defaults import DefaultPipelineHooks, kb_progress_factory
+from pytest_ragev.plugin.finish import Finisher
+from pytest_ragev.plugin.progress import ProgressFile, XdistProgress
+from pytest_ragev.plugin.records import RecordCollector
+from pytest_ragev.plugin.signals import SigtermGuard
+from pytest_ragev.report import progress_report
+
+#: The names under which the run's plugin objects are registered (and unregistered).
+PLUGIN_NAMES = ("ragev-defaults", "ragev-records", "ragev-xdist", "ragev-finish")
+
+
+def make_task_id(dataset_id: str) -> str:
+    """``evaluation_{user}_{unix_ms}_{8 hex}_{dataset_id}``, as the seed names tasks."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    user = "".join(ch if ch.isalnum() or ch in "-." else "-" for ch in user) or "unknown"
+    return f"evaluation_{user}_{int(time.time() * 1000)}_{secrets.token_hex(4)}_{dataset_id}"
+
+
+def _usage(error: RagevError) -> pytest.UsageError:
+    return pytest.UsageError(str(error))
+
+
+class ActiveRun:
+    """Everything a run that answers questions holds, on every process."""
+
+    def __init__(self, config: pytest.Config, ragev: RagevConfig, options: RunOptions) -> None:
+        self.config = config
+        self.ragev = ragev
+        self.options = options
+        self.is_worker = hasattr(config, "workerinput")
+        self.signals = SigtermGuard()
+        self.task_id = ""
+        self.start_time = datetime.now(UTC).isoformat(timespec="milliseconds")
+        self._dataset: Dataset | None = None
+        self._plan: RunPlan | None = None
+        self._index: PassageIndex | None = None
+        self._node_ids: NodeIds | None = None
+        self._cases: dict[int, QAPair] | None = None
+        self._params: dict[str | None, dict[str, Any]] = {}
+        self.defaults = DefaultPipelineHooks(
+            hook=config.hook,
+            source=ragev.source,
+            cache_root=self._cache_root,
+            no_cache=options.no_cache,
+            cache_setting=ragev.cache,
+            progress=kb_progress_factory(config),
+        )
+        self.progress = ProgressFile(options.report_json or ragev.report_json,
+                                     interval=ragev.progress_interval, report=self._progress)
+        self.records = RecordCollector(
+            node_ids=lambda: self.node_ids, error_record=self._error_record,
+            progress=self.progress, collect_only=bool(config.option.collectonly),
+        )
+        self.finisher = Finisher(self, self.inputs)
+        self._answerer: Answerer | None = None
+        self.activated = False
+
+    def register(self) -> None:
+        """Register the run's plugin objects (the defaults first: hooks are checked on use)."""
+        manager = self.config.pluginmanager
+        manager.register(self.defaults, "ragev-defaults")
+        if not self.is_worker:
+            manager.register(self.records, "ragev-records")
+            if manager.hasplugin("xdist"):
+                xdist = XdistProgress(lambda: self.node_ids, self.records.set_collected)
+                manager.register(xdist, "ragev-xdist")
+        manager.register(self.finisher, "ragev-finish")
+
+    # -- lazily built values
+    @property
+    def dataset(self) -> Dataset:
+        """The dataset (limited by ``--ragev-limit``), loaded on first use."""
+        if self._dataset is None:
+            try:
+                dataset = load_dataset(self.ragev.dataset_path, dataset_id=self.ragev.dataset_id)
+            except RagevError as exc:
+                raise _usage(exc) from None
+            if self.options.limit:
+                dataset = dataset.limit(self.options.limit)
+            self._dataset = dataset
+        return self._dataset
+
+    @property
+    def plan(self) -> RunPlan:
+        """The run plan: settings resolved once, with the hooks' custom metrics."""
+        if self._plan is None:
+            try:
+                self._plan = RunPlan.build(self.ragev, self.options, self._custom_metrics())
+            except RagevError as exc:
+                raise _usage(exc) from None
+        return self._plan
+
+    def _custom_metrics(self) -> tuple[CustomMetric, ...]:
+        found: list[CustomMetric] = []
+        for group in self.config.hook.pytest_ragev_metrics():
+            for metric in group or ():
+                if not isinstance(metric, CustomMetric):
+                    raise pytest.UsageError(
+                        f"pytest_ragev_metrics returned {metric!r}; return "
+                        "pytest_ragev.CustomMetric objects"
+                    )
+                if metric.name in METRIC_NAMES or metric.name in {m.name for m in found}:
+                    raise pytest.UsageError(
+                        f"pytest_ragev_metrics: metric name {metric.name!r} is used twice; "
+                        "give each custom metric its own name"
+                    )
+                found.append(metric)
+        return tuple(found)
+
+    @property
+    def passage_index(self) -> PassageIndex:
+        if self._index is None:
+            self._index = PassageIndex(self.dataset.corpus)
+        return self._index
+
+    @property
+    def node_ids(self) -> NodeIds:
+        if self._node_ids is None:
+            self._node_ids = NodeIds.of(self.ragev.source, self.config.rootpath, self.cases)
+        return self._node_ids
+
+    @property
+    def cases(self) -> dict[int, QAPair]:
+        """The dataset's questions by qid."""
+        if self._cases is None:
+            self._cases = {case.qid: case for case in self.dataset.pairs}
+        return self._cases
+
+    @property
+    def answerer(self) -> Answerer:
+        if self._answerer is None:
+            self._answerer = Answerer(
+                hook=self.config.hook,
+                defaults=self.defaults,
+                settings=self.plan.settings,
+                corpus=lambda: self.dataset.corpus,
+                index=lambda: self.passage_index,
+                dataset_fingerprint=lambda: self.dataset.fingerprint,
+                concurrency=self.plan.concurrency,
+                prefetch=not self.is_worker,
+            )
+        return self._answerer
+
+    def _cache_root(self) -> Path | None:
+        cache_provider = getattr(self.config, "cache", None)
+        if cache_provider is None:
+            return None
+        return Path(cache_provider.mkdir("ragev"))
+
+    # -- activation
+    def activate(self) -> None:
+        """Load the dataset and validate every setting, before any question runs."""
+        self.activated = True
+        plan = self.plan
+        try:
+            self.defaults.validate([plan.settings(v) for v in plan.variants])
+        except RagevError as exc:
+            raise _usage(exc) from None
+        if not self.is_worker:
+            self.task_id = make_task_id(self.dataset.dataset_id)
+            self.signals.install()
+
+    def collection_plan(self) -> CollectionPlan:
+        """What the collectors read."""
+        return CollectionPlan(
+            dataset_id=self.dataset.dataset_id,
+            cases=self.dataset.pairs,
+            variants=self.plan.variants,
+            run_case=self.answerer.run_case,
+        )
+
+    # -- what the end of the run reads
+    def expects_questions(self) -> bool:
+        return not self.config.option.collectonly and self.records.expects_questions
+
+    def answerer_close(self) -> None:
+        if self._answerer is not None:
+            self._answerer.close()
+        else:
+            self.defaults.close()
+
+    def params(self, variant: str | None) -> Mapping[str, Any]:
+        """The settings snapshot of a configuration (memoised: it builds the pipeline)."""
+        if variant not in self._params:
+            settings = self.plan.settings(variant)
+            self._params[variant] = run_params(
+                self.plan, self.dataset, self.defaults.snapshot(settings), variant
+            )
+        return self._params[variant]
+
+    def facts(self, interrupted: str | None = None) -> RunFacts:
+        records = self.records
+        return RunFacts(
+            task_id=self.task_id, start_time=self.start_time, total=records.total,
+            finished=records.finished, interrupted=interrupted,
+            duplicates=records.duplicates, cache_hits=records.cache_hits,
+            cache_misses=records.cache_misses,
+        )
+
+    def inputs(self, interrupted: str | None) -> EvalInputs:
+        """The values :func:`~pytest_ragev.evaluation.evaluate` reads, at session end."""
+        records = self.records.records
+        variants = {record.variant for record in records}
+        return EvalInputs(
+            plan=self.plan,
+            dataset=self.dataset,
+            records=records,
+            facts=self.facts(interrupted),
+            params={v: self.params(v) for v in self.plan.variants if v in variants},
+            tokenizer=self.config.hook.pytest_ragev_tokenizer(),
+        )
+
+    def _progress(self, status: int, err_msg: str) -> dict[str, Any]:
+        return progress_report(self.facts(), dataset_id=self.dataset.dataset_id,
+                               params=self.params(None), status=status, err_msg=err_msg)
+
+    def _error_record(self, key: QuestionKey, error: str) -> Record:
+        variant, qid = key
+        return self.answerer.error_record(self.cases[qid], variant, error)

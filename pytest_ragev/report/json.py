@@ -1,0 +1,174 @@
+"""The JSON report in WeKnora's ``EvaluationDetail`` shape: while a run goes, and at its end.
+
+``{"success": ..., "data": {"task": {...}, "params": {...}, "metric": {...}, ...}}``:
+``task`` has the seed's fields (``status`` 0 pending, 1 running, 2 success, 3 failed,
+``total``/``finished`` counted in questions), ``metric`` the means of the base run in the
+seed's two groups; beyond the seed, ``samples``, ``verdict``, ``baseline``, ``variants``
+and ``warnings``. Pure functions: the shell writes the file.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_ragev.core.results import RunResult
+from pytest_ragev.core.types import (
+    GENERATION_METRICS,
+    METRIC_NAMES,
+    RETRIEVAL_METRICS,
+    STATUS_FAILED,
+    STATUS_RUNNING,
+    STATUS_SUCCESS,
+)
+from pytest_ragev.evaluation import Outcome, RunFacts
+from pytest_ragev.gate import Comparison, QuestionDiff
+
+
+def metric_block(run: RunResult | None) -> dict[str, Any]:
+    """``{"retrieval_metrics": {...}, "generation_metrics": {...}, "counts": {...}}``."""
+    def means(names: Sequence[str]) -> dict[str, float | None]:
+        if run is None:
+            return {name: None for name in names}
+        return {
+            name: (run.summary[name].mean if name in run.summary else None) for name in names
+        }
+
+    block: dict[str, Any] = {
+        "retrieval_metrics": means(RETRIEVAL_METRICS),
+        "generation_metrics": means(GENERATION_METRICS),
+    }
+    if run is not None:
+        custom = [name for name in run.summary if name not in METRIC_NAMES]
+        if custom:
+            block["custom_metrics"] = means(custom)
+        block["counts"] = {name: item.n for name, item in run.summary.items()}
+    return block
+
+
+def _task(facts: RunFacts, dataset_id: str, *, status: int, err_msg: str) -> dict[str, Any]:
+    return {
+        "id": facts.task_id,
+        "dataset_id": dataset_id,
+        "start_time": facts.start_time,
+        "status": status,
+        "err_msg": err_msg,
+        "total": facts.total,
+        "finished": facts.finished,
+    }
+
+
+def progress_report(
+    facts: RunFacts, *, dataset_id: str, params: Mapping[str, Any],
+    status: int = STATUS_RUNNING, err_msg: str = "",
+) -> dict[str, Any]:
+    """The report before the first item (status 0), while the run goes (1), or after a
+    usage error (3). ``params`` is the base configuration's settings snapshot."""
+    return {
+        "success": status != STATUS_FAILED,
+        "data": {
+            "task": _task(facts, dataset_id, status=status, err_msg=err_msg),
+            "params": dict(params),
+            "metric": None,
+        },
+    }
+
+
+def final_report(
+    outcome: Outcome, *, dataset_id: str, params: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The report at the end of a run. ``params``: the base configuration's settings,
+    reported when the base configuration did not run."""
+    facts = outcome.facts
+    base = outcome.base
+    interrupted = facts.interrupted is not None
+    if interrupted:
+        status = STATUS_FAILED
+        err_msg = f"{facts.interrupted} before every question was answered"
+    else:
+        status, err_msg = STATUS_SUCCESS, ""
+    data: dict[str, Any] = {
+        "task": _task(facts, dataset_id, status=status, err_msg=err_msg),
+        "params": base.params if base is not None else dict(params),
+        "metric": metric_block(base),
+        "samples": [s.to_report_json() for s in base.samples] if base is not None else [],
+        "verdict": {
+            "passed": not outcome.failed,
+            "failures": outcome.verdict_failures(),
+            "errors": outcome.errors,
+            "fallbacks": outcome.fallbacks,
+        },
+    }
+    if outcome.warnings:
+        data["warnings"] = list(outcome.warnings)
+    gate = outcome.gate
+    if gate.comparisons:
+        data["baseline"] = {
+            "path": str(gate.baseline_path),
+            "comparisons": [comparison_json(c) for c in gate.comparisons],
+            "regressions": [diff_json(d) for d in gate.regressions],
+        }
+    variants = [run for run in outcome.runs if run.variant is not None]
+    if variants:
+        data["variants"] = {
+            run.variant: {
+                "params": run.params,
+                "metric": metric_block(run),
+                "samples": [s.to_report_json() for s in run.samples],
+            }
+            for run in variants
+        }
+    return {"success": not interrupted, "data": data}
+
+
+def _finite(value: float | None) -> float | None:
+    # JSON has no inf/NaN: an error that appeared counts as the largest worsening.
+    return value if value is None or math.isfinite(value) else None
+
+
+def comparison_json(comparison: Comparison) -> dict[str, Any]:
+    """One run's comparison with its baseline run, per metric."""
+    return {
+        "variant": comparison.variant,
+        "common_questions": len(comparison.common_qids),
+        "added": list(comparison.added),
+        "removed": list(comparison.removed),
+        "metrics": {
+            m.metric: {
+                "baseline": m.baseline_mean,
+                "current": m.current_mean,
+                "delta": m.delta,
+                "ci": [m.ci_low, m.ci_high],
+                "ci_level": m.ci_level,
+                "p": m.p,
+                "p_raw": m.p_raw,
+                "correction": m.correction,
+                "family": m.family,
+                "n": m.n,
+                "status": m.status,
+            }
+            for m in comparison.metrics
+        },
+    }
+
+
+def diff_json(diff: QuestionDiff) -> dict[str, Any]:
+    """One regressed question: its metric changes, retrieval and answer before and after."""
+    return {
+        "qid": diff.qid,
+        "variant": diff.variant,
+        "question": diff.question,
+        "worsening": _finite(diff.worsening),
+        "metrics": {
+            name: {"before": d.before, "after": d.after, "delta": d.delta}
+            for name, d in diff.metrics.items()
+        },
+        "retrieved_before": diff.retrieved_before,
+        "retrieved_after": diff.retrieved_after,
+        "relevant": sorted(diff.relevant),
+        "answer_before": diff.answer_before,
+        "answer_after": diff.answer_after,
+        "error_before": diff.error_before,
+        "error_after": diff.error_after,
+    }

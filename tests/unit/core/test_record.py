@@ -1,0 +1,52 @@
+"""The per-question record: made from an answer, scored, serialised at the xdist boundary."""
+
+from __future__ import annotations
+
+import json
+
+from pytest_ragev.core.attribution import PassageIndex
+from pytest_ragev.core.record import Record, make_record
+from pytest_ragev.core.types import Answer, QAPair
+
+CORPUS = {
+    1: "The Eiffel Tower was completed in 1889. It is 330 metres tall and stands in Paris.",
+    2: "Mount Everest is the highest mountain above sea level, at 8,849 metres.",
+    5: "埃菲尔铁塔位于巴黎，高约三百三十米。",
+}
+
+
+def test_make_record_maps_the_answer_and_round_trips_through_json() -> None:
+    case = QAPair(qid=7, question="How tall?", pids=(1, 5), passages=("a", "b"), aid=3,
+                  answer="330 metres.", grades=(1.0, 2.0))
+    index = PassageIndex(CORPUS)
+    record = make_record(
+        case, Answer(retrieved=["330 metres tall", 2], text="It is 330 m.", meta={"x": (1, 2)}),
+        index=index, variant=None, cached=True,
+    )
+    data = record.to_json()
+    assert json.loads(json.dumps(data)) == data
+    assert Record.from_json(json.loads(json.dumps(data))) == record
+    assert record.retrieval_ids == [1, 2]
+    assert record.retrieval_gt == [[1, 5]]
+    assert record.grades == {1: 1.0, 5: 2.0} and data["grades"] == {"1": 1.0, "5": 2.0}
+    assert record.meta == {"x": [1, 2]}
+    assert record.key == (None, 7) and record.relevant == frozenset({1, 5})
+    assert record.cached is True
+    empty = make_record(
+        QAPair(qid=8, question="q", pids=(), passages=(), aid=None, answer=None),
+        None, index=index, variant="v", error="boom",
+    )
+    assert empty.retrieval_gt == [] and empty.has_answer is False and empty.error == "boom"
+    assert Record.from_json(empty.to_json()) == empty
+
+
+def test_scored_keeps_everything_but_the_metrics() -> None:
+    record = make_record(
+        QAPair(qid=1, question="铁塔有多高？", pids=(5,), passages=("p",), aid=1, answer="三百三十米。"),
+        Answer(retrieved=[5], text="约三百三十米。"), index=PassageIndex(CORPUS), variant="k10",
+    )
+    scored = record.scored({"recall": 1.0})
+    assert scored.metrics == {"recall": 1.0} and record.metrics == {}
+    assert scored.metric_input().retrieval_ids == [5]
+    assert scored.to_report_json()["variant"] == "k10"
+    assert "grades" not in scored.to_report_json()  # the report keeps the seed's sample keys
