@@ -12,9 +12,9 @@ qrels.parquet       ``qid``, ``pid`` [, ``score``]      relevant passages per qu
 qas.parquet         ``qid``, ``aid``                    question -> reference answer
 ==================  ==================================  ==============================
 
-This module stays light (no pyarrow/numpy at import time) because the plugin imports it
-when it loads; the columnar work lives in :mod:`pytest_ragev.dataset._load` and
-:mod:`pytest_ragev.dataset._write`, imported on first use.
+The columnar work (pyarrow, numpy) lives in the private :mod:`._load` and :mod:`._write`.
+The plugin imports this package only when a run answers questions, never when it merely
+loads.
 """
 
 from __future__ import annotations
@@ -25,15 +25,21 @@ import os
 from collections.abc import ItemsView, Iterable, Iterator, Mapping, Sequence, ValuesView
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
 
 from pytest_ragev.core.errors import DatasetError
 from pytest_ragev.core.types import QAPair
-
-if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
-    import pyarrow as pa
+from pytest_ragev.dataset._load import (
+    corpus_digest,
+    python_strings,
+    read_dataset_folder,
+    reordered,
+)
+from pytest_ragev.dataset._write import write_dataset_folder
 
 __all__ = [
     "DATASET_FILES",
@@ -125,8 +131,6 @@ class Corpus(Mapping[int, str]):
     def texts(self) -> list[str]:
         """Passage texts aligned with :attr:`ids` (built on first use, then cached)."""
         if self._texts_list is None:
-            from pytest_ragev.dataset._load import python_strings
-
             self._texts_list = python_strings(self.arrow_texts)
         return self._texts_list
 
@@ -134,8 +138,6 @@ class Corpus(Mapping[int, str]):
     def arrow_texts(self) -> pa.ChunkedArray[Any]:
         """The texts as an Arrow array in id order, for columnar consumers (no Python copies)."""
         if self._file_order is not None:
-            from pytest_ragev.dataset._load import reordered
-
             self._texts_arrow = reordered(self._texts_arrow, self._file_order)
             self._file_order = None
         return self._texts_arrow
@@ -387,11 +389,6 @@ def corpus_fingerprint(corpus: Mapping[int, str]) -> str:
     reused. A loaded :class:`~pytest_ragev.dataset.Corpus` carries it from the loader;
     any other mapping is hashed the same way (one content, one key).
     """
-    import numpy as np
-    import pyarrow as pa
-
-    from pytest_ragev.dataset._load import corpus_digest
-
     own = getattr(corpus, "fingerprint", None)
     if isinstance(own, str):
         return own
@@ -415,8 +412,6 @@ def load_dataset(path: str | os.PathLike[str], dataset_id: str | None = None) ->
     run and defaults to the folder name. Raises :class:`DatasetError` with a one-line
     message for anything unusable.
     """
-    from pytest_ragev.dataset._load import read_dataset_folder
-
     folder = Path(path)
     loaded = read_dataset_folder(folder)
     corpus = Corpus._in_file_order(
@@ -472,8 +467,6 @@ def write_dataset(
     Ids are written as int64. Nothing is validated here (tests write broken datasets on
     purpose); :func:`load_dataset` validates. Returns the folder.
     """
-    from pytest_ragev.dataset._write import write_dataset_folder
-
     return write_dataset_folder(
         Path(path),
         queries=queries,

@@ -26,6 +26,7 @@ import pyarrow as pa
 from pytest_ragev.core.errors import ConfigError, DatasetError
 from pytest_ragev.dataset import DATASET_FILES, Dataset, write_dataset
 from pytest_ragev.dataset._load import _DIGITS
+from pytest_ragev.dataset._write import write_table
 
 #: The share of distractor passages ``sample`` adds, relative to the relevant ones (the seed's 20%).
 DEFAULT_DISTRACTOR_SHARE = 0.2
@@ -232,8 +233,6 @@ def _write_id_map(destination: Path, maps: dict[str, _IdMap]) -> tuple[str, ...]
     renumbered = tuple(name for name, id_map in maps.items() if id_map.renumbered)
     if not renumbered:
         return renumbered
-    from pytest_ragev.dataset._write import write_table
-
     tables, ids, source_ids = [], [], []
     for name in renumbered:
         id_map = maps[name]

@@ -22,6 +22,7 @@ from pytest_ragev.pipelines.builtin.chunking import (
     DEFAULT_SEPARATORS,
 )
 from pytest_ragev.pipelines.builtin.models import check_model
+from pytest_ragev.pipelines.remote.chat import ChatConfig
 
 if TYPE_CHECKING:
     pass
@@ -142,8 +143,6 @@ def _parse_config(settings: PipelineSettings, *, source: Path | str) -> BuiltinC
         chat_opts.check_keys(_EXTRACTIVE_KEYS)
     else:
         # An OpenAI-compatible model: the chat client validates its own keys.
-        from pytest_ragev.pipelines.remote.chat import ChatConfig
-
         ChatConfig.from_table(
             {k: v for k, v in chat_table.items() if k not in ("fallback_response",
                                                               "context_chunks")},

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_ragev.core.digest import sha256_json
 from pytest_ragev.core.errors import name_variant
 from pytest_ragev.core.types import Answer, Chunk, PipelineSettings, QAPair
+from pytest_ragev.pipelines.builtin.bm25 import BM25Index
 from pytest_ragev.pipelines.builtin.chunking import chunk_corpus
 from pytest_ragev.pipelines.builtin.config import parse_config
 from pytest_ragev.pipelines.builtin.generate import extractive_answer
@@ -29,12 +30,11 @@ from pytest_ragev.pipelines.builtin.store import (
     load_or_build,
 )
 from pytest_ragev.pipelines.builtin.tokens import bm25_tokens
+from pytest_ragev.pipelines.remote.chat import ChatClient, ChatConfig
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
-
-    from pytest_ragev.pipelines.remote.chat import ChatClient
 
 
 @dataclass(frozen=True)
@@ -55,8 +55,6 @@ class BuiltinPipeline:
         self._chat: ChatClient | None = None
         self._lock = threading.Lock()
         if self.config.chat_model != "extractive":
-            from pytest_ragev.pipelines.remote.chat import ChatClient, ChatConfig
-
             table = {k: v for k, v in self.config.chat_table.items()
                      if k not in ("fallback_response", "context_chunks")}
             self._chat = ChatClient(ChatConfig.from_table(table, source=source))
@@ -109,8 +107,6 @@ class BuiltinPipeline:
     def _build(
         self, corpus: Mapping[int, str], key: str, progress: Progress | None
     ) -> KnowledgeBase:
-        from pytest_ragev.pipelines.builtin.bm25 import BM25Index
-
         config = self.config
         chunks = chunk_corpus(
             corpus, chunk_size=config.chunk_size, chunk_overlap=config.chunk_overlap,

@@ -17,15 +17,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_ragev.core.io import atomic_write_text
+from pytest_ragev.core.io import atomic_write_bytes, atomic_write_text
 from pytest_ragev.core.version import __version__
+from pytest_ragev.pipelines.builtin.bm25 import BM25Index
 from pytest_ragev.pipelines.builtin.chunking import TextChunk
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
-
-    from pytest_ragev.pipelines.builtin.bm25 import BM25Index
 
 
 #: A build's progress callback: ``(done, of)``.
@@ -111,8 +110,6 @@ class KnowledgeBase:
         if self.vectors is not None:
             buffer = io.BytesIO()
             np.save(buffer, self.vectors)
-            from pytest_ragev.core.io import atomic_write_bytes
-
             atomic_write_bytes(folder / "vectors.npy", buffer.getvalue())
         atomic_write_text(
             folder / "chunks.json",
@@ -124,8 +121,6 @@ class KnowledgeBase:
     @classmethod
     def load(cls, folder: Path, key: str) -> KnowledgeBase | None:
         import numpy as np
-
-        from pytest_ragev.pipelines.builtin.bm25 import BM25Index
 
         try:
             meta = json.loads((folder / "kb.json").read_text(encoding="utf-8"))

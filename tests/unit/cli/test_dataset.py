@@ -391,7 +391,7 @@ def test_register_group(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_register_group_by_module_name(capsys: pytest.CaptureFixture[str]) -> None:
     cli.register_group(
-        "lazy", help="lazily imported", configure="pytest_ragev.cli:configure_dataset_group"
+        "lazy", help="lazily imported", configure="pytest_ragev.cli.dataset:configure"
     )
     try:
         code, _, err = run(capsys, "lazy", "validate", "/does/not/exist")
