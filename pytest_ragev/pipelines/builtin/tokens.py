@@ -13,6 +13,8 @@ import unicodedata
 from collections.abc import Callable
 from typing import Any
 
+from pytest_ragev.metrics.text import jieba_tokenizer
+
 #: A tokenizer: text in, tokens out.
 Tokenizer = Callable[[str], list[str]]
 
@@ -32,8 +34,6 @@ def _jieba_lcut() -> Callable[..., list[str]]:
     """
     global _lcut
     if _lcut is None:
-        from pytest_ragev.metrics.text import jieba_tokenizer
-
         instance: Any = jieba_tokenizer()
         _lcut = instance.lcut
     return _lcut
