@@ -36,7 +36,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pytest_ragev.core.errors import BaselineError
 from pytest_ragev.core.io import atomic_write_text, dumps_json
@@ -509,51 +509,3 @@ def check_compatible(baseline: Snapshot, current: RunResult) -> Overlap:
             f"baseline, {len(after)} now); {_FIX}"
         )
     return Overlap(common_qids=common, added=sorted(after - before), removed=sorted(before - after))
-
-
-@dataclass(frozen=True)
-class BaselineOutcome:
-    """What :func:`resolve_baseline` did.
-
-    ``action``: ``"updated"`` (written on request), ``"created"`` (it was missing and
-    gating is on: the run must fail with ``failure``), ``"loaded"`` (compare against
-    ``snapshot``) or ``"missing"`` (no file, no gating: nothing to compare).
-    """
-
-    action: Literal["updated", "created", "loaded", "missing"]
-    path: Path
-    snapshot: Snapshot | None
-    message: str | None = None
-    failure: str | None = None
-
-
-def resolve_baseline(
-    path: str | os.PathLike[str],
-    current: Snapshot,
-    *,
-    update: bool,
-    gating: bool,
-) -> BaselineOutcome:
-    """Apply the baseline workflow for one session.
-
-    * ``update`` (``--ragev-update-baseline``): write ``current`` (replacing any file) and pass.
-    * no file and ``gating``: write ``current`` and fail with "baseline not found, created ...".
-    * no file, no gating: write nothing.
-    * a file: load it (a corrupt file raises :class:`BaselineError` and is left untouched).
-    """
-    target = Path(path)
-    if update:
-        write_snapshot(target, current)
-        return BaselineOutcome(
-            action="updated", path=target, snapshot=current,
-            message=f"ragev: baseline written to {target}",
-        )
-    if not target.exists():
-        if not gating:
-            return BaselineOutcome(action="missing", path=target, snapshot=None)
-        write_snapshot(target, current)
-        return BaselineOutcome(
-            action="created", path=target, snapshot=current,
-            failure=f"ragev: baseline not found, created {target}; commit it and rerun",
-        )
-    return BaselineOutcome(action="loaded", path=target, snapshot=load_snapshot(target))

@@ -6,10 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from pytest_ragev import CustomMetric
+from pytest_ragev import Answer, CustomMetric
 from pytest_ragev.config import RunOptions, load_config
+from pytest_ragev.core.attribution import PassageIndex
 from pytest_ragev.core.errors import ConfigError
-from pytest_ragev.evaluation import RunPlan
+from pytest_ragev.core.record import Record, make_record
+from pytest_ragev.dataset import Dataset, load_dataset, write_dataset
+from pytest_ragev.evaluation import EvalInputs, RunFacts, RunPlan, evaluate
+from tests._data import ANSWERS, CORPUS, QAS, QRELS, QUERIES
 
 
 def write(tmp_path: Path, body: str) -> Path:
@@ -26,3 +30,79 @@ def test_unknown_threshold_metric_gets_a_suggestion(tmp_path: Path) -> None:
     # A custom metric of that name is fine.
     plan = RunPlan.build(config, RunOptions(), [CustomMetric("recal", lambda m: 1.0)])
     assert [check.metric for check in plan.thresholds] == ["recal"]
+
+
+
+def project(tmp_path: Path, extra: str = "") -> tuple[RunPlan, Dataset]:
+    write_dataset(tmp_path / "data", queries=QUERIES, corpus=CORPUS, answers=ANSWERS,
+                  qrels=QRELS, qas=QAS)
+    config = load_config(write(tmp_path, '[dataset]\npath = "data"\nid = "mini"\n' + extra))
+    return RunPlan.build(config, RunOptions()), load_dataset(tmp_path / "data", "mini")
+
+
+def answered(dataset: Dataset, variant: str | None = None, *, good: bool = True) -> list[Record]:
+    index = PassageIndex(dataset.corpus)
+    return [
+        make_record(case, Answer(retrieved=list(case.pids) if good else [7],
+                                 text=case.answer or ""), index=index, variant=variant)
+        for case in dataset.pairs
+    ]
+
+
+def test_evaluate_scores_checks_thresholds_on_the_base_run_and_counts(tmp_path: Path) -> None:
+    plan, dataset = project(tmp_path, '[thresholds]\nrecall = 0.9\n[[variants]]\nname = "bad"\n')
+    bad = answered(dataset, "bad", good=False)
+    failed = make_record(dataset.pairs[0], None, index=PassageIndex(dataset.corpus),
+                         variant=None, error="RuntimeError: 模型超时")
+    records = [failed, *answered(dataset)[1:], *bad]
+    outcome = evaluate(EvalInputs(
+        plan=plan, dataset=dataset, records=records,
+        facts=RunFacts(task_id="t", total=10, finished=10, duplicates=2),
+        params={None: {"pipeline": {"name": "oracle"}}, "bad": {"pipeline": {"name": "x"}}},
+    ))
+    base, variant = outcome.runs
+    assert base.variant is None and variant.variant == "bad"
+    assert base.summary["recall"].mean == 1.0 and base.summary["recall"].n == 4
+    assert base.samples[0].error == "RuntimeError: 模型超时" and base.samples[0].metrics == {}
+    assert variant.summary["recall"].mean == 0.0
+    # Thresholds hold the base configuration only: the bad variant does not fail them.
+    assert [t.variant for t in outcome.thresholds] == [None] and not outcome.failures
+    assert outcome.errors == 1 and outcome.failed  # a question that raised fails the verdict
+    assert outcome.notes[0].startswith("ragev: 2 duplicate records")
+    assert outcome.gate.variant_table is not None  # base + a variant: the variants table
+    assert base.params == {"pipeline": {"name": "oracle"}}
+
+
+def test_evaluate_names_an_interrupted_run(tmp_path: Path) -> None:
+    plan, dataset = project(tmp_path)
+    outcome = evaluate(EvalInputs(
+        plan=plan, dataset=dataset, records=answered(dataset)[:2],
+        facts=RunFacts(total=5, finished=2, interrupted="interrupted by SIGTERM"),
+        params={None: {}},
+    ))
+    assert outcome.interrupted == "ragev: run interrupted by SIGTERM: 2 of 5 questions answered"
+    assert outcome.failed and outcome.verdict_failures() == [outcome.interrupted]
+
+
+def test_a_custom_metric_outside_its_range_is_a_config_error(tmp_path: Path) -> None:
+    write_dataset(tmp_path / "data", queries=QUERIES, corpus=CORPUS, answers=ANSWERS,
+                  qrels=QRELS, qas=QAS)
+    config = load_config(write(tmp_path, '[dataset]\npath = "data"\n'))
+    plan = RunPlan.build(config, RunOptions(), [CustomMetric("länge", lambda m: 2.0)])
+    dataset = load_dataset(tmp_path / "data")
+    with pytest.raises(ConfigError, match=r"custom metric 'länge' returned 2.0 for q1"):
+        evaluate(EvalInputs(plan=plan, dataset=dataset, records=answered(dataset),
+                            facts=RunFacts(), params={None: {}}))
+
+
+def test_the_plan_resolves_options_over_the_file(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, (
+        '[dataset]\npath = "data"\n[metrics]\nprofile = "standard"\n[run]\nconcurrency = 3\n'
+        '[report]\ntop_regressions = 4\n[[variants]]\nname = "k10"\n'
+    )))
+    plan = RunPlan.build(config, RunOptions(profile="weknora", variants=("k10",)))
+    assert plan.profile == "weknora" and plan.concurrency == 3 and plan.variants == ("k10",)
+    assert plan.rules.top_regressions == 4  # [gate] top_regressions falls back to [report]
+    assert plan.configured == (None, "k10")
+    with pytest.raises(ConfigError, match=r"no such variant.*did you mean 'k10'"):
+        RunPlan.build(config, RunOptions(variants=("k1",)))

@@ -1,0 +1,190 @@
+"""The baseline life cycle of a session (run_gate), on real files, without pytest runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_ragev.core.errors import BaselineError
+from pytest_ragev.core.record import Record
+from pytest_ragev.core.results import MetricSummary, RunResult
+from pytest_ragev.gate import GateRules, load_snapshot, obtained_path, write_snapshot
+from pytest_ragev.gate.baseline import Snapshot
+from pytest_ragev.gate.workflow import GateInputs, run_gate
+
+RULES = GateRules(resamples=2_000)
+QIDS = tuple(range(1, 31))
+
+
+def run(
+    recall: float = 0.8,
+    *,
+    variant: str | None = None,
+    qids: tuple[int, ...] = QIDS,
+    fingerprint: str = "f" * 64,
+) -> RunResult:
+    """A run whose recall is ``recall`` on every question (German and Chinese texts)."""
+    samples = [
+        Record(
+            qid=qid, question=f"Wie hoch ist der Turm {qid}? 塔有多高？", retrieval_gt=[[qid]],
+            retrieval_ids=[qid] if recall else [999], generated_text="Er ist 330 Meter hoch.",
+            generated_gt="330 Meter.", metrics={"recall": recall}, variant=variant,
+        )
+        for qid in qids
+    ]
+    return RunResult(
+        dataset_id="mini", fingerprint=fingerprint, dataset_stats={"questions": len(qids)},
+        profile="weknora", params={"pipeline": {"name": "builtin"}}, params_hash="h",
+        samples=samples, summary={"recall": MetricSummary("recall", recall, len(qids))},
+        variant=variant,
+    )
+
+
+def inputs(path: Path | None, **kw: object) -> GateInputs:
+    base = {"rules": RULES, "baseline_path": path, "configured": (None,), "plugin_version": "0.1.0",
+            "every_qid": QIDS}
+    base.update(kw)
+    return GateInputs(**base)  # type: ignore[arg-type]
+
+
+def test_without_a_baseline_path_nothing_is_compared_and_update_fails(tmp_path: Path) -> None:
+    outcome = run_gate([run()], inputs(None))
+    assert outcome.passed and not outcome.comparisons and not outcome.notes
+    updated = run_gate([run()], inputs(None, update=True))
+    assert updated.failures == (
+        "ragev: --ragev-update-baseline needs a baseline path; set [baseline] path in the "
+        "config or pass --ragev-baseline PATH",
+    )
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_missing_baseline_is_created_and_fails_the_run(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "ragev-baseline.json"
+    outcome = run_gate([run()], inputs(path))
+    assert outcome.failures == (f"ragev: baseline not found, created {path}; commit it and rerun",)
+    assert load_snapshot(path).base.summary["recall"].mean == 0.8
+    assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_missing_baseline_is_not_created_from_variants_alone(tmp_path: Path) -> None:
+    path = tmp_path / "ragev-baseline.json"
+    outcome = run_gate([run(variant="k10")], inputs(path, configured=(None, "k10")))
+    assert "only variants were selected" in outcome.failures[0]
+    assert not path.exists()
+
+
+def test_an_unchanged_run_passes_and_removes_a_stale_obtained_file(tmp_path: Path) -> None:
+    path = tmp_path / "ragev-baseline.json"
+    write_snapshot(path, Snapshot.from_runs([run()], plugin_version="0.1.0"))
+    written = path.read_bytes()
+    obtained = obtained_path(path)
+    obtained.write_text("{}", encoding="utf-8")
+    outcome = run_gate([run()], inputs(path))
+    assert outcome.passed and len(outcome.comparisons) == 1
+    assert outcome.comparisons[0].metrics[0].status == "unchanged"
+    assert outcome.notes == (f"ragev: removed the stale {obtained} (this run passed)",)
+    assert not obtained.exists() and path.read_bytes() == written
+
+
+def test_a_regression_fails_writes_the_obtained_snapshot_and_leaves_the_baseline(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "ragev-baseline.json"
+    write_snapshot(path, Snapshot.from_runs([run(0.8)], plugin_version="0.1.0"))
+    written = path.read_bytes()
+    outcome = run_gate([run(0.0)], inputs(path))
+    assert len(outcome.failures) == 1 and outcome.failures[0].startswith("ragev: recall 0.000 <")
+    assert [d.qid for d in outcome.regressions] == list(QIDS[:10])  # top_regressions = 10
+    obtained = obtained_path(path)
+    assert load_snapshot(obtained).base.summary["recall"].mean == 0.0
+    assert outcome.notes[-1] == (
+        f"ragev: this run's snapshot written to {obtained}; diff it against {path}"
+    )
+    assert path.read_bytes() == written  # never written without the flag
+
+
+def test_update_replaces_and_a_partial_update_keeps_the_other_runs(tmp_path: Path) -> None:
+    path = tmp_path / "ragev-baseline.json"
+    configured = (None, "k10", "k20")
+    full = run_gate([run(0.5), run(0.6, variant="k10"), run(0.7, variant="k20")],
+                    inputs(path, update=True, configured=configured))
+    assert full.passed and full.notes == (f"ragev: baseline written to {path}",)
+    partial = run_gate([run(0.9, variant="k10")], inputs(path, update=True, configured=configured))
+    assert partial.notes[0] == (
+        f"ragev: baseline written to {path} (updated: k10; kept from the previous file: base, k20)"
+    )
+    snapshot = load_snapshot(path)
+    assert snapshot.base.summary["recall"].mean == 0.5
+    assert snapshot.variants["k10"].summary["recall"].mean == 0.9
+    assert snapshot.variants["k20"].summary["recall"].mean == 0.7
+
+
+def test_a_partial_update_refuses_a_damaged_file_a_full_one_replaces_it(tmp_path: Path) -> None:
+    path = tmp_path / "ragev-baseline.json"
+    path.write_text("{ not json", encoding="utf-8")
+    with pytest.raises(BaselineError, match="a partial update keeps the file's other runs"):
+        run_gate([run(variant="k10")], inputs(path, update=True, configured=(None, "k10")))
+    assert path.read_text(encoding="utf-8") == "{ not json"
+    run_gate([run(), run(variant="k10")], inputs(path, update=True, configured=(None, "k10")))
+    assert set(load_snapshot(path).variants) == {"k10"}
+
+
+def test_a_damaged_baseline_is_a_usage_error_and_stays_as_it_was(tmp_path: Path) -> None:
+    path = tmp_path / "ragev-baseline.json"
+    data = Snapshot.from_runs([run()], plugin_version="0.1.0").to_data()
+    data["base"]["questions"][0]["metrics"]["recall"] = "hoch"
+    text = json.dumps(data)
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(BaselineError, match=r"base\.questions\[0\]\.metrics\.recall"):
+        run_gate([run()], inputs(path))
+    assert path.read_text(encoding="utf-8") == text
+    assert not obtained_path(path).exists()
+
+
+def test_an_interrupted_run_leaves_the_baseline_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "ragev-baseline.json"
+    for update in (False, True):
+        outcome = run_gate([run(0.0)], inputs(path, interrupted=True, update=update))
+        assert outcome.notes == (f"ragev: run interrupted: baseline {path} left untouched",)
+        assert outcome.passed and not path.exists()
+
+
+def test_an_update_with_no_question_run_fails_and_writes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "ragev-baseline.json"
+    outcome = run_gate([], inputs(path, update=True))
+    assert "no question ran" in outcome.failures[0] and not path.exists()
+
+
+def test_a_limit_run_is_compared_with_the_full_baseline(tmp_path: Path) -> None:
+    path = tmp_path / "ragev-baseline.json"
+    write_snapshot(path, Snapshot.from_runs([run(fingerprint="full" * 16)], plugin_version="0.1.0"))
+    # --ragev-limit 5: the limited dataset has a fingerprint of its own.
+    limited = run(qids=QIDS[:5], fingerprint="part" * 16)
+    outcome = run_gate([limited], inputs(path, limit=5, source_fingerprint="full" * 16))
+    assert outcome.passed and outcome.comparisons[0].common_qids == list(QIDS[:5])
+    assert outcome.notes[0].startswith(
+        "ragev: 25 baseline question(s) missing from this run (removed, not compared): 6, 7"
+    )
+    updated = run_gate([limited], inputs(path, update=True, limit=5,
+                                         source_fingerprint="full" * 16))
+    assert any("holds only the first 5 questions" in note for note in updated.notes)
+    assert any("now holds 5 of 30 questions" in note for note in updated.notes)
+
+
+def test_a_variant_run_alone_is_gated_against_its_own_recorded_run(tmp_path: Path) -> None:
+    path = tmp_path / "ragev-baseline.json"
+    write_snapshot(path, Snapshot.from_runs([run(0.8), run(0.0, variant="k10")],
+                                            plugin_version="0.1.0"))
+    outcome = run_gate([run(0.0, variant="k10")], inputs(path, configured=(None, "k10")))
+    assert outcome.passed and outcome.comparisons[0].variant == "k10"
+    with pytest.raises(BaselineError, match="has no run of variant 'k20'"):
+        run_gate([run(variant="k20")], inputs(path, configured=(None, "k10", "k20")))
+
+
+def test_the_variants_table_compares_each_variant_with_the_base_run(tmp_path: Path) -> None:
+    outcome = run_gate([run(0.8), run(0.2, variant="k10")], inputs(None))
+    assert outcome.variant_table is not None
+    cell = outcome.variant_table.rows[0].cells["recall"]
+    assert cell.delta == pytest.approx(-0.6) and cell.marker == "▼"
