@@ -33,11 +33,13 @@ Progress = Callable[[int, int], None]
 #: Bumped when the on-disk layout of a cached knowledge base changes.
 KB_FORMAT = 1
 
-#: The modules (relative to the package) whose code decides the built-in KB and answers.
-# metrics/text.py sets up the jieba instance the BM25 tokenizer segments with.
+#: The modules (relative to the package) whose code decides the built-in KB and answers:
+#: the pipeline itself, how its cache keys are made, the chat client it may call, the
+#: table reader its knobs go through, and the jieba set-up the BM25 tokenizer uses.
 CODE_MODULES = (
-    "pipelines/builtin/*.py", "plugin/defaults.py", "metrics/text.py", "pipelines/remote/chat.py",
-    "core/tables.py",
+    "pipelines/builtin/*.py", "pipelines/identity.py", "pipelines/remote/chat.py",
+    "plugin/defaults.py", "core/tables.py", "core/digest.py", "core/segment.py",
+    "metrics/text.py",
 )
 
 
