@@ -11,10 +11,10 @@ from collections.abc import Iterable
 _MINUS = "−"  # U+2212: figures line up and read as numbers, not dashes
 
 
-def num(value: float | None, *, signed: bool = False, digits: int = 3) -> str:
-    """``0.612``, ``+0.013``, ``−0.043``; ``n/a`` for a missing value."""
+def num(value: float | None, *, signed: bool = False, digits: int = 3, missing: str = "n/a") -> str:
+    """``0.612``, ``+0.013``, ``−0.043``; ``missing`` (``n/a``) for a missing value."""
     if value is None:
-        return "n/a"
+        return missing
     text = f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
     return text.replace("-", _MINUS)
 

@@ -21,7 +21,7 @@ import pytest
 from pytest_ragev.config import RagevConfig, RunOptions, select_variants, variant_settings
 from pytest_ragev.core.errors import RagevError
 from pytest_ragev.core.tables import changed_keys
-from pytest_ragev.plugin.collect import CollectionPlan, RagevFile, item_question
+from pytest_ragev.plugin.collect import CollectionPlan, NodeIds, RagevFile, item_question
 from pytest_ragev.plugin.keys import collection_key
 
 if TYPE_CHECKING:
@@ -126,9 +126,8 @@ class RagevSession:
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
         if "ragev_case" in metafunc.fixturenames:
             cases = self.run.dataset.pairs
-            metafunc.parametrize(
-                "ragev_case", cases, ids=[f"q{case.qid}" for case in cases], scope="function"
-            )
+            ids = [NodeIds.item_name(case.qid) for case in cases]
+            metafunc.parametrize("ragev_case", cases, ids=ids, scope="function")
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         if self.is_worker:

@@ -152,10 +152,6 @@ def render_variant_table(variants: VariantTable) -> list[str]:
 Markup = dict[str, bool]
 
 
-def _mean(value: float | None) -> str:
-    return "—" if value is None else f"{value:.3f}"
-
-
 def terminal_lines(outcome: Outcome, *, verbose: int) -> Iterator[tuple[str, Markup]]:
     """The summary the terminal shows: a metrics table per run, counts, the variants
     table and the comparison (with ``-v``: the comparison tables and per-question
@@ -173,12 +169,10 @@ def terminal_lines(outcome: Outcome, *, verbose: int) -> Iterator[tuple[str, Mar
         for name, item in run.summary.items():
             result = results.get(name)
             verdict = "" if result is None else ("ok" if result.passed else "FAIL")
-            threshold = "" if result is None else f"{result.threshold:.3f}"
+            threshold = "" if result is None else fmt.num(result.threshold)
             markup: Markup = {"red": True} if verdict == "FAIL" else {}
-            yield (
-                f"  {name:<12} {_mean(item.mean):>7} {item.n:>6} {threshold:>10}  {verdict}",
-                markup,
-            )
+            mean = fmt.num(item.mean, missing="—")
+            yield f"  {name:<12} {mean:>7} {item.n:>6} {threshold:>10}  {verdict}", markup
     facts = outcome.facts
     counts = [f"errors {outcome.errors}", f"fallback answers {outcome.fallbacks}"]
     if facts.cache_hits or facts.cache_misses:
