@@ -27,6 +27,7 @@ _TOP_LEVEL_KEYS = (
     "pipeline",
     "metrics",
     "thresholds",
+    "item_thresholds",
     "report",
     "baseline",
     "gate",
@@ -78,6 +79,7 @@ class RagevConfig:
     pipeline: PipelineSettings
     profile: str = "weknora"
     thresholds: Mapping[str, float] = field(default_factory=dict)
+    item_thresholds: Mapping[str, float] = field(default_factory=dict)
     report_json: Path | None = None
     report_markdown: Path | None = None
     report_html: Path | None = None
@@ -166,12 +168,8 @@ def parse_config(raw: Mapping[str, Any], *, source: Path) -> RagevConfig:
     metrics.check_keys(_METRICS_KEYS)
     profile = metrics.choice("profile", "weknora", PROFILES, what="metric profile")
 
-    thresholds_table = top.sub("thresholds")
-    thresholds: dict[str, float] = {}
-    for metric in thresholds_table.table:
-        value = thresholds_table.number(metric, None, low=0.0, high=1.0, example="0.5")
-        assert value is not None
-        thresholds[metric] = value
+    thresholds = _thresholds(top.sub("thresholds"))
+    item_thresholds = _thresholds(top.sub("item_thresholds"))
 
     report = top.sub("report")
     report.check_keys(_REPORT_KEYS)
@@ -228,6 +226,7 @@ def parse_config(raw: Mapping[str, Any], *, source: Path) -> RagevConfig:
         pipeline=pipeline,
         profile=profile,
         thresholds=thresholds,
+        item_thresholds=item_thresholds,
         report_json=paths["json"],
         report_markdown=paths["markdown"],
         report_html=paths["html"],
@@ -239,6 +238,16 @@ def parse_config(raw: Mapping[str, Any], *, source: Path) -> RagevConfig:
         progress_interval=interval,
         variants=tuple(variants),
     )
+
+
+def _thresholds(table: Table) -> dict[str, float]:
+    """``metric = number`` pairs; the metric names are checked by the run plan."""
+    values: dict[str, float] = {}
+    for metric in table.table:
+        value = table.number(metric, None, low=0.0, high=1.0, example="0.5")
+        assert value is not None
+        values[metric] = value
+    return values
 
 
 def _check_name(name: str, key: str, source: Path) -> None:

@@ -39,6 +39,7 @@ from pytest_ragev.gate.thresholds import (
     MaxValue,
     MinValue,
     ThresholdResult,
+    check_question,
     check_thresholds,
     thresholds_from_table,
 )
@@ -68,6 +69,7 @@ class RunPlan:
     custom_metrics: tuple[CustomMetric, ...] = ()
     rules: GateRules = field(default_factory=GateRules)
     thresholds: tuple[MinValue | MaxValue, ...] = ()
+    item_thresholds: tuple[MinValue | MaxValue, ...] = ()
 
     @classmethod
     def build(
@@ -87,9 +89,14 @@ class RunPlan:
         thresholds = thresholds_from_table(
             config.thresholds, source=str(config.source), directions=directions
         )
+        item_thresholds = thresholds_from_table(
+            config.item_thresholds, source=str(config.source), directions=directions,
+            where="[item_thresholds]",
+        )
         return cls(
             config=config, options=options, variants=select_variants(config, options.variants),
             custom_metrics=custom, rules=rules, thresholds=tuple(thresholds),
+            item_thresholds=tuple(item_thresholds),
         )
 
     @property
@@ -346,6 +353,11 @@ def evaluate(inputs: EvalInputs) -> Outcome:
     # only when one is selected alone.
     gated = runs[:1] if runs and runs[0].variant is None else runs
     thresholds = tuple(result for run in gated for result in check_thresholds(run, plan.thresholds))
+    below = [f"q{s.qid}" + (f" [{run.variant}]" if run.variant else "")
+             for run in runs for s in run.samples if check_question(s, plan.item_thresholds)]
+    floors = ([f"ragev: {len(below)} question(s) below their [item_thresholds]: "
+               f"{', '.join(below[:20])}" + (f", … ({len(below) - 20} more)" if len(below) > 20
+                                            else "")] if below else [])
     notes = []
     if facts.duplicates:
         notes.append(
@@ -369,7 +381,8 @@ def evaluate(inputs: EvalInputs) -> Outcome:
         facts=facts,
         thresholds=thresholds,
         gate=gate,
-        failures=(*(t.reason for t in thresholds if t.reason is not None), *gate.failures),
+        failures=(*(t.reason for t in thresholds if t.reason is not None), *floors,
+                  *gate.failures),
         notes=(*notes, *gate.notes),
         warnings=tuple(dataset.warnings),
         errors=errors,

@@ -43,6 +43,7 @@ from pytest_ragev.gate.thresholds import (
     MaxValue,
     MinValue,
     ThresholdResult,
+    check_question,
     check_thresholds,
     thresholds_from_table,
 )
@@ -69,6 +70,7 @@ __all__ = [
     "VariantRow",
     "VariantTable",
     "check_compatible",
+    "check_question",
     "check_thresholds",
     "compare",
     "compare_variants",

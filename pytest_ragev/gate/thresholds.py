@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pytest_ragev.core import fmt
 from pytest_ragev.core.errors import ConfigError
+from pytest_ragev.core.record import Record
 from pytest_ragev.core.results import MetricSummary, RunResult
 from pytest_ragev.core.tables import is_number, suggest
 
@@ -88,23 +89,25 @@ def thresholds_from_table(
     *,
     source: str,
     directions: Mapping[str, str],
+    where: str = "[thresholds]",
 ) -> list[MinValue | MaxValue]:
     """Checks from a parsed ``[thresholds]`` table (``recall = 0.5``).
 
     ``directions`` maps every known metric to its direction: a higher-is-better metric
     gets a floor (:class:`MinValue`), a lower-is-better one a ceiling (:class:`MaxValue`).
+    ``where`` names the table in messages (``[item_thresholds]`` holds per-question ones).
     """
     checks: list[MinValue | MaxValue] = []
     known = list(directions)
     for name, value in table.items():
         if name not in directions:
             raise ConfigError(
-                f"{source}: [thresholds] {name!r} is not a metric; "
+                f"{source}: {where} {name!r} is not a metric; "
                 f"{suggest(name, known, noun='metrics')}"
             )
         if not is_number(value) or not math.isfinite(float(value)):
             raise ConfigError(
-                f"{source}: [thresholds] {name} = {value!r} is invalid; use a number, "
+                f"{source}: {where} {name} = {value!r} is invalid; use a number, "
                 f"e.g. {name} = 0.5"
             )
         if directions[name] not in ("higher", "lower"):
@@ -136,3 +139,25 @@ def check_thresholds(
             )
         )
     return results
+
+
+def check_question(record: Record, checks: Sequence[MinValue | MaxValue]) -> list[str]:
+    """The ``[item_thresholds]`` lines one question fails (its metrics that apply only).
+
+    ``ragev: q7 recall 0.000 < item threshold 0.500`` (``[k10]`` after the qid for a
+    variant). A question without a metric (no qrels, no reference answer, an error) is
+    not judged on it.
+    """
+    lines = []
+    label = f"q{record.qid}" + (f" [{record.variant}]" if record.variant else "")
+    for check in checks:
+        value = record.metrics.get(check.metric)
+        if value is None:
+            continue
+        if isinstance(check, MinValue) and value < check.minimum:
+            lines.append(f"ragev: {label} {check.metric} {fmt.num(value)} < item threshold "
+                         f"{fmt.num(check.minimum)}")
+        elif isinstance(check, MaxValue) and value > check.maximum:
+            lines.append(f"ragev: {label} {check.metric} {fmt.num(value)} > item threshold "
+                         f"{fmt.num(check.maximum)}")
+    return lines

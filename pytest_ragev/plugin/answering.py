@@ -9,16 +9,19 @@ runs pipeline calls ahead in ``--ragev-concurrency`` threads, and attaches the q
 from __future__ import annotations
 
 import concurrent.futures
+import json
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pytest
 
 from pytest_ragev.core.attribution import PassageIndex
+from pytest_ragev.core.errors import RagevError
 from pytest_ragev.core.record import RECORD_KEY, QuestionKey, Record, make_record
 from pytest_ragev.core.types import Answer, PipelineSettings, QAPair
-from pytest_ragev.plugin.collect import PipelineFailed, RagevItem
+from pytest_ragev.gate.thresholds import MaxValue, MinValue, check_question
+from pytest_ragev.plugin.collect import PipelineFailed, QuestionFailed, RagevItem
 from pytest_ragev.plugin.defaults import DefaultPipelineHooks
 
 
@@ -46,6 +49,9 @@ class Answerer:
         dataset_fingerprint: Callable[[], str],
         concurrency: int,
         prefetch: bool,
+        scorer: Callable[[Record], Record] | None = None,
+        score_every_question: bool = False,
+        item_checks: Sequence[MinValue | MaxValue] = (),
     ) -> None:
         self._hook = hook
         self._defaults = defaults
@@ -64,6 +70,15 @@ class Answerer:
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._futures: dict[QuestionKey, concurrent.futures.Future[Answer]] = {}
         self._positions: dict[int, int] | None = None
+        # Scoring at item time: every question when -v, --junitxml or per-question
+        # floors need its metrics, else the first one only (a misbehaving custom metric
+        # then ends the run at once instead of after every question ran).
+        self._scorer = scorer
+        self._score_every_question = score_every_question
+        self._scored_one = False
+        self._item_checks = tuple(item_checks)
+        #: Set when a question showed a usage error (a custom metric out of range).
+        self.usage_error: str | None = None
 
     # -- knowledge bases
     def knowledge_base(self, settings: PipelineSettings) -> Any:
@@ -151,9 +166,25 @@ class Answerer:
             self._take_cached(case, variant)
             record = make_record(case, None, index=self._index(), variant=variant,
                                  error=f"{type(exc).__name__}: {exc}")
-            item.user_properties.append((RECORD_KEY, record.to_json()))
+            _attach(item, record)
             raise PipelineFailed(case.qid, exc) from exc
-        item.user_properties.append((RECORD_KEY, record.to_json()))
+        self._finish_question(item, record)
+
+    def _finish_question(self, item: pytest.Item, record: Record) -> None:
+        """Score ``record`` if asked, attach it, and fail the item below a floor."""
+        if self._scorer is not None and (self._score_every_question or not self._scored_one):
+            self._scored_one = True
+            try:
+                record = self._scorer(record)
+            except RagevError as exc:
+                _attach(item, record)
+                self.usage_error = str(exc)
+                item.session.shouldstop = f"ragev: {exc}"
+                raise QuestionFailed([str(exc)]) from None
+        _attach(item, record)
+        below = check_question(record, self._item_checks)
+        if below:
+            raise QuestionFailed(below)
 
     def record_manual(
         self, item: pytest.Item, case: QAPair, answer: Answer, variant: str | None = None
@@ -161,7 +192,7 @@ class Answerer:
         """Record an answer produced by a hand-written test (the ``ragev_record`` fixture)."""
         record = make_record(case, answer, index=self._index(), variant=variant,
                              cached=self._take_cached(case, variant))
-        item.user_properties.append((RECORD_KEY, record.to_json()))
+        _attach(item, record)
         return record
 
     def error_record(self, case: QAPair, variant: str | None, error: str) -> Record:
@@ -232,3 +263,9 @@ class Answerer:
                 self._kbs.clear()
                 self._kb_ready.clear()
                 self._defaults.close()
+
+
+def _attach(item: pytest.Item, record: Record) -> None:
+    # As JSON text: --junitxml writes the property as it is (readable by any tool, not a
+    # Python repr), and it crosses the xdist channel as plain data.
+    item.user_properties.append((RECORD_KEY, json.dumps(record.to_json(), ensure_ascii=False)))

@@ -156,6 +156,15 @@ class PipelineFailed(Exception):
         self.error = error
 
 
+class QuestionFailed(Exception):
+    """The question was answered but fails: a per-question floor, or a misbehaving
+    custom metric. The item fails with these one-line reasons, without a traceback."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__("\n".join(lines))
+        self.lines = lines
+
+
 class RagevItem(pytest.Item):
     """Runs the configured pipeline for one question and records its answer."""
 
@@ -170,6 +179,8 @@ class RagevItem(pytest.Item):
     def repr_failure(
         self, excinfo: ExceptionInfo[BaseException], style: Any = None
     ) -> str | TerminalRepr:
+        if isinstance(excinfo.value, QuestionFailed):
+            return str(excinfo.value)
         if isinstance(excinfo.value, PipelineFailed):
             inner = excinfo.value.error
             if isinstance(inner, RagevError):

@@ -6,15 +6,17 @@ The only module that writes report files (the gate writes its own baseline) and 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import traceback
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
 
-# The LogXML of --junitxml, whose suite-level properties CI dashboards read: pytest has
-# no public way to reach it.
+# pytest has no public way to reach these: the LogXML of --junitxml (its suite-level
+# properties are what CI dashboards read) and the base class of a failure's rendering.
+from _pytest._code.code import TerminalRepr
 from _pytest.junitxml import xml_key
 
 from pytest_ragev.core.errors import RagevError
@@ -39,16 +41,54 @@ def _unprefixed(message: str) -> str:
     return message.removeprefix("ragev: ")
 
 
+@dataclasses.dataclass(frozen=True)
+class _Crash:
+    message: str
+
+
+class _VerdictRepr(TerminalRepr):
+    """The failed verdict as pytest shows a failure: its lines, no traceback.
+
+    ``reprcrash.message`` is what ``FAILED ... - <message>`` and JUnit's failure message
+    show: the first failure line.
+    """
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+        self.reprcrash = _Crash(lines[0] if lines else "ragev: verdict failed")
+
+    def toterminal(self, tw: Any) -> None:
+        for line in self.lines:
+            tw.line(line, red=True, bold=True)
+
+
 class Finisher:
-    """``pytest_sessionfinish`` and ``pytest_terminal_summary`` of a ragev run."""
+    """The end of a ragev run: the verdict, the reports, the exit status, the summary.
+
+    The run is concluded when the test loop ends (so the verdict, reported as one more
+    test, comes before pytest's final progress mark), or at session finish when the
+    loop was interrupted; the exit status is set at session finish, once pytest has
+    computed its own.
+    """
 
     def __init__(
         self, run: ActiveRun, inputs: Callable[[str | None], EvalInputs]
     ) -> None:
         self._run = run
         self._inputs = inputs
+        self._concluded = False
         self.outcome: Outcome | None = None
         self.usage_error: str | None = None
+        self._status: pytest.ExitCode | None = None
+
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
+        # trylast: the innermost wrapper, so this runs before the terminal reporter writes
+        # the final [100%]. An interrupted loop raises through here: concluded at finish.
+        result = yield
+        if not self._run.is_worker and self._run.expects_questions():
+            self._conclude(session, exitstatus=None)
+        return result
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -60,11 +100,13 @@ class Finisher:
             if run.is_worker or not run.expects_questions():
                 # No question was to be answered: no verdict, and the last report stays.
                 return
-            self._finish(session, exitstatus)
+            if not self._concluded:
+                self._conclude(session, exitstatus)
+            self._set_status(session)
         finally:
             run.signals.restore()
 
-    def _interruption(self, session: pytest.Session, exitstatus: int) -> str | None:
+    def _interruption(self, session: pytest.Session, exitstatus: int | None) -> str | None:
         interrupted = exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR)
         stopped = session.shouldfail or session.shouldstop  # -x, --maxfail, ...
         records = self._run.records
@@ -75,31 +117,73 @@ class Finisher:
         terminated = self._run.signals.terminated_by
         return f"interrupted by {terminated}" if terminated else "interrupted"
 
-    def _finish(self, session: pytest.Session, exitstatus: int) -> None:
+    def _conclude(self, session: pytest.Session, exitstatus: int | None) -> None:
+        """Evaluate, write every report, report the verdict test; remember the status."""
+        self._concluded = True
+        self._run.progress.stop()
+        answerer_error = self._run.answerer_usage_error()
+        if answerer_error is not None:
+            # A question showed a usage error (a custom metric out of range): the run
+            # stopped there; say it as the settings errors are said.
+            self._fail(_unprefixed(answerer_error), pytest.ExitCode.USAGE_ERROR)
+            return
         interrupted = self._interruption(session, exitstatus)
         try:
             outcome = evaluate(self._inputs(interrupted))
             self._write_reports(outcome)
         except RagevError as exc:
             # A baseline that cannot be compared is a usage error: say it, exit 4.
-            self._fail(session, _unprefixed(str(exc)), pytest.ExitCode.USAGE_ERROR)
+            self._fail(_unprefixed(str(exc)), pytest.ExitCode.USAGE_ERROR)
             return
         except Exception as exc:
             # A bug of ours must not hide the run's own summary behind an INTERNALERROR.
             traceback.print_exc()
-            self._fail(session, f"internal error while evaluating: {type(exc).__name__}: {exc}",
+            self._fail(f"internal error while evaluating: {type(exc).__name__}: {exc}",
                        pytest.ExitCode.INTERNAL_ERROR)
             return
         self.outcome = outcome
+        self._report_verdict(outcome)
+
+    def _set_status(self, session: pytest.Session) -> None:
+        if self._status is not None:
+            session.exitstatus = self._status
+            return
+        if self.outcome is None:
+            return
         if session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and self._run.records.records:
             session.exitstatus = pytest.ExitCode.OK
-        if outcome.failed and session.exitstatus == pytest.ExitCode.OK:
+        if self.outcome.failed and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    def _report_verdict(self, outcome: Outcome) -> None:
+        """The verdict as a test of its own, ``<config>::<dataset>::verdict``.
 
-    def _fail(self, session: pytest.Session, message: str, status: pytest.ExitCode) -> None:
+        It passes or fails with the verdict's lines, so pytest's last line, ``FAILED``
+        lists and ``--junitxml`` (also under xdist: this runs on the controller, where
+        junitxml and the terminal hear every report) show a failed verdict as the failed
+        test CI tools look for.
+        """
+        run = self._run
+        nodeid = f"{run.node_ids.prefix}::{run.dataset.dataset_id}::verdict"
+        location = (run.node_ids.prefix, None, "ragev verdict")
+        lines = outcome.verdict_failures()
+        if outcome.errors:
+            lines.append(f"ragev: {outcome.errors} question(s) raised an error")
+        hook = run.config.hook
+        hook.pytest_runtest_logstart(nodeid=nodeid, location=location)
+        for when in ("setup", "call", "teardown"):
+            outcome_word: Literal["passed", "failed"] = (
+                "failed" if outcome.failed and when == "call" else "passed")
+            hook.pytest_runtest_logreport(report=pytest.TestReport(
+                nodeid=nodeid, location=location, keywords={"ragev": 1}, outcome=outcome_word,
+                longrepr=_VerdictRepr(lines) if outcome_word == "failed" else None,
+                when=when, sections=[], duration=0.0, user_properties=[],
+            ))
+        hook.pytest_runtest_logfinish(nodeid=nodeid, location=location)
+
+    def _fail(self, message: str, status: pytest.ExitCode) -> None:
         self.outcome = None
         self.usage_error = message
-        session.exitstatus = status
+        self._status = status
         self._run.progress.write(STATUS_FAILED, message)
 
     def _write_reports(self, outcome: Outcome) -> None:

@@ -29,10 +29,19 @@ class ProgressFile:
         self._interval = interval
         self._report = report
         self._last_write = 0.0
+        self._stopped = False
+
+    def stop(self) -> None:
+        """No more status-1 writes: the run is being concluded (the final report follows)."""
+        self._stopped = True
 
     def write(self, status: int, err_msg: str = "") -> None:
-        """Write the report now. Progress is best effort: the final write reports errors."""
-        if self.path is None:
+        """Write the report now. Progress is best effort: the final write reports errors.
+
+        Once :meth:`stop` was called, "running" is never written again (the verdict's own
+        test report must not turn a finished report back into a running one).
+        """
+        if self.path is None or (status == STATUS_RUNNING and self._stopped):
             return
         self._last_write = time.monotonic()
         try:

@@ -9,12 +9,14 @@ and keeps ``finished/total`` for the progress report.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import pytest
 
+from pytest_ragev.core import fmt
 from pytest_ragev.core.record import RECORD_KEY, QuestionKey, Record
 from pytest_ragev.core.types import STATUS_PENDING, STATUS_RUNNING
 from pytest_ragev.plugin.collect import NodeIds
@@ -62,6 +64,7 @@ class RecordCollector:
         # ragev_case test that fails before recording has still finished.
         self._done: set[QuestionKey] = set()
         self._running = False
+        self._session: pytest.Session | None = None
         self.total = 0
         self.duplicates = 0
         self.cache_hits = 0
@@ -91,19 +94,28 @@ class RecordCollector:
         if self._collected and not self._collect_only:
             self._progress.write(STATUS_PENDING)
 
+    def bind(self, session: pytest.Session) -> None:
+        """The session whose progress count the verdict adds to."""
+        self._session = session
+
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
         if self._running or not self._collected:
             return
         self._running = True
+        if self._session is not None:
+            # The verdict is reported as one more test at the end (plugin/finish.py):
+            # count it, so the progress reaches 100% with it. Here, not at collection:
+            # xdist sets the count when its workers have collected.
+            self._session.testscollected += 1
         self._progress.write(STATUS_RUNNING)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         # user_properties ride on the setup, call and teardown reports alike: read one.
         carried = False
         for name, value in report.user_properties if report.when == "call" else ():
-            if name == RECORD_KEY and isinstance(value, dict):
+            if name == RECORD_KEY and isinstance(value, str):
                 carried = True
-                self._add(Record.from_json(value))
+                self._add(Record.from_json(json.loads(value)))
         if report.failed and not carried:
             # A failed item without a record: a crashed xdist worker ("???" report), a
             # failing setup. Its question counts as an error, never silently missing.
@@ -130,3 +142,33 @@ class RecordCollector:
             self.cache_hits += 1
         elif record.cached is False:
             self.cache_misses += 1
+
+
+#: The metrics a ``-v`` item line shows, when the question has them.
+KEY_METRICS = ("recall", "rougel")
+
+
+class ItemStatus:
+    """``-v`` item lines with the question's key scores: ``q2 PASSED recall 0.00 rougel 0.29``.
+
+    Registered on the controller with ``-v`` only; the scores come from the record the
+    item carries (scored when it was answered, see ``ActiveRun.score_items``).
+    """
+
+    def pytest_report_teststatus(
+        self, report: pytest.TestReport, config: pytest.Config
+    ) -> tuple[str, str, tuple[str, dict[str, bool]]] | None:
+        if report.when != "call":
+            return None
+        metrics = next((json.loads(value).get("metrics") or {}
+                        for name, value in report.user_properties
+                        if name == RECORD_KEY and isinstance(value, str)), None)
+        if not metrics:
+            return None
+        scores = " ".join(f"{name} {fmt.num(metrics[name], digits=2)}"
+                          for name in KEY_METRICS if name in metrics)
+        if report.passed:
+            return "passed", ".", (f"PASSED {scores}", {"green": True})
+        if report.failed:
+            return "failed", "F", (f"FAILED {scores}", {"red": True})
+        return None

@@ -12,6 +12,7 @@ needs.
 from __future__ import annotations
 
 import getpass
+import os
 import secrets
 import time
 from collections.abc import Mapping
@@ -27,18 +28,19 @@ from pytest_ragev.core.errors import RagevError
 from pytest_ragev.core.record import QuestionKey, Record
 from pytest_ragev.core.types import METRIC_NAMES, CustomMetric, QAPair
 from pytest_ragev.dataset import Dataset, load_dataset
-from pytest_ragev.evaluation import EvalInputs, RunFacts, RunPlan, run_params
+from pytest_ragev.evaluation import EvalInputs, RunFacts, RunPlan, run_params, score_records
 from pytest_ragev.plugin.answering import Answerer
 from pytest_ragev.plugin.collect import CollectionPlan, NodeIds
 from pytest_ragev.plugin.defaults import DefaultPipelineHooks, kb_progress_factory
 from pytest_ragev.plugin.finish import Finisher
 from pytest_ragev.plugin.progress import ProgressFile, XdistProgress
-from pytest_ragev.plugin.records import RecordCollector
+from pytest_ragev.plugin.records import ItemStatus, RecordCollector
 from pytest_ragev.plugin.signals import SigtermGuard
 from pytest_ragev.report import progress_report
 
 #: The names under which the run's plugin objects are registered (and unregistered).
-PLUGIN_NAMES = ("ragev-defaults", "ragev-records", "ragev-xdist", "ragev-finish")
+PLUGIN_NAMES = ("ragev-defaults", "ragev-records", "ragev-xdist", "ragev-finish",
+                "ragev-item-status")
 
 
 def make_task_id(dataset_id: str) -> str:
@@ -53,6 +55,27 @@ def make_task_id(dataset_id: str) -> str:
 
 def _usage(error: RagevError) -> pytest.UsageError:
     return pytest.UsageError(str(error))
+
+
+def _check_baseline_target(path: Path | None, source: Path) -> None:
+    """``--ragev-update-baseline`` must be able to write its file: checked before any
+    question runs, not after all of them."""
+    if path is None:
+        raise pytest.UsageError(
+            "--ragev-update-baseline needs a baseline path; set [baseline] path in "
+            f"{source} or pass --ragev-baseline PATH"
+        )
+    if path.is_dir():
+        raise pytest.UsageError(
+            f"--ragev-update-baseline: the baseline path {path} is a folder; point "
+            "[baseline] path or --ragev-baseline at a file such as ragev-baseline.json"
+        )
+    folder = next((p for p in [path.parent, *path.parent.parents] if p.exists()), None)
+    if folder is None or not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise pytest.UsageError(
+            f"--ragev-update-baseline: cannot write {path} ({folder} is not a writable "
+            "folder); choose another [baseline] path or fix the folder's permissions"
+        )
 
 
 class ActiveRun:
@@ -100,6 +123,8 @@ class ActiveRun:
                 xdist = XdistProgress(lambda: self.node_ids, self.records.set_collected)
                 manager.register(xdist, "ragev-xdist")
         manager.register(self.finisher, "ragev-finish")
+        if not self.is_worker and self.config.option.verbose > 0:
+            manager.register(ItemStatus(), "ragev-item-status")
 
     # -- lazily built values
     @property
@@ -173,8 +198,24 @@ class ActiveRun:
                 dataset_fingerprint=lambda: self.dataset.fingerprint,
                 concurrency=self.plan.concurrency,
                 prefetch=not self.is_worker,
+                scorer=self._score if (self.score_items or self.plan.custom_metrics) else None,
+                score_every_question=self.score_items,
+                item_checks=self.plan.item_thresholds,
             )
         return self._answerer
+
+    @property
+    def score_items(self) -> bool:
+        """Whether each question is scored when it is answered: for its ``-v`` line, its
+        JUnit properties or its ``[item_thresholds]``."""
+        option = self.config.option
+        return bool(self.plan.item_thresholds) or option.verbose > 0 or bool(
+            getattr(option, "xmlpath", None))
+
+    def _score(self, record: Record) -> Record:
+        return score_records([record], profile=self.plan.profile,
+                             custom=self.plan.custom_metrics,
+                             tokenizer=self.config.hook.pytest_ragev_tokenizer())[0]
 
     def _cache_root(self) -> Path | None:
         cache_provider = getattr(self.config, "cache", None)
@@ -183,14 +224,17 @@ class ActiveRun:
         return Path(cache_provider.mkdir("ragev"))
 
     # -- activation
-    def activate(self) -> None:
+    def activate(self, session: pytest.Session) -> None:
         """Load the dataset and validate every setting, before any question runs."""
         self.activated = True
+        self.records.bind(session)
         plan = self.plan
         try:
             self.defaults.validate([plan.settings(v) for v in plan.variants])
         except RagevError as exc:
             raise _usage(exc) from None
+        if plan.options.update_baseline and not self.is_worker:
+            _check_baseline_target(plan.baseline_path, self.ragev.source)
         if not self.is_worker:
             self.task_id = make_task_id(self.dataset.dataset_id)
             self.signals.install()
@@ -207,6 +251,10 @@ class ActiveRun:
     # -- what the end of the run reads
     def expects_questions(self) -> bool:
         return not self.config.option.collectonly and self.records.expects_questions
+
+    def answerer_usage_error(self) -> str | None:
+        """The usage error a question showed while it was answered, if any."""
+        return None if self._answerer is None else self._answerer.usage_error
 
     def answerer_close(self) -> None:
         if self._answerer is not None:

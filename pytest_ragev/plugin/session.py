@@ -67,7 +67,7 @@ class RagevSession:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         if self._reaches_config_file():
-            self.run.activate()
+            self.run.activate(session)
         else:
             # e.g. `pytest tests/unit` with the ini twin set: most likely no question runs,
             # so the dataset is loaded (and the run validated) only if collection finds a
@@ -135,7 +135,7 @@ class RagevSession:
         keys = [item_question(item) for item in session.items]
         if self._deferred and any(key is not None for key in keys):
             self._deferred = False
-            self.run.activate()  # a UsageError here still ends the run with status 4
+            self.run.activate(session)  # a UsageError here still ends the run with status 4
         if self._run is not None:
             self._run.records.set_collected(
                 zip((item.nodeid for item in session.items), keys, strict=True)

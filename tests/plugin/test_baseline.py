@@ -193,7 +193,7 @@ def test_variants_table_warning_and_kb_sharing(
         ),
     )
     result = pytester.runpytest("--ragev-config", "ragev.toml")
-    result.assert_outcomes(passed=15)
+    result.assert_outcomes(passed=16)
     result.stdout.fnmatch_lines(
         [
             "*variant 'two-knobs' changes 2 knobs (*extra, *quality)*",

@@ -184,7 +184,7 @@ def test_builtin_variants_share_a_knowledge_base_when_kb_knobs_are_equal(
         pipeline=BUILTIN,
     )
     result = pytester.runpytest("--ragev-config", "ragev.toml")
-    result.assert_outcomes(passed=15)
+    result.assert_outcomes(passed=16)
     entries = list((pytester.path / ".pytest_cache" / "d" / "ragev" / "kb").glob("*/kb.json"))
     # base and top3 differ only in a retrieval knob: one KB; chunk-40 needs its own.
     assert len(entries) == 2
@@ -213,9 +213,9 @@ def test_pipeline_errors_are_never_cached(
     monkeypatch.setenv("RAGEV_TEST_FAIL", "1")
     failing = pytester.runpytest("--ragev-config", "ragev.toml")
     monkeypatch.delenv("RAGEV_TEST_FAIL")
-    failing.assert_outcomes(passed=4, failed=1)
+    failing.assert_outcomes(passed=4, failed=2)
     failing.stdout.fnmatch_lines(["*answer cache 0 hits / 4 misses*"])
     healed = pytester.runpytest("--ragev-config", "ragev.toml")
-    healed.assert_outcomes(passed=5)
+    healed.assert_outcomes(passed=6)
     # The four good answers come from the cache; q3 is asked again, not replayed as an error.
     healed.stdout.fnmatch_lines(["*answer cache 4 hits / 1 misses*"])

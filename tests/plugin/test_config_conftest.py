@@ -72,7 +72,7 @@ def test_subfolder_conftest_serves_pipeline_and_metrics(
     make_eval_folder(pytester, mini_data)
     result = pytester.runpytest("--ragev-config", "eval/ragev.toml", "--ragev-report", "r.json")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-3000:] + result.stderr.str()
-    result.assert_outcomes(passed=5)
+    result.assert_outcomes(passed=6)
     data = report(pytester, "r.json")
     assert data["params"]["pipeline"]["name"] == "my-team-pipeline"
     assert {s["generated_text"][:3] for s in data["samples"]} == {">> "}
@@ -103,7 +103,7 @@ def test_subfolder_conftest_under_xdist(
     assert parallel.ret == pytest.ExitCode.OK, (
         parallel.stdout.str()[-3000:] + parallel.stderr.str()
     )
-    parallel.assert_outcomes(passed=5)
+    parallel.assert_outcomes(passed=6)
     assert report(pytester, "xdist.json")["samples"] == report(pytester, "serial.json")["samples"]
     assert report(pytester, "xdist.json")["metric"] == report(pytester, "serial.json")["metric"]
 
@@ -117,7 +117,7 @@ def test_ini_twin_config_in_a_subfolder_loads_its_conftest(
     # session start, where the thresholds are checked.
     result = pytester.runpytest("--ragev-report", "r.json")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-3000:] + result.stderr.str()
-    result.assert_outcomes(passed=5)
+    result.assert_outcomes(passed=6)
     assert report(pytester, "r.json")["verdict"]["passed"] is True
 
 

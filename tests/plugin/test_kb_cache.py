@@ -21,15 +21,15 @@ def test_editing_a_question_reuses_the_kb_editing_a_passage_rebuilds_it(
     make_project("[run]\ncache = false\n", conftest=None,
                  pipeline='[pipeline]\nname = "builtin"\n')
     kb_root = pytester.path / ".pytest_cache" / "d" / "ragev" / "kb"
-    pytester.runpytest("--ragev-config", "ragev.toml").assert_outcomes(passed=5)
+    pytester.runpytest("--ragev-config", "ragev.toml").assert_outcomes(passed=6)
     (entry,) = kb_root.glob("*/kb.json")
     stamp = entry.stat().st_mtime_ns
     common: dict[str, Any] = {"answers": ANSWERS, "qrels": QRELS, "qas": QAS}
     write_dataset(pytester.path / "data", queries={**QUERIES, 2: "What height is the tower?"},
                   corpus=CORPUS, **common)
-    pytester.runpytest("--ragev-config", "ragev.toml").assert_outcomes(passed=5)
+    pytester.runpytest("--ragev-config", "ragev.toml").assert_outcomes(passed=6)
     assert list(kb_root.glob("*/kb.json")) == [entry] and entry.stat().st_mtime_ns == stamp
     write_dataset(pytester.path / "data", queries=QUERIES,
                   corpus={**CORPUS, 7: textwrap.shorten(CORPUS[7], 30)}, **common)
-    pytester.runpytest("--ragev-config", "ragev.toml").assert_outcomes(passed=5)
+    pytester.runpytest("--ragev-config", "ragev.toml").assert_outcomes(passed=6)
     assert len(list(kb_root.glob("*/kb.json"))) == 2

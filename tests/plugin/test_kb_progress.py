@@ -49,7 +49,7 @@ def test_progress_shows_through_output_capture_once(
     assert output.count("passages: 75%") == 1
     # Written before the items finish, not in a captured-output section.
     assert "Captured stdout" not in output
-    assert output.index("knowledge base built") < output.index("2 passed")
+    assert output.index("knowledge base built") < output.index("3 passed")
 
 
 def test_a_kb_loaded_from_the_cache_shows_no_progress(pytester: pytest.Pytester) -> None:

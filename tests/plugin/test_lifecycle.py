@@ -228,7 +228,7 @@ def test_hand_written_and_generated_items_count_questions_once(
         "--ragev-config", "ragev.toml", "test_manual.py", "ragev.toml", "--ragev-limit", "3",
         "--ragev-report", "r.json", "-p", "no:randomly",
     )
-    result.assert_outcomes(passed=6)
+    result.assert_outcomes(passed=7)
     assert (pytester.path / "seen.txt").read_text().split() == ["0/3", "1/3", "2/3"]
     task = report_of(pytester.path / "r.json")["data"]["task"]
     assert task["finished"] == task["total"] == 3
@@ -251,7 +251,7 @@ def test_a_hand_written_test_failing_before_recording_has_finished(
     result = pytester.runpytest(
         "--ragev-config", "ragev.toml", "test_manual.py", "--ragev-report", "r.json"
     )
-    result.assert_outcomes(passed=4, failed=1)
+    result.assert_outcomes(passed=5, failed=1)
     task = report_of(pytester.path / "r.json")["data"]["task"]
     # The run went to its end: not "4 of 5", which reads as a run still going.
     assert (task["status"], task["finished"], task["total"]) == (2, 5, 5)
@@ -308,7 +308,7 @@ def test_every_question_erroring_fails_the_verdict(
 ) -> None:
     make_project(conftest=pipeline('raise ConnectionError("backend down")\n'))
     result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
-    result.assert_outcomes(failed=5)
+    result.assert_outcomes(failed=6)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["ragev: verdict FAILED (5 errors)"])
     assert "verdict passed" not in result.stdout.str()
@@ -329,7 +329,7 @@ def test_exitfirst_stop_is_not_a_finished_run(
         "--ragev-config", "ragev.toml", "--ragev-report", "r.json", "-x",
         "--ragev-concurrency", "1",
     )
-    result.assert_outcomes(passed=1, failed=1)
+    result.assert_outcomes(passed=1, failed=2)
     task = report_of(pytester.path / "r.json")["data"]["task"]
     assert task["status"] == 3 and (task["finished"], task["total"]) == (2, 5)
     assert task["err_msg"] == (
@@ -385,7 +385,7 @@ def test_ini_twin_with_hand_written_tests_loads_and_validates_after_collection(
         )
     )
     result = pytester.runpytest("test_rag.py")
-    result.assert_outcomes(passed=5)
+    result.assert_outcomes(passed=6)
     result.stdout.fnmatch_lines(["*recall*1.000*5*0.500*ok", "ragev: verdict passed"])
     config = pytester.path / "ragev.toml"
     config.write_text(config.read_text().replace("recall", "recal"))

@@ -85,7 +85,7 @@ def test_showlocals_through_the_plugin(
         """))
     result = pytester.runpytest("--ragev-config", "ragev.toml", "-l", "--tb=long",
                                 "--ragev-report", "r.json")
-    result.assert_outcomes(failed=5)
+    result.assert_outcomes(failed=6)
     output = result.stdout.str() + result.stderr.str()
     assert "HTTP 401" in output and CANARY not in output
     assert CANARY not in (pytester.path / "r.json").read_text(encoding="utf-8")

@@ -45,7 +45,7 @@ def test_every_knowledge_base_is_built_in_the_main_thread(
 ) -> None:
     make_project('[[variants]]\nname = "other"\npipeline.top_k = 3\n', conftest=KB_CONFTEST)
     result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-concurrency", "4")
-    result.assert_outcomes(passed=10)
+    result.assert_outcomes(passed=11)
     builds = (pytester.path / "kb-builds.txt").read_text().splitlines()
     assert builds == ["None MainThread", "other MainThread"]
 
@@ -59,7 +59,7 @@ def test_a_failed_knowledge_base_is_built_once_and_fails_every_question(
         "--ragev-config", "ragev.toml", "--ragev-report", "r.json",
         "--ragev-concurrency", concurrency,
     )
-    result.assert_outcomes(failed=5)
+    result.assert_outcomes(failed=6)
     assert (pytester.path / "kb-builds.txt").read_text().splitlines() == ["None MainThread"]
     errors = {s["error"] for s in report_of(pytester.path / "r.json")["data"]["samples"]}
     assert errors == {

@@ -42,7 +42,7 @@ def test_config_only_run_collects_one_item_per_question(
     make_project()
     pytester.makepyfile(test_other="def test_not_collected():\n    assert False\n")
     result = pytester.runpytest("--ragev-config", "ragev.toml", "-v")
-    result.assert_outcomes(passed=5)
+    result.assert_outcomes(passed=6)
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(
         [
@@ -65,9 +65,9 @@ def test_collect_only_lists_stable_ids(pytester: pytest.Pytester, make_project: 
 def test_limit_and_selection_by_node_id(pytester: pytest.Pytester, make_project: Project) -> None:
     make_project()
     result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-limit", "2")
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=3)
     result = pytester.runpytest("--ragev-config", "ragev.toml", "ragev.toml::mini::q4")
-    result.assert_outcomes(passed=1)
+    result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["ragev: mini (base configuration), 1 questions*"])
 
 
@@ -76,7 +76,7 @@ def test_threshold_failure_sets_exit_status_and_prints_a_red_line(
 ) -> None:
     make_project("[thresholds]\nrecall = 0.5\nprecision = 0.9\n")
     result = pytester.runpytest("--ragev-config", "ragev.toml")
-    result.assert_outcomes(passed=5)
+    result.assert_outcomes(passed=5, failed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     # Even questions retrieve a distractor first: precision = (1 + 2/3 + 1 + 1/2 + 1) / 5.
     result.stdout.fnmatch_lines(
@@ -113,7 +113,7 @@ def test_pipeline_error_fails_that_item_and_is_excluded_from_means(
         )
     )
     result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
-    result.assert_outcomes(passed=4, failed=1)
+    result.assert_outcomes(passed=4, failed=2)
     result.stdout.fnmatch_lines(
         ["*q3: pipeline raised ValueError: backend down*", "*recall*1.000*4*", "*errors 1*"]
     )
@@ -140,7 +140,7 @@ def test_hand_written_tests_feed_the_same_aggregation(
     result = pytester.runpytest(
         "--ragev-config", "ragev.toml", "test_manual.py", "-v", "--ragev-report", "r.json"
     )
-    result.assert_outcomes(passed=5)
+    result.assert_outcomes(passed=6)
     result.stdout.fnmatch_lines(["*test_manual.py::test_rag[[]q1[]] PASSED*", "*recall*1.000*5*"])
     assert len(report_of(pytester.path / "r.json")["data"]["samples"]) == 5
 
@@ -239,7 +239,7 @@ def test_ini_twin(pytester: pytest.Pytester, make_project: Project) -> None:
     make_project()
     pytester.makeini("[pytest]\nragev_config = ragev.toml\n")
     result = pytester.runpytest("ragev.toml")
-    result.assert_outcomes(passed=5)
+    result.assert_outcomes(passed=6)
 
 
 def test_report_schema(pytester: pytest.Pytester, make_project: Project) -> None:
@@ -391,7 +391,7 @@ def test_xdist_parity_with_serial(pytester: pytest.Pytester, make_project: Proje
 def test_runs_without_xdist(pytester: pytest.Pytester, make_project: Project) -> None:
     make_project()
     result = pytester.runpytest_subprocess("--ragev-config", "ragev.toml", "-p", "no:xdist")
-    result.assert_outcomes(passed=5)
+    result.assert_outcomes(passed=6)
 
 
 def test_concurrency_parity(pytester: pytest.Pytester, make_project: Project) -> None:
@@ -405,8 +405,8 @@ def test_concurrency_parity(pytester: pytest.Pytester, make_project: Project) ->
         "--ragev-config", "ragev.toml", "--ragev-concurrency", "4", "--ragev-report", "four.json",
         "-v",
     )
-    one.assert_outcomes(passed=5)
-    four.assert_outcomes(passed=5)
+    one.assert_outcomes(passed=6)
+    four.assert_outcomes(passed=6)
     # Items still report in order.
     four.stdout.fnmatch_lines([f"*::q{qid} PASSED*" for qid in range(1, 6)])
     assert _comparable(report_of(pytester.path / "one.json")) == _comparable(
@@ -439,7 +439,7 @@ def test_variants_get_their_own_items(pytester: pytest.Pytester, make_project: P
     result = pytester.runpytest("--ragev-config", "ragev.toml", "--collect-only", "-q")
     assert "ragev.toml::mini::bad::q3" in result.stdout.lines
     result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-variant", "bad")
-    result.assert_outcomes(passed=5)
+    result.assert_outcomes(passed=6)
     result.stdout.fnmatch_lines(["ragev: mini (variant bad), 5 questions*", "*recall*0.000*5*"])
     result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-variant", "bda")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -452,11 +452,11 @@ def test_thresholds_hold_the_base_configuration_and_selected_variants_only(
     # The "bad" variant retrieves nothing relevant (recall 0).
     make_project('[thresholds]\nrecall = 0.5\n\n[[variants]]\nname = "bad"\npipeline.quality = "bad"\n')
     result = pytester.runpytest("--ragev-config", "ragev.toml")
-    result.assert_outcomes(passed=10)
+    result.assert_outcomes(passed=11)
     assert result.ret == pytest.ExitCode.OK  # a variant is an experiment, not the shipped config
     result.stdout.fnmatch_lines(["ragev: verdict passed"])
     result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-variant", "bad")
-    result.assert_outcomes(passed=5)
+    result.assert_outcomes(passed=5, failed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # selected on its own, it is checked
     result.stdout.fnmatch_lines(["ragev: recall [[]bad[]] 0.000 < threshold 0.500 (n=5)"])
 

@@ -83,7 +83,7 @@ def test_literal_secret_in_the_pipeline_table(
     )
     result = run(pytester, *(["-l"] if showlocals else []))
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.assert_outcomes(passed=2, failed=3)
+    result.assert_outcomes(passed=2, failed=4)
     terminal = assert_no_canary(pytester, result, CANARY)
     # A user's exception keeps its traceback (and, with -l, the locals: redacted settings).
     assert 'raise RuntimeError(f"user pipeline broke on question {case.qid}")' in terminal
@@ -167,7 +167,7 @@ def test_header_secret_expanded_from_the_environment(
     for extra in ([], ["-l"]):
         result = run(pytester, *extra)
         assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-3000:]
-        result.assert_outcomes(passed=1, failed=4)
+        result.assert_outcomes(passed=1, failed=5)
         terminal = assert_no_canary(pytester, result, CANARY)
         assert "Traceback" not in terminal and "_retry.py" not in terminal
         # The templates hold no secret: recorded as written (docs/remote.md).
@@ -215,7 +215,7 @@ def test_user_exception_wrapping_a_chat_error_hides_our_frames(
     )
     result = run(pytester, "-l")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.assert_outcomes(failed=5)
+    result.assert_outcomes(failed=6)
     terminal = assert_no_canary(pytester, result, CANARY)
     # The user's part keeps its traceback; our chained error is its one line.
     assert 'raise RuntimeError("my wrapper failed") from error' in terminal
