@@ -117,6 +117,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RagevError as exc:
         _error(str(exc))
         return 2
+    except OSError as exc:
+        # The commands turn the file errors they expect into RagevErrors; this is the net
+        # under them (a disk that fails mid-read): one line, never a traceback.
+        where = f"{exc.filename}: " if exc.filename else ""
+        _error(f"{where}{exc.strerror or exc}")
+        return 2
     except KeyboardInterrupt:
         _error("interrupted")
         return 130
@@ -205,9 +211,15 @@ def _print_pairs(pairs: Sequence[Any], out: TextIO) -> None:
 
 
 def _sample(args: argparse.Namespace) -> int:
-    from pytest_ragev.dataset.convert import check_destination, sample_dataset, staged_folder
+    from pytest_ragev.dataset.convert import (
+        check_destination,
+        check_seed,
+        sample_dataset,
+        staged_folder,
+    )
 
     destination = Path(args.dst)
+    check_seed(args.seed)  # before the load, whose warnings would come first
     check_destination(Path(args.src), destination, force=args.force)
     source = _load(args.src)
     with staged_folder(destination) as staging:
