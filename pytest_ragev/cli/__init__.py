@@ -111,6 +111,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RagevError as exc:
         _error(str(exc))
         return 2
+    except OSError as exc:
+        # The commands turn the file errors they expect into RagevErrors; this is the net
+        # under them (a disk that fails mid-read): one line, never a traceback.
+        where = f"{exc.filename}: " if exc.filename else ""
+        _error(f"{where}{exc.strerror or exc}")
+        return 2
     except KeyboardInterrupt:
         _error("interrupted")
         return 130

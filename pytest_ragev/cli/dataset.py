@@ -86,6 +86,7 @@ def _print_pairs(pairs: Sequence[Any], out: TextIO) -> None:
 def _sample(args: argparse.Namespace) -> int:
 
     destination = Path(args.dst)
+    convert.check_seed(args.seed)  # before the load, whose warnings would come first
     convert.check_destination(Path(args.src), destination, force=args.force)
     source = _load(args.src)
     with convert.staged_folder(destination) as staging:

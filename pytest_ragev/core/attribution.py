@@ -17,7 +17,9 @@ takes the smallest passage id (and, among that passage's duplicates, a relevant 
 Unlike the original, a chunk that maps to no passage keeps its rank as a
 non-relevant entry: it gets a negative placeholder id (``-1``, ``-2``, ... in order of
 first appearance), so precision, MRR and MAP see it. Ids are then deduplicated, the
-first occurrence kept.
+first occurrence kept. The placeholders never collide with a real passage: the dataset
+loader refuses negative passage ids, and so does :func:`retrieved_ids` for ids a
+pipeline returns, so the two id spaces are disjoint.
 
 Lookups go through a character k-gram index built on first use, not a scan per chunk;
 chunks too short for the index (under ``K + STRIDE - 1`` characters) are searched in
@@ -157,8 +159,11 @@ def retrieved_ids(
 
     Texts map through :meth:`PassageIndex.match`: ``relevant`` only breaks ties between
     passages with identical text. Unmatched chunks get negative placeholder ids so they
-    keep their rank.
+    keep their rank. ``retrieved`` must be a list (or another ordered collection) of
+    items: a bare string, a mapping, a set or a non-iterable raise ``TypeError`` naming
+    the fix; a negative passage id raises ``ValueError`` (those are the placeholders').
     """
+    _check_collection(retrieved)
     relevant_set = frozenset(relevant)
     ids: list[int] = []
     unmatched: dict[str, int] = {}
@@ -174,11 +179,46 @@ def retrieved_ids(
     return list(dict.fromkeys(ids))
 
 
+_HOW = "a list of passage ids (int), chunk texts (str) or chunks (.text), best first"
+
+
+def _check_collection(retrieved: Any) -> None:
+    """``TypeError`` for a ``retrieved`` that is not an ordered collection of items.
+
+    Iterating a string would make one "chunk" per character (``"Paris"`` -> five
+    chunks), a mapping would give its keys and a set has no rank order: all three are
+    mistakes to report, not to score.
+    """
+    if isinstance(retrieved, str | bytes | bytearray):
+        shown = retrieved if isinstance(retrieved, str) else retrieved.decode("utf-8", "replace")
+        short = shown if len(shown) <= 40 else shown[:37] + "..."
+        raise TypeError(
+            f"Answer.retrieved is the {type(retrieved).__name__} {short!r}, not a list; wrap "
+            f"it: retrieved=[{short!r}] ({_HOW})"
+        )
+    if isinstance(retrieved, Mapping | set | frozenset):
+        raise TypeError(
+            f"Answer.retrieved is a {type(retrieved).__name__}, which has no rank order; "
+            f"give {_HOW}"
+        )
+    if not isinstance(retrieved, Iterable):
+        raise TypeError(f"Answer.retrieved is of type {type(retrieved).__name__}; give {_HOW}")
+
+
+def _real_id(pid: int, where: str) -> int:
+    if pid < 0:
+        raise ValueError(
+            f"{where} is {pid}, a negative passage id; passage ids are 0 or more (negative "
+            "ids mark unmatched chunks), so return the dataset's id or the chunk text"
+        )
+    return pid
+
+
 def _passage_id(item: Any, position: int) -> int | None:
     if isinstance(item, bool):
         raise TypeError(f"Answer.retrieved[{position}] is a bool; give a passage id or a chunk")
     if isinstance(item, int):
-        return item
+        return _real_id(item, f"Answer.retrieved[{position}]")
     if isinstance(item, str):
         return None
     if isinstance(item, ChunkLike):
@@ -188,7 +228,7 @@ def _passage_id(item: Any, position: int) -> int | None:
                 raise TypeError(
                     f"Answer.retrieved[{position}].passage_id = {pid!r} is not an int"
                 )
-            return pid
+            return _real_id(pid, f"Answer.retrieved[{position}].passage_id")
         if not isinstance(item.text, str):
             raise TypeError(f"Answer.retrieved[{position}].text is not a str")
         return None

@@ -3,12 +3,15 @@
 Settings snapshots land in reports and committed baselines, and ``repr()`` of settings
 objects in tracebacks (``pytest -l``): every one of them goes through :func:`redact`.
 A credential held at run time is a :class:`Secret`, whose ``repr()`` is ``***``.
+URLs carry credentials too (``https://user:password@host``, ``?api_key=...``): any
+string value is cleaned of those (:func:`redact_urls`), whatever its key.
 """
 
 from __future__ import annotations
 
 import itertools
 import re
+import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -54,6 +57,11 @@ REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _TEMPLATE_REST = re.compile(r"^(?:(?:bearer|basic|token|digest|apikey|api-key)(?=\s|$))?[\W_]*$",
                             re.I)
 REDACTED = "***"
+#: A URL: scheme, authority (up to the path, query or fragment) and the rest up to the
+#: fragment. Only the authority's userinfo and the query's values are ever changed.
+_URL = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)([^\s/?#]*)([^\s#]*)")
+#: One ``name=value`` parameter of a query string.
+_QUERY_PARAMETER = re.compile(r"(?<=[?&;])([^=&;#\s]+)=([^&;#\s]*)")
 
 
 class Secret(str):
@@ -115,6 +123,59 @@ def is_reference_only(value: str) -> bool:
     return bool(_TEMPLATE_REST.match(rest))
 
 
+def _url_credentials(match: re.Match[str]) -> tuple[str, str, list[str]]:
+    """``(redacted authority, redacted rest, the credentials found)`` of one URL."""
+    authority, rest = match.group(2), match.group(3)
+    found: list[str] = []
+    userinfo, at, host = authority.rpartition("@")
+    user, colon, password = userinfo.partition(":")
+    if at and colon and password and not is_reference_only(password):
+        found.append(password)
+        authority = f"{user}:{REDACTED}@{host}"
+
+    def parameter(part: re.Match[str]) -> str:
+        name, value = part.group(1), part.group(2)
+        if value and is_secret_key(name) and not is_reference_only(value):
+            found.append(value)
+            return f"{name}={REDACTED}"
+        return part.group(0)
+
+    query_at = rest.find("?")
+    if query_at >= 0:
+        rest = rest[:query_at] + _QUERY_PARAMETER.sub(parameter, rest[query_at:])
+    return authority, rest, found
+
+
+def redact_urls(text: str) -> str:
+    """``text`` with the credentials of every URL in it replaced by ``***``.
+
+    A URL's password (``http://user:***@host``) and the values of query parameters whose
+    name :func:`is_secret_key` accepts (``?api_key=***``) go; the user name, host, path and
+    other parameters stay, so the URL still says where requests went.
+    """
+    if "://" not in text:
+        return text
+
+    def replace(match: re.Match[str]) -> str:
+        authority, rest, _ = _url_credentials(match)
+        return f"{match.group(1)}{authority}{rest}"
+
+    return _URL.sub(replace, text)
+
+
+def url_secrets(text: str) -> list[str]:
+    """The credentials :func:`redact_urls` hides in ``text``, as written and percent-decoded
+    (for scrubbing them out of error messages)."""
+    found: list[str] = []
+    for match in _URL.finditer(text):
+        for value in _url_credentials(match)[2]:
+            found.append(value)
+            decoded = urllib.parse.unquote(value)
+            if decoded != value:
+                found.append(decoded)
+    return found
+
+
 def _hide(value: Any) -> Any:
     # The value of a secret key: templates and empty values stay, every literal goes.
     if value is None or value == "":
@@ -133,7 +194,8 @@ def redact(value: Any) -> Any:
 
     A secret is the value of a key :func:`is_secret_key` accepts, unless it is only a
     ``${VAR}`` template (:func:`is_reference_only`): the template names a variable and
-    holds no secret. Keys that *point at* a secret (``api_key_env``) stay visible.
+    holds no secret. Keys that *point at* a secret (``api_key_env``) stay visible. Every
+    other string loses the credentials of the URLs it holds (:func:`redact_urls`).
     """
     if isinstance(value, Mapping):
         out: dict[str, Any] = {}
@@ -145,4 +207,6 @@ def redact(value: Any) -> Any:
         return [redact(item) for item in value]
     if isinstance(value, Path):
         return str(value)
+    if isinstance(value, str):
+        return redact_urls(value)
     return value

@@ -7,15 +7,16 @@ per question, which the public API requires.
 
 from __future__ import annotations
 
+import functools
 import gc
 import hashlib
 import queue
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeAlias, cast
+from typing import Any, NoReturn, TypeAlias, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -109,11 +110,15 @@ def read_dataset_folder(folder: Path) -> LoadedDataset:
     # critical path (the digest of a shuffled corpus can only start once every text is
     # there), so it starts first; this thread reads the ids meanwhile. Errors keep the
     # order of a serial load: an id error is raised before the texts are looked at, and
-    # a corpus text error wins over any error of the files read after it.
+    # a corpus text error wins over any error of the files read after it. The one
+    # exception is the UTF-8 check of the corpus texts: this thread runs it while the
+    # worker hashes them (it would lengthen the worker's critical path), so it comes
+    # after the checks of the other files.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragev-corpus") as pool:
         corpus_path = folder / "corpus.parquet"
         text_work = pool.submit(_read_text_column, corpus_path)
         corpus_ids, corpus_order = _read_id_index(corpus_path, allow_empty=False)
+        _check_passage_ids(corpus_ids, corpus_path)
         sorted_corpus_ids = corpus_ids if corpus_order is None else corpus_ids[corpus_order]
         sorted_digest_work = None
         if corpus_order is None:
@@ -221,17 +226,22 @@ def _assemble_loaded(
         # while the corpus digest needs it between blocks, and stall it.
         gc.collect(0)
     file_texts = text_work.result()
+    corpus_path = folder / "corpus.parquet"
     if feed is None:
         assert sorted_digest_work is not None
         # One sha256 call over the whole text buffer, which needs the GIL only to start, so
-        # this thread's passage lookups do not slow it down.
+        # this thread's UTF-8 check and passage lookups do not slow it down.
         digest_work = sorted_digest_work
+        check_utf8(file_texts, corpus_path, "text")
         passage_texts = python_strings(file_texts.take(_take_indices(rel_corpus_pos)))
     else:
         combined = _one_chunk(file_texts)
         blocks: queue.Queue[pa.Array[Any] | None] = queue.Queue(maxsize=2)
         digest_work = pool.submit(feed.hash_blocks, combined, blocks)
-        passage_texts = feed.put_blocks(combined, blocks, digest_work)
+        passage_texts = feed.put_blocks(
+            combined, blocks, digest_work,
+            on_invalid=functools.partial(raise_not_utf8, file_texts, corpus_path, "text"),
+        )
     _fill_passages(pairs, bounds, passage_texts)
     corpus_part = digest_work.result()
     return LoadedDataset(
@@ -266,6 +276,18 @@ def _read_columns(
     ``read`` narrows the decoded columns to a subset of ``required`` (the others are only
     checked to exist).
     """
+    if path.is_dir():
+        # Spark, Dask and pyarrow's write_dataset write a "file" as a folder of parts.
+        raise DatasetError(
+            f"{path} is a folder, not a Parquet file; write each table as one file (for a "
+            "folder of part files: pyarrow.parquet.write_table(pyarrow.parquet.read_table("
+            "folder), file))"
+        )
+    if path.exists() and not path.is_file():
+        # A FIFO or a device would block the read or stream forever.
+        raise DatasetError(
+            f"{path} is not a regular file; write the table as a Parquet file there"
+        )
     if not path.is_file():
         raise DatasetError(
             f"{path} is missing; a dataset folder holds queries.parquet, corpus.parquet, "
@@ -310,6 +332,7 @@ def _read_text_table(path: Path, *, allow_empty: bool) -> _TextTable:
     table = _read_columns(path, ("id", "text"))
     ids, order = _id_index(table, path, allow_empty=allow_empty)
     texts = _text_column(table, path)
+    check_utf8(texts, path, "text")
     return _TextTable(ids=ids if order is None else ids[order], file_texts=texts, order=order)
 
 
@@ -355,8 +378,25 @@ def _id_index(
     return ids, order
 
 
+def _check_passage_ids(ids: IntArray, path: Path) -> None:
+    """Passage ids are 0 or more: the metrics give unmatched chunks the negative ids.
+
+    A relevant passage ``-1`` would otherwise be "retrieved" by the first chunk that
+    matches no passage at all.
+    """
+    if len(ids) and int(ids.min()) < 0:
+        row = int(np.argmax(ids < 0))
+        raise DatasetError(
+            f"{path}: column 'id' row {row} holds {int(ids[row])}, a negative passage id; "
+            "passage ids must be 0 or more (negative ids mark retrieved chunks that match no "
+            "passage): renumber the passages, e.g. add the same offset to every id in "
+            "corpus.parquet and every pid in qrels.parquet"
+        )
+
+
 def _read_text_column(path: Path) -> TextArray:
-    """The file's checked ``text`` column, in file order."""
+    """The file's checked ``text`` column, in file order (UTF-8 not checked yet: the
+    caller runs :func:`check_utf8` where it costs no wall time)."""
     return _text_column(_read_columns(path, ("text",)), path)
 
 
@@ -381,6 +421,7 @@ def _id_column(table: pa.Table, path: Path, column: str) -> IntArray:
                 )
         return np.asarray(data.cast(pa.int64()).to_numpy(), dtype=np.int64)
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        check_utf8(data, path, column)
         # Arrow's string->int cast takes neither surrounding blanks nor a leading "+": match
         # the trimmed text first (so "+-13" is rejected), then drop the "+" for the cast.
         trimmed = pc.utf8_trim_whitespace(data)
@@ -454,6 +495,56 @@ def _grade_column(table: pa.Table, path: Path) -> npt.NDArray[np.float64]:
 
 
 # --- validation helpers --------------------------------------------------------------------
+
+
+def check_utf8(texts: TextArray, path: Path, column: str) -> None:
+    """``DatasetError`` naming the first row of ``texts`` that is not valid UTF-8.
+
+    Parquet promises UTF-8 strings but does not enforce it (a file written from bytes
+    decoded as Latin-1, or cast without checking, holds anything), and Arrow checks only
+    when a row becomes a Python string: far too late, as a traceback. The check is one
+    pass over the text bytes in C++ (about 0.1 s per 500 MB, without the GIL); finding
+    the row is a bisection, on the error path only.
+    """
+    if not all(_is_utf8(chunk) for chunk in texts.chunks):
+        raise_not_utf8(texts, path, column)
+
+
+def _is_utf8(array: pa.Array[Any]) -> bool:
+    try:
+        array.validate(full=True)
+    except pa.ArrowInvalid:
+        return False
+    return True
+
+
+def raise_not_utf8(texts: TextArray, path: Path, column: str) -> NoReturn:
+    """The ``DatasetError`` of :func:`check_utf8`, for ``texts`` known to hold a bad row."""
+    offset = 0
+    detail = ""
+    for chunk in texts.chunks:
+        if _is_utf8(chunk):
+            offset += len(chunk)
+            continue
+        low, high = 0, len(chunk)
+        while high - low > 1:  # chunk[low:high] holds the first invalid row
+            middle = (low + high) // 2
+            if _is_utf8(chunk.slice(low, middle - low)):
+                low = middle
+            else:
+                high = middle
+        raw: bytes = chunk.slice(low, 1).cast(pa.binary())[0].as_py()
+        try:
+            raw.decode("utf-8")
+            detail = f" row {offset + low}"
+        except UnicodeDecodeError as exc:
+            detail = f" row {offset + low} (byte 0x{raw[exc.start]:02x} at byte {exc.start})"
+        break
+    raise DatasetError(
+        f"{path}: column {column!r}{detail} is not valid UTF-8; Parquet texts must be UTF-8: "
+        "decode the source with its real encoding (e.g. latin-1, cp1252, gbk) and re-write "
+        "the file"
+    )
 
 
 def _reject_nulls(data: pa.ChunkedArray[Any], path: Path, column: str, fix: str) -> None:
@@ -638,14 +729,22 @@ class _IdOrderFeed:
         combined: pa.Array[Any],
         blocks: queue.Queue[pa.Array[Any] | None],
         hashing: Future[bytes],
+        *,
+        on_invalid: Callable[[], NoReturn],
     ) -> list[str]:
         """Put ``combined`` on ``blocks`` in id order, one block at a time, then ``None``;
-        returns the texts at the planned passage positions, in the caller's order."""
+        returns the texts at the planned passage positions, in the caller's order.
+
+        Each block is checked to be UTF-8 while the worker hashes it; for a block that is
+        not, ``on_invalid`` raises the error (naming the first bad row of the file).
+        """
         texts: Any = np.empty(len(self.passage_positions), dtype=object)
         try:
             for index, start in enumerate(range(0, len(self.order), _DIGEST_BLOCK_ROWS)):
                 block = combined.take(self.order.slice(start, _DIGEST_BLOCK_ROWS))
                 _put_unless_stopped(blocks, block, hashing)
+                if not _is_utf8(block):
+                    on_invalid()
                 first, last = self.block_bounds[index], self.block_bounds[index + 1]
                 if last > first:
                     rows = _take_indices(self.passage_positions[first:last] - start)

@@ -14,6 +14,7 @@ import os
 import re
 import secrets
 import shutil
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -61,6 +62,12 @@ class SampleSummary:
     distractors: int
 
 
+def check_seed(seed: int) -> None:
+    """``ConfigError`` for a seed numpy's generators refuse (they take 0 or more)."""
+    if seed < 0:
+        raise ConfigError(f"--seed must be 0 or more, got {seed}; pass a non-negative integer")
+
+
 def sample_dataset(
     source: Dataset,
     destination: Path,
@@ -77,6 +84,7 @@ def sample_dataset(
     source, ``questions`` and ``seed`` always give the same files.
     """
     total = len(source.pairs)
+    check_seed(seed)
     if questions < 1:
         raise ConfigError(f"--questions must be at least 1, got {questions}")
     if questions > total:
@@ -131,29 +139,57 @@ def _plain_number(grade: float) -> int | float:
 # --- JSONL reading -----------------------------------------------------------------------------
 
 
+def _text_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, text) of every line of a UTF-8 text file; ``DatasetError`` naming the
+    line for bytes that are not UTF-8, and for a file that cannot be read."""
+    try:
+        with path.open("rb") as handle:
+            for number, raw in enumerate(handle, start=1):
+                try:
+                    # A byte order mark (Windows editors write one) is not part of the text.
+                    yield number, raw.decode("utf-8-sig" if number == 1 else "utf-8")
+                except UnicodeDecodeError as exc:
+                    raise DatasetError(
+                        f"{path} line {number}: not valid UTF-8 (byte 0x{raw[exc.start]:02x} at "
+                        f"column {exc.start + 1}); save the file as UTF-8 (e.g. iconv -f latin1 "
+                        "-t utf-8)"
+                    ) from None
+    except OSError as exc:
+        raise DatasetError(
+            f"{path} cannot be read ({exc.strerror or exc}); check the path and its permissions"
+        ) from None
+
+
 def _json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, object) for every non-blank line; ``DatasetError`` for bad lines."""
     if path.is_dir():
         raise DatasetError(f"{path} is a folder, not a JSONL file; pass the file itself")
     if not path.is_file():
         raise DatasetError(f"{path} does not exist; pass an existing JSONL file")
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DatasetError(
-                    f"{path} line {number}: not valid JSON ({exc.msg}); "
-                    "each line must be one JSON object"
-                ) from None
-            if not isinstance(item, dict):
-                raise DatasetError(
-                    f"{path} line {number}: holds a {type(item).__name__}, not a JSON object; "
-                    "each line must be one JSON object"
-                )
-            yield number, item
+    for number, line in _text_lines(path):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(
+                f"{path} line {number}: not valid JSON ({exc.msg}); "
+                "each line must be one JSON object"
+            ) from None
+        except RecursionError:
+            # Python's JSON parser recurses once per level: thousands of nested arrays
+            # or objects exhaust the stack before the line is read.
+            raise DatasetError(
+                f"{path} line {number}: nested too deeply to read (Python's JSON parser "
+                f"stops near {sys.getrecursionlimit()} levels of arrays or objects); each line "
+                "must be one flat JSON object of the keys the format knows"
+            ) from None
+        if not isinstance(item, dict):
+            raise DatasetError(
+                f"{path} line {number}: holds a {type(item).__name__}, not a JSON object; "
+                "each line must be one JSON object"
+            )
+        yield number, item
 
 
 def _text_field(path: Path, number: int, item: dict[str, Any], key: str) -> str:
@@ -195,8 +231,8 @@ class _SourceIds:
                 f"(first on line {first}); give every {self._noun} its own {self._key}"
             )
 
-    def id_map(self) -> _IdMap:
-        return _IdMap(list(self._lines))
+    def id_map(self, *, passages: bool = False) -> _IdMap:
+        return _IdMap(list(self._lines), passages=passages)
 
 
 class _IdMap:
@@ -204,14 +240,19 @@ class _IdMap:
 
     The ids are kept when every source id holds an integer that fits in int64 and no two
     of them hold the same integer (``"7"`` and ``"007"``); otherwise the table is
-    renumbered 1..n in file order.
+    renumbered 1..n in file order. For ``passages`` a negative id also renumbers: the
+    loader refuses negative passage ids (the metrics mark unmatched chunks with them).
     """
 
-    def __init__(self, source_ids: list[str]) -> None:
+    def __init__(self, source_ids: list[str], *, passages: bool = False) -> None:
         self.source_ids = source_ids
         numbers = [_as_integer(value) for value in source_ids]
         kept = [number for number in numbers if number is not None]
-        self.renumbered = len(kept) != len(source_ids) or len(set(kept)) != len(kept)
+        self.renumbered = (
+            len(kept) != len(source_ids)
+            or len(set(kept)) != len(kept)
+            or (passages and any(number < 0 for number in kept))
+        )
         self.ids = list(range(1, len(source_ids) + 1)) if self.renumbered else kept
         self._index = dict(zip(source_ids, self.ids, strict=True))
 
@@ -270,7 +311,8 @@ def staged_folder(destination: Path) -> Iterator[Path]:
     When the ``with`` body finishes, the staged files replace those of ``destination``
     (each with an atomic rename; a stale ``id_map.parquet`` the new output lacks is
     removed); if it raises, the staging folder and any parent folders created for it are
-    removed, and ``destination`` is left exactly as it was.
+    removed, and ``destination`` is left exactly as it was. A file system error (a
+    read-only or full disk) becomes a :class:`ConfigError` naming ``destination``.
     """
     parent = destination.absolute().parent
     created: list[Path] = []
@@ -278,12 +320,30 @@ def staged_folder(destination: Path) -> Iterator[Path]:
     while not ancestor.exists():
         created.append(ancestor)
         ancestor = ancestor.parent
-    parent.mkdir(parents=True, exist_ok=True)
     staging = parent / f".{destination.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-    staging.mkdir()
     try:
-        yield staging
-        _publish(staging, destination)
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+            staging.mkdir()
+        except OSError as exc:
+            nearest = _nearest(parent)
+            if not nearest.is_dir():
+                raise ConfigError(
+                    f"cannot write {destination}: {nearest} is a file, not a folder; choose "
+                    "another destination"
+                ) from None
+            raise ConfigError(
+                f"cannot write {destination}: creating a folder in {nearest} failed "
+                f"({_cause(exc)}); choose a destination in a folder you can write to"
+            ) from None
+        try:
+            yield staging
+            _publish(staging, destination)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot write {destination} ({_cause(exc)}); nothing was written: free "
+                "space or choose a destination you can write to"
+            ) from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         for folder in created:  # deepest first
@@ -292,16 +352,55 @@ def staged_folder(destination: Path) -> Iterator[Path]:
         raise
 
 
+def _nearest(folder: Path) -> Path:
+    """``folder``, or its nearest ancestor that exists (where creating failed)."""
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return folder
+
+
+def _cause(exc: OSError) -> str:
+    """The OS's reason, without the temporary paths it may name."""
+    return exc.strerror or type(exc).__name__
+
+
 def _publish(staging: Path, destination: Path) -> None:
+    """Move the staged files into ``destination``: all of them, or (on an error) none.
+
+    Each file is replaced with an atomic rename, so a reader sees an old or a new file,
+    never a torn one. The old files are first hard-linked into the staging folder, so a
+    rename that fails part-way can put back the ones already replaced.
+    """
     if not destination.exists():
         os.replace(staging, destination)
         return
-    written = {path.name for path in staging.iterdir()}
+    written = [name for name in _OUTPUT_FILES if (staging / name).exists()]
+    # e.g. an id_map.parquet of an earlier conversion that this output does not have
+    stale = [name for name in _OUTPUT_FILES
+             if name not in written and (destination / name).exists()]
+    previous = staging / ".previous"
+    previous.mkdir()
+    kept = set()
     for name in _OUTPUT_FILES:
-        if name in written:
+        with suppress(OSError):  # without a link (another file system) no way back for it
+            os.link(destination / name, previous / name)
+            kept.add(name)
+    done: list[str] = []
+    try:
+        for name in written:
             os.replace(staging / name, destination / name)
-        elif (destination / name).exists():
-            (destination / name).unlink()  # e.g. an id_map.parquet of an earlier conversion
+            done.append(name)
+        for name in stale:
+            (destination / name).unlink()
+            done.append(name)
+    except OSError:
+        for name in reversed(done):
+            with suppress(OSError):
+                if name in kept:
+                    os.replace(previous / name, destination / name)
+                else:
+                    (destination / name).unlink()
+        raise
     shutil.rmtree(staging, ignore_errors=True)
 
 
@@ -348,7 +447,7 @@ def convert_beir(source: Path, destination: Path, *, split: str | None = None) -
         title = item.get("title")
         corpus_source.add(number, source_id, item["_id"])
         corpus_texts.append(f"{title}\n{text}" if isinstance(title, str) and title else text)
-    corpus_ids = corpus_source.id_map()
+    corpus_ids = corpus_source.id_map(passages=True)
 
     queries_path = source / "queries.jsonl"
     query_source = _SourceIds(queries_path, "_id", "query")
@@ -415,50 +514,49 @@ def _read_qrels(path: Path, query_ids: _IdMap, corpus_ids: _IdMap) -> list[tuple
     judged: list[tuple[int, int, int]] = []
     first_line: dict[tuple[int, int], int] = {}
     seen_line = False
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            stripped = line.strip()
-            fields = [field.strip() for field in stripped.split("\t")] if "\t" in stripped \
-                else stripped.split()
-            if len(fields) == 4:
-                query_field, corpus_field, score_field = fields[0], fields[2], fields[3]
-            elif len(fields) in (2, 3):
-                query_field, corpus_field = fields[0], fields[1]
-                score_field = fields[2] if len(fields) == 3 else "1"
-            else:
-                raise DatasetError(
-                    f"{path} line {number}: expected {_QRELS_FORMAT}, got {stripped!r}"
-                )
-            qid, pid = query_ids.get(query_field), corpus_ids.get(corpus_field)
-            if not seen_line:
-                seen_line = True
-                if qid is None and pid is None and (
-                    any(_HEADER_NAME.fullmatch(field) for field in fields)
-                    or (len(fields) > 2 and _as_integer(score_field) is None)
-                ):
-                    continue  # the header line
-            score = _as_integer(score_field)
-            if score is None:
-                raise DatasetError(
-                    f"{path} line {number}: score {score_field!r} is not an integer; "
-                    f"expected {_QRELS_FORMAT}"
-                )
-            if qid is None:
-                raise DatasetError(f"{path} line {number}: query-id {query_field!r} is not "
-                                   "in queries.jsonl; fix the id or add the query")
-            if pid is None:
-                raise DatasetError(f"{path} line {number}: corpus-id {corpus_field!r} is not "
-                                   "in corpus.jsonl; fix the id or add the passage")
-            first = first_line.setdefault((qid, pid), number)
-            if first != number:
-                raise DatasetError(
-                    f"{path} line {number}: query-id {query_field!r} and corpus-id "
-                    f"{corpus_field!r} are judged twice (first on line {first}); "
-                    "keep one line per pair"
-                )
-            judged.append((qid, pid, score))
+    for number, line in _text_lines(path):
+        if not line.strip():
+            continue
+        stripped = line.strip()
+        fields = [field.strip() for field in stripped.split("\t")] if "\t" in stripped \
+            else stripped.split()
+        if len(fields) == 4:
+            query_field, corpus_field, score_field = fields[0], fields[2], fields[3]
+        elif len(fields) in (2, 3):
+            query_field, corpus_field = fields[0], fields[1]
+            score_field = fields[2] if len(fields) == 3 else "1"
+        else:
+            raise DatasetError(
+                f"{path} line {number}: expected {_QRELS_FORMAT}, got {stripped!r}"
+            )
+        qid, pid = query_ids.get(query_field), corpus_ids.get(corpus_field)
+        if not seen_line:
+            seen_line = True
+            if qid is None and pid is None and (
+                any(_HEADER_NAME.fullmatch(field) for field in fields)
+                or (len(fields) > 2 and _as_integer(score_field) is None)
+            ):
+                continue  # the header line
+        score = _as_integer(score_field)
+        if score is None:
+            raise DatasetError(
+                f"{path} line {number}: score {score_field!r} is not an integer; "
+                f"expected {_QRELS_FORMAT}"
+            )
+        if qid is None:
+            raise DatasetError(f"{path} line {number}: query-id {query_field!r} is not "
+                               "in queries.jsonl; fix the id or add the query")
+        if pid is None:
+            raise DatasetError(f"{path} line {number}: corpus-id {corpus_field!r} is not "
+                               "in corpus.jsonl; fix the id or add the passage")
+        first = first_line.setdefault((qid, pid), number)
+        if first != number:
+            raise DatasetError(
+                f"{path} line {number}: query-id {query_field!r} and corpus-id "
+                f"{corpus_field!r} are judged twice (first on line {first}); "
+                "keep one line per pair"
+            )
+        judged.append((qid, pid, score))
     if not judged:
         raise DatasetError(
             f"{path} holds no judgements; add lines {_QRELS_FORMAT}"
@@ -550,7 +648,7 @@ def convert_jsonl(
                                    "or not a string/integer; give every passage an id")
             corpus_source.add(number, source_id, item.get("id", item.get("_id")))
             corpus_texts.append(_text_field(corpus_file, number, item, "text"))
-        corpus_ids = corpus_source.id_map()
+        corpus_ids = corpus_source.id_map(passages=True)
     corpus: dict[int, str] = dict(zip(corpus_ids.ids, corpus_texts, strict=True))
     by_text: dict[str, int] = {}
     for pid, text in corpus.items():

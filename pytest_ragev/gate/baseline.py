@@ -32,7 +32,9 @@ Nothing here imports pytest or numpy.
 from __future__ import annotations
 
 import json
+import math
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -331,6 +333,18 @@ class _Reader:
             raise self.fail(where, f"must be a number, got {value!r}")
         return float(value)
 
+    def score(self, value: Any, where: str) -> float:
+        """A metric value: a finite number in [0, 1], as every metric gives.
+
+        ``json`` reads ``NaN`` and ``Infinity``, which a hand edit (or another tool) can
+        leave behind; a NaN per-question value would drop the question from the paired
+        comparison without a word, so it is refused like any other damage.
+        """
+        number = self.number(value, where)
+        if not math.isfinite(number) or not 0.0 <= number <= 1.0:
+            raise self.fail(where, f"is {json.dumps(number)}, not a number in [0, 1]")
+        return number
+
     def integers(self, value: Any, where: str) -> list[int]:
         if not isinstance(value, list) or not all(
             isinstance(x, int) and not isinstance(x, bool) for x in value
@@ -355,9 +369,11 @@ class _Reader:
             n = entry.get("n")
             if not isinstance(n, int) or isinstance(n, bool):
                 raise self.fail(f"{item_where}.n", f"must be an integer, got {n!r}")
+            if n < 0:
+                raise self.fail(f"{item_where}.n", f"must be 0 or more, got {n}")
             summary[str(name)] = MetricSummary(
                 name=str(name),
-                mean=None if mean is None else self.number(mean, f"{item_where}.mean"),
+                mean=None if mean is None else self.score(mean, f"{item_where}.mean"),
                 n=n,
                 direction=direction,
             )
@@ -374,7 +390,7 @@ class _Reader:
                 raise self.fail(f"{q_where}.qid", f"must be a unique integer, got {qid!r}")
             seen.add(qid)
             metrics = {
-                str(k): self.number(v, f"{q_where}.metrics.{k}")
+                str(k): self.score(v, f"{q_where}.metrics.{k} (qid {qid})")
                 for k, v in self.mapping(question.get("metrics", {}), f"{q_where}.metrics").items()
             }
             relevant = self.integers(question.get("relevant_ids", []), f"{q_where}.relevant_ids")
@@ -426,6 +442,14 @@ def load_snapshot(path: str | os.PathLike[str]) -> Snapshot:
             f"ragev: baseline {target} is not valid JSON (line {exc.lineno} column {exc.colno}: "
             f"{exc.msg}); restore it from version control (a merge conflict?) or rewrite it "
             "with --ragev-update-baseline"
+        ) from None
+    except RecursionError:
+        # Python's parser recurses once per nesting level; a baseline is a few levels deep.
+        raise BaselineError(
+            f"ragev: baseline {target} nests arrays or objects too deeply to read (Python's "
+            f"JSON parser stops near {sys.getrecursionlimit()} levels); it is not a pytest-ragev "
+            "baseline: restore it from version control or rewrite it with "
+            "--ragev-update-baseline"
         ) from None
     return Snapshot.from_data(data, source=str(target))
 

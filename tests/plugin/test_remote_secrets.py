@@ -89,3 +89,78 @@ def test_showlocals_through_the_plugin(
     output = result.stdout.str() + result.stderr.str()
     assert "HTTP 401" in output and CANARY not in output
     assert CANARY not in (pytester.path / "r.json").read_text(encoding="utf-8")
+
+
+ECHO_200_TESTS = textwrap.dedent(
+    """
+    import os
+
+    from pytest_ragev import PipelineSettings, QAPair
+    from pytest_ragev.pipelines.remote import ChatClient, ChatConfig, HttpRagPipeline
+
+    URL = os.environ["ECHO_URL"]
+    CASE = QAPair(qid=1, question="q", pids=(), passages=(), aid=None, answer=None)
+
+    def test_chat_key_list():
+        config = ChatConfig.from_table(
+            {"model": "m", "base_url": URL + "/v1", "api_key_env": "CANARY_KEY"},
+            source="ragev.toml")
+        ChatClient(config).complete("question", ["context"])
+
+    def test_http_path_miss():
+        settings = PipelineSettings(name="http", options={
+            "url": URL + "/rag", "headers": {"X-Token": "${CANARY_KEY}"},
+            "answer_path": "data.answer"})
+        HttpRagPipeline(settings, source="ragev.toml").answer(CASE)
+
+    def test_http_bad_id():
+        settings = PipelineSettings(name="http", options={
+            "url": URL + "/rag", "headers": {"X-Token": "${CANARY_KEY}"},
+            "answer_path": "answer", "ids_path": "ids"})
+        HttpRagPipeline(settings, source="ragev.toml").answer(CASE)
+    """
+)
+
+
+def test_showlocals_never_prints_a_key_echoed_in_a_200_reply(
+    pytester: pytest.Pytester, server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def reply(seen: Seen) -> Reply:
+        told = seen.headers.get("X-Token") or seen.headers.get("Authorization", "")
+        return Reply(200, {told: 1, "answer": told, "ids": [told]})
+
+    server.default = reply
+    monkeypatch.setenv("CANARY_KEY", CANARY)
+    monkeypatch.setenv("ECHO_URL", server.url)
+    pytester.makepyfile(test_clients=ECHO_200_TESTS)
+    result = pytester.runpytest("-l", "--tb=long")
+    result.assert_outcomes(failed=3)
+    output = result.stdout.str() + result.stderr.str()
+    assert "top-level keys: ***" in output and "not a passage id" in output
+    assert CANARY not in output and CANARY[-8:] not in output
+
+
+def test_a_redirect_to_another_origin_through_the_plugin(
+    pytester: pytest.Pytester, make_project: Project, server: ScriptedServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The service moved to another port: the run fails; the other port never sees the key."""
+    other = ScriptedServer()
+    try:
+        other.default = lambda seen: Reply(200, {"answer": "gestohlen"})
+        server.default = lambda seen: Reply(302, {}, {"Location": f"{other.url}/rag"})
+        monkeypatch.setenv("CANARY_KEY", CANARY)
+        make_project(conftest=None, pipeline=textwrap.dedent(f"""\
+            [pipeline]
+            name = "http"
+            url = "{server.url}/rag"
+            headers = {{ Authorization = "Bearer ${{CANARY_KEY}}" }}
+            """))
+        result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
+        assert result.ret == pytest.ExitCode.TESTS_FAILED
+        result.assert_outcomes(failed=6)
+        result.stdout.fnmatch_lines([f"*HTTP 302, a redirect to {other.url}/rag, another origin*"])
+        assert other.seen == [] and len(server.seen) == 5
+        assert CANARY not in (pytester.path / "r.json").read_text(encoding="utf-8")
+    finally:
+        other.close()

@@ -9,6 +9,7 @@ client of the built-in pipeline), and expanded from ``${VAR}`` into an HTTP head
 
 from __future__ import annotations
 
+import base64
 import json
 import textwrap
 from collections.abc import Callable
@@ -245,3 +246,57 @@ def test_max_tokens_is_a_knob_not_a_secret(
     data = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))["data"]
     assert data["params"]["pipeline"]["chat"]["max_tokens"] == 96
     assert data["variants"]["short"]["params"]["pipeline"]["chat"]["max_tokens"] == 8
+
+
+def test_keys_echoed_in_200_replies_and_a_url_password(
+    pytester: pytest.Pytester, make_project: Project, server: ScriptedServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A service that answers 200 but quotes the key: in a key list, a wrong-typed answer,
+    a malformed id, the answer text; and a password written into the URL."""
+    monkeypatch.setenv("RAG_TOKEN", CANARY)
+    password = "pw-canary-URLPASS77"
+
+    def service(seen: Seen) -> Reply:
+        token = seen.headers["X-Token"]
+        replies = {
+            1: {"answer": "Der Eiffelturm wurde 1889 fertiggestellt.", "ids": [1]},
+            2: {"result": "no answer", token: "echo"},  # answer_path misses: key list
+            3: {"answer": {"debug": f"token={token}"}, "ids": [3]},  # not a string
+            4: {"answer": "Guido van Rossum", "ids": [f"doc-{token}"]},  # malformed id
+            5: {"answer": f"Die Mauer ist lang. ({token})", "ids": [5]},  # in the answer
+        }
+        return Reply(200, replies[seen.body["id"]])
+
+    server.default = service
+    url = server.url.replace("http://", f"http://ragev:{password}@")
+    make_project(
+        conftest=None,
+        pipeline=textwrap.dedent(f"""\
+            [pipeline]
+            name = "http"
+            url = "{url}/rag"
+            headers = {{ X-Token = "${{RAG_TOKEN}}" }}
+            body = {{ query = "{{question}}", id = "{{qid}}" }}
+            answer_path = "answer"
+            ids_path = "ids"
+            max_retries = 0
+            """),
+    )
+    basic = base64.b64encode(f"ragev:{password}".encode()).decode()
+    for extra in ([], ["-l"]):
+        result = run(pytester, *extra)
+        assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-3000:]
+        result.assert_outcomes(passed=2, failed=4)
+        terminal = assert_no_canary(pytester, result, CANARY, password, basic)
+        result.stdout.fnmatch_lines([
+            "*q2*top-level keys: ***, result*",
+            "*q3*gave dict {\"debug\": \"token=***\"}, not a string*",
+            "*q4*gave 'doc-***', not a passage id*",
+        ])
+        assert "Traceback" not in terminal
+        assert params(pytester)["url"] == server.url.replace("http://", "http://ragev:***@") + "/rag"
+        samples = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))
+        texts = {row["qid"]: row["generated_text"] for row in samples["data"]["samples"]}
+        assert texts[5] == "Die Mauer ist lang. (***)"
+    assert {seen.headers["Authorization"] for seen in server.seen} == {f"Basic {basic}"}

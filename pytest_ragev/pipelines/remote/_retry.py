@@ -3,6 +3,11 @@
 Standard library only (``urllib.request``): a remote pipeline must not pull in an HTTP
 stack. Every call opens its own connection, so one :func:`send` is safe to run from many
 threads at once.
+
+Redirects are followed only within the request's origin (scheme, host and port):
+``urllib`` copies every request header, ``Authorization`` included, to wherever a
+``Location`` points, so a redirect to another origin would hand it the key. Such a
+redirect fails with a :class:`PipelineError` instead.
 """
 
 from __future__ import annotations
@@ -14,10 +19,11 @@ import math
 import random
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 from pytest_ragev.core.errors import PipelineError
 
@@ -118,22 +124,121 @@ def scrub(text: str, secrets: Iterable[str]) -> str:
     A secret is removed in every spelling a ``repr()`` gives it too: messages quote a
     server's reply or an exception with ``!r``, which escapes backslashes and quotes.
     """
-    spellings = {spelling for secret in secrets if secret for spelling in _spellings(secret)}
-    for spelling in sorted(spellings, key=len, reverse=True):
-        text = text.replace(spelling, "***")
-    return text
+    return Scrubber(secrets)(text)
+
+
+class Scrubber:
+    """:func:`scrub` with the spellings of the secrets worked out once, for many texts."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        spellings = {spelling for secret in secrets if secret for spelling in _spellings(secret)}
+        self._spellings = sorted(spellings, key=len, reverse=True)
+
+    def __bool__(self) -> bool:
+        return bool(self._spellings)
+
+    def __call__(self, text: str) -> str:
+        for spelling in self._spellings:
+            if spelling in text:
+                text = text.replace(spelling, "***")
+        return text
+
+    def json(self, value: Any) -> Any:
+        """A decoded JSON value with every string (keys too) scrubbed, containers in place.
+
+        Iterative, not recursive: a reply may nest as deeply as the JSON parser allows.
+        """
+        if isinstance(value, str):
+            return self(value)
+        stack = [value]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, list):
+                for index, item in enumerate(node):
+                    if isinstance(item, str):
+                        node[index] = self(item)
+                    elif isinstance(item, list | dict):
+                        stack.append(item)
+            elif isinstance(node, dict):
+                items = list(node.items())
+                node.clear()  # refilled in order, so a scrubbed key keeps its place
+                for key, item in items:
+                    if isinstance(item, str):
+                        item = self(item)
+                    elif isinstance(item, list | dict):
+                        stack.append(item)
+                    node[self(key) if isinstance(key, str) else key] = item
+        return value
 
 
 def _spellings(secret: str) -> set[str]:
-    """``secret`` as written and as the ``repr()`` of a text (or its bytes) holding it."""
+    """``secret`` as written, as the ``repr()`` of a text (or its bytes) holding it, and
+    as JSON writes it inside a string (a reply quoted raw)."""
     plain = str(secret)  # a Secret's own repr() is ``'***'``
-    found = {plain}
+    found = {plain, json.dumps(plain)[1:-1], json.dumps(plain, ensure_ascii=False)[1:-1]}
     for quoted in (repr(plain), repr(plain.encode("utf-8", "replace"))[1:]):
         inner = quoted[1:-1]
         found.add(inner)
         if quoted[0] == '"':  # in a text that also holds a '"', repr() escapes the "'"
             found.add(inner.replace("'", "\\'"))
     return found
+
+
+def origin(url: str) -> tuple[str, str, int | None] | None:
+    """``(scheme, host, port)`` of ``url``, the default port filled in; ``None`` if unclear."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if port is None:
+        port = {"http": 80, "https": 443}.get(scheme)
+    return scheme, (parts.hostname or "").lower(), port
+
+
+class CrossOriginRedirect(Exception):
+    """A redirect to another origin, refused before anything was sent there."""
+
+    def __init__(self, status: int, location: str) -> None:
+        super().__init__(f"HTTP {status} redirect to another origin")
+        self.status = status
+        self.location = location
+
+
+class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows redirects that stay on the request's origin; refuses all others.
+
+    Within the origin, 307 and 308 repeat the request with its method and body, as the
+    status codes require (``urllib`` gives up on them for a POST); 301, 302 and 303 do
+    what ``urllib`` and browsers do (a POST becomes a GET).
+    """
+
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: IO[bytes],
+        code: int,
+        msg: str,
+        headers: http.client.HTTPMessage,
+        newurl: str,
+    ) -> urllib.request.Request | None:
+        here = origin(req.full_url)
+        if here is None or origin(newurl) != here:
+            fp.close()
+            raise CrossOriginRedirect(code, newurl)
+        if code in (307, 308):
+            return urllib.request.Request(
+                newurl, data=req.data, headers=dict(req.header_items()),
+                origin_req_host=req.origin_req_host, unverifiable=True,
+                method=req.get_method(),
+            )
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+#: ``urllib``'s default opener (proxies from the environment, https, ...) with the
+#: redirect rule above in place of its own.
+_OPENER = urllib.request.build_opener(_SameOriginRedirects)
 
 
 def send(
@@ -154,6 +259,7 @@ def send(
     """
     __tracebackhide__ = True  # its locals hold the headers (pytest -l)
     secret_values = tuple(secrets)
+    scrubber = Scrubber(secret_values)
     try:
         data = None if payload is None else json.dumps(payload, ensure_ascii=False).encode()
     except (TypeError, ValueError) as error:
@@ -170,9 +276,19 @@ def send(
         try:
             request = urllib.request.Request(url, data=data, headers=request_headers,
                                              method=method)
-            with urllib.request.urlopen(request, timeout=policy.timeout) as reply:
+            with _OPENER.open(request, timeout=policy.timeout) as reply:
                 status = reply.status
                 raw = reply.read()
+        except CrossOriginRedirect as redirect:
+            raise PipelineError(
+                scrub(
+                    f"{what}: {url} answered HTTP {redirect.status}, a redirect to "
+                    f"{redirect.location}, another origin; not followed, so that no "
+                    "credential leaves the origin you configured: set the URL to the address "
+                    "it redirects to",
+                    secret_values,
+                )
+            ) from None
         except urllib.error.HTTPError as error:
             status = error.code
             raw = _read_error_body(error)
@@ -203,6 +319,11 @@ def send(
             latency = time.perf_counter() - started
             try:
                 body = json.loads(raw.decode("utf-8"))
+            except RecursionError:
+                raise PipelineError(
+                    f"{what}: {url} answered HTTP {status} with JSON nested too deeply to "
+                    "read; check that the URL points at the API"
+                ) from None
             except (UnicodeDecodeError, ValueError):
                 raise PipelineError(
                     scrub(
@@ -212,6 +333,10 @@ def send(
                         secret_values,
                     )
                 ) from None
+            # Everything read from a reply (answers, error messages that quote it, key
+            # lists) comes from the scrubbed body: an echoed key reaches none of them.
+            if scrubber:
+                body = scrubber.json(body)
             return Response(status=status, body=body, attempts=attempt, latency_s=latency)
         if attempt > policy.max_retries:
             raise PipelineError(

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ragev.core.errors import PipelineError
-from pytest_ragev.core.redact import Secret
+from pytest_ragev.core.redact import Secret, redact_urls, url_secrets
 from pytest_ragev.core.tables import Table, check_placeholders, fill
 from pytest_ragev.pipelines.remote import _env, _retry
 
@@ -61,8 +61,13 @@ class ChatConfig:
         base_url = opts.string("base_url", required=True)
         assert base_url is not None
         if not base_url.startswith(("http://", "https://")):
-            raise opts.fail("base_url", base_url,
+            raise opts.fail("base_url", redact_urls(base_url),
                             "write the API root, e.g. base_url = \"http://127.0.0.1:8000/v1\"")
+        if url_secrets(base_url):
+            # The config would record the password, and urllib cannot send it anyway.
+            raise opts.fail("base_url", redact_urls(base_url),
+                            "keep credentials out of the URL: name the variable holding the "
+                            "key in api_key_env, or send a header from ${VAR} in extra_headers")
         model = opts.string("model", required=True)
         if not model:
             raise opts.fail("model", model, "name the model, e.g. model = \"qwen2.5-7b-instruct\"")

@@ -2,10 +2,13 @@
 
 Each question becomes one JSON request built from the ``body`` template; the answer and
 the retrieved contexts are read from the JSON reply with small paths (see ``_paths``).
+A ``user:password@`` in ``url`` is sent as HTTP Basic authentication (``urllib`` cannot
+send it itself) and never recorded: snapshots, ``repr()`` and errors show ``***``.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import urllib.parse
@@ -14,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ragev.core.errors import PipelineError
+from pytest_ragev.core.redact import Secret, redact_urls, url_secrets
 from pytest_ragev.core.tables import Table, check_placeholders, fill
 from pytest_ragev.core.types import Answer, Chunk, PipelineSettings, QAPair, Retrieved
 from pytest_ragev.pipelines.remote import _env, _retry
@@ -42,7 +46,9 @@ class HttpRagPipeline:
         if not url.startswith(("http://", "https://")):
             raise opts.fail("url", url, "write the full endpoint, e.g. "
                                         "url = \"http://127.0.0.1:8080/api/v1/chat\"")
-        check_placeholders(opts, "url", url, allowed=_PLACEHOLDERS)
+        # Shown in its errors: the URL without its credentials.
+        check_placeholders(opts, "url", redact_urls(url), allowed=_PLACEHOLDERS)
+        target, basic = _split_credentials(url)
         method = (opts.string("method", "POST") or "").upper()
         if method not in _METHODS:
             raise opts.fail("method", settings.options.get("method"),
@@ -59,10 +65,20 @@ class HttpRagPipeline:
             body = None if method == "GET" else dict(DEFAULT_BODY)
         if body is not None:
             _check_body(opts, body)
-        self.url = url
+        self.url = redact_urls(url)
         self.method = method
         self.body: Any = body
         self.headers = opts.string_table("headers")
+        if basic is not None and any(name.lower() == "authorization" for name in self.headers):
+            raise opts.fail("url", self.url, "the URL holds user:password and headers set "
+                            "Authorization too; give the credentials in one place")
+        # The request URL (userinfo removed) and the credentials from the URL, held as
+        # Secrets out of repr(); every error message is scrubbed of them.
+        self._target = target
+        self._basic = basic
+        self._url_secrets = [Secret(value) for value in url_secrets(url)]
+        if basic is not None:
+            self._url_secrets.append(basic)
         answer_path = _path(opts, "answer_path", "answer")
         assert answer_path is not None
         self.answer_path: JsonPath = answer_path
@@ -78,6 +94,7 @@ class HttpRagPipeline:
 
     def __repr__(self) -> str:
         return f"HttpRagPipeline(url={self.url!r}, method={self.method!r})"
+
 
     def snapshot(self) -> dict[str, Any]:
         """Every knob with defaults; headers as written (``${VAR}``), literal credentials hidden."""
@@ -117,14 +134,18 @@ class HttpRagPipeline:
         return _render(self.body, case)
 
     def request_url(self, case: QAPair) -> str:
-        """``url`` with ``{question}``/``{qid}`` filled in, URL-encoded."""
-        return fill(self.url, {"question": urllib.parse.quote(case.question, safe=""),
-                               "qid": str(case.qid)})
+        """``url`` with ``{question}``/``{qid}`` filled in, URL-encoded (without a
+        ``user:password@``, which travels as a header)."""
+        return fill(self._target, {"question": urllib.parse.quote(case.question, safe=""),
+                                   "qid": str(case.qid)})
 
     def answer(self, case: QAPair, kb: object | None = None) -> Answer:
         """Ask the service about ``case``; :class:`PipelineError` on any failure."""
         __tracebackhide__ = True  # its locals hold the expanded headers (pytest -l)
         headers, secrets = _env.expand_headers(self.headers, where="[pipeline] headers")
+        if self._basic is not None:
+            headers["Authorization"] = self._basic
+        secrets += self._url_secrets
         what = f"[pipeline] http qid {case.qid}"
         response = _retry.send(
             method=self.method,
@@ -234,20 +255,38 @@ def _list_of(value: Any, kind: type | tuple[type, ...], key: str, path: JsonPath
 
 
 def _passage_id(value: int | str, path: JsonPath, what: str) -> int:
-    if isinstance(value, int):
-        return value
-    text = value.strip()
-    if text.lstrip("-").isdigit():
-        return int(text)
+    number = value if isinstance(value, int) else None
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        number = int(value.strip())
+    if number is not None and number >= 0:
+        return number
+    shown = value if len(str(value)) <= 40 else f"{str(value)[:37]}..."
     raise PipelineError(
-        f"{what}: ids_path = {path.text!r} gave {value!r}, not a passage id; the dataset's "
-        "passage ids are integers"
+        f"{what}: ids_path = {path.text!r} gave {shown!r}, not a passage id; the dataset's "
+        "passage ids are integers, 0 or more"
     )
 
 
 def _show(value: Any) -> str:
     kind = "null" if value is None else type(value).__name__
-    return f"{kind} {json.dumps(value, ensure_ascii=False, default=str)[:60]}"
+    try:
+        shown = json.dumps(value, ensure_ascii=False, default=str)
+    except (RecursionError, ValueError):
+        shown = "(nested too deeply to show)"
+    return f"{kind} {shown[:60]}"
+
+
+def _split_credentials(url: str) -> tuple[str, Secret | None]:
+    """``url`` without a ``user:password@``, and the Basic ``Authorization`` value for it."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, None
+    host = parts.netloc.rpartition("@")[2]
+    target = urllib.parse.urlunsplit(parts._replace(netloc=host))
+    pair = f"{urllib.parse.unquote(parts.username or '')}:" \
+           f"{urllib.parse.unquote(parts.password or '')}"
+    token = base64.b64encode(pair.encode("utf-8")).decode("ascii")
+    return target, Secret(f"Basic {token}")
 
 
 def _hint(status: int, message: str) -> str:

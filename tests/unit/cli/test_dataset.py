@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -410,3 +416,191 @@ def test_module_entry_point_prints_no_traceback(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr.startswith("ragev: error: dataset folder ")
     assert "Traceback" not in result.stderr
+
+
+# --- faults: one line each, non-zero exit, nothing half-written --------------------------------
+
+
+def _only_error(code: int, out: str, err: str, *expected: str) -> None:
+    assert code == 2, err
+    assert err.startswith("ragev: error: ") and err.count("\n") == 1, err
+    assert "Traceback" not in err and "wrote" not in out
+    for part in expected:
+        assert part in err, err
+
+
+def _no_staging_left(folder: Path) -> None:
+    assert [path.name for path in folder.iterdir() if path.name.endswith(".tmp")] == []
+
+
+@contextmanager
+def read_only(folder: Path) -> Iterator[Path]:
+    """``folder`` made read-only for this process, even as root (then: immutable)."""
+    os.chmod(folder, 0o555)
+    immutable = False
+    if _writable(folder) and shutil.which("chattr"):
+        immutable = subprocess.run(["chattr", "+i", str(folder)], capture_output=True,
+                                   check=False).returncode == 0
+    try:
+        if _writable(folder):
+            pytest.skip("cannot make a read-only folder here (root without chattr)")
+        yield folder
+    finally:
+        if immutable:
+            subprocess.run(["chattr", "-i", str(folder)], check=False)
+        os.chmod(folder, 0o755)
+
+
+@pytest.fixture
+def read_only_dir(tmp_path: Path) -> Iterator[Path]:
+    """An empty folder this process cannot create anything in."""
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    with read_only(folder):
+        yield folder
+
+
+def _writable(folder: Path) -> bool:
+    probe = folder / ".probe"
+    try:
+        probe.mkdir()
+    except OSError:
+        return False
+    probe.rmdir()
+    return True
+
+
+def test_validate_invalid_utf8_is_one_line(
+    capsys: pytest.CaptureFixture[str], dataset_dir: Path
+) -> None:
+    texts = [text.encode() for text in QUERIES.values()]
+    texts[4] = "Frage über Straßen?".encode("cp1252")
+    pq.write_table(pa.table({"id": list(QUERIES), "text": pa.array(texts, pa.binary())
+                             .view(pa.string())}), dataset_dir / "queries.parquet")
+    _only_error(*run(capsys, "dataset", "validate", str(dataset_dir)),
+                "queries.parquet: column 'text' row 4 (byte 0xfc at byte 6) is not valid UTF-8")
+
+
+def test_sample_negative_seed_is_one_line_before_loading(
+    capsys: pytest.CaptureFixture[str], dataset_dir: Path, tmp_path: Path
+) -> None:
+    out_dir = tmp_path / "out"
+    code, out, err = run(capsys, "dataset", "sample", str(dataset_dir), str(out_dir),
+                         "--questions", "2", "--seed", "-1")
+    _only_error(code, out, err, "--seed must be 0 or more, got -1")
+    assert not out_dir.exists()
+    _no_staging_left(tmp_path)
+
+
+def test_convert_jsonl_that_is_not_utf8(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    qa_file = tmp_path / "qa.jsonl"
+    qa_file.write_bytes(
+        json.dumps({"question": "Wer schrieb Faust?", "passages": ["Goethe."]}).encode() + b"\n"
+        + '{"question": "Qui a écrit Candide ?", "passages": ["Voltaire."]}\n'.encode("latin-1")
+    )
+    out_dir = tmp_path / "out"
+    code, out, err = run(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
+                         str(out_dir))
+    _only_error(code, out, err, f"{qa_file} line 2: not valid UTF-8 (byte 0xe9 at column 21)")
+    assert not out_dir.exists()
+    _no_staging_left(tmp_path)
+
+
+def test_convert_beir_qrels_that_are_not_utf8(
+    capsys: pytest.CaptureFixture[str], dataset_dir: Path, tmp_path: Path
+) -> None:
+    beir = _beir_from(dataset_dir, tmp_path / "beir")
+    (beir / "qrels" / "test.tsv").write_bytes(b"query-id\tcorpus-id\tscore\n1\t100\t1\n\xff\n")
+    _only_error(*run(capsys, "dataset", "convert", "--from", "beir", str(beir),
+                     str(tmp_path / "out")), "qrels/test.tsv line 3: not valid UTF-8")
+
+
+def test_convert_reads_a_byte_order_mark(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    qa_file = tmp_path / "qa.jsonl"
+    qa_file.write_bytes(b"\xef\xbb\xbf" + json.dumps(
+        {"question": "谁写了《红楼梦》？", "passages": ["曹雪芹写了《红楼梦》。"]},
+        ensure_ascii=False).encode() + b"\r\n")
+    code, _, err = run(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
+                       str(tmp_path / "out"))
+    assert code == 0, err
+    assert load_dataset(tmp_path / "out").pairs[0].question == "谁写了《红楼梦》？"
+
+
+@pytest.mark.parametrize("line", ["[" * 100_000 + "]" * 100_000,
+                                  '{"question": "q", "meta": ' + "{\"a\": " * 100_000 + "1"
+                                  + "}" * 100_000 + "}"])
+def test_convert_jsonl_nested_100k_deep(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, line: str
+) -> None:
+    qa_file = tmp_path / "deep.jsonl"
+    qa_file.write_text('{"question": "q", "passages": ["p"]}\n' + line + "\n", encoding="utf-8")
+    _only_error(*run(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
+                     str(tmp_path / "out")), f"{qa_file} line 2: nested too deeply to read")
+    assert not (tmp_path / "out").exists()
+
+
+def test_destination_in_a_read_only_folder(
+    capsys: pytest.CaptureFixture[str], dataset_dir: Path, read_only_dir: Path
+) -> None:
+    for argv in (["sample", str(dataset_dir), str(read_only_dir / "out"), "--questions", "2"],
+                 ["sample", str(dataset_dir), str(read_only_dir / "a" / "b"), "--questions", "2"]):
+        code, out, err = run(capsys, "dataset", *argv)
+        err = "\n".join(line for line in err.splitlines(keepends=True)
+                        if not line.startswith("ragev: warning:"))
+        _only_error(code, out, err, f"creating a folder in {read_only_dir} failed",
+                    "choose a destination in a folder you can write to")
+        assert list(read_only_dir.iterdir()) == []
+
+
+def test_destination_under_a_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    qa_file = tmp_path / "qa.jsonl"
+    qa_file.write_text('{"question": "Как дела?", "passages": ["Хорошо."]}\n', encoding="utf-8")
+    _only_error(*run(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
+                     str(qa_file / "out")), f"{qa_file} is a file, not a folder")
+
+
+def test_read_only_destination_keeps_its_files(
+    capsys: pytest.CaptureFixture[str], dataset_dir: Path, tmp_path: Path
+) -> None:
+    out_dir = write_dataset(tmp_path / "out", queries={1: "alt"}, corpus={1: "alt"},
+                            qrels=[(1, 1)])
+    before = {path.name: path.read_bytes() for path in out_dir.iterdir()}
+    with read_only(out_dir):
+        code, out, err = run(capsys, "dataset", "sample", str(dataset_dir), str(out_dir),
+                             "--questions", "2", "--force")
+    err = "".join(line for line in err.splitlines(keepends=True)
+                  if not line.startswith("ragev: warning:"))
+    _only_error(code, out, err, f"cannot write {out_dir} (", "nothing was written")
+    assert {path.name: path.read_bytes() for path in out_dir.iterdir()} == before
+    _no_staging_left(tmp_path)
+
+
+def test_a_rename_failing_part_way_puts_the_old_files_back(
+    capsys: pytest.CaptureFixture[str], dataset_dir: Path, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Renames into one folder fail together in practice; if one ever fails late, the
+    files already replaced are restored (fault injected: the third rename fails)."""
+    out_dir = write_dataset(tmp_path / "out", queries={1: "alt"}, corpus={1: "alt"},
+                            qrels=[(1, 1)])
+    before = {path.name: path.read_bytes() for path in out_dir.iterdir()}
+    real_replace = os.replace
+    calls: list[str] = []
+
+    def flaky(source: Any, target: Any) -> None:
+        calls.append(str(target))
+        if len(calls) == 3:
+            raise OSError(errno.EIO, "Input/output error")
+        real_replace(source, target)
+
+    monkeypatch.setattr(os, "replace", flaky)
+    code, out, err = run(capsys, "dataset", "sample", str(dataset_dir), str(out_dir),
+                         "--questions", "2", "--force")
+    monkeypatch.undo()
+    err = "".join(line for line in err.splitlines(keepends=True)
+                  if not line.startswith("ragev: warning:"))
+    _only_error(code, out, err, f"cannot write {out_dir} (Input/output error)")
+    assert {path.name: path.read_bytes() for path in out_dir.iterdir()} == before
+    _no_staging_left(tmp_path)

@@ -186,3 +186,44 @@ def test_short_chunks_with_decoys_sharing_prefixes(data: st.DataObject) -> None:
     (found,) = retrieved_ids([chunk], index=PassageIndex(corpus), relevant=relevant)
     expected = expected_id(corpus, chunk, relevant)
     assert found == (expected if expected is not None else -1)
+
+
+# --- placeholders never collide with passage ids; retrieved must be a list ----------------------
+
+
+@pytest.mark.parametrize("bad", [-1, Chunk(text="Der Turm ist 330 Meter hoch.", passage_id=-2)])
+def test_a_negative_passage_id_from_a_pipeline_is_refused(index: PassageIndex, bad: object) -> None:
+    """Negative ids are the placeholders of unmatched chunks: a pipeline's -1 would merge
+    with the first unmatched chunk and drop a rank."""
+    with pytest.raises(ValueError, match=r"Answer.retrieved\[1\](\.passage_id)? is -[12], a "
+                                         r"negative passage id; passage ids are 0 or more"):
+        retrieved_ids(["an unknown chunk that matches nothing here", bad], index=index)
+
+
+def test_id_zero_is_a_passage_id() -> None:
+    assert retrieved_ids([0, "nothing like it at all"], index=PassageIndex({0: "零号段落。"})) == [
+        0, -1]
+
+
+@pytest.mark.parametrize(
+    ("retrieved", "message"),
+    [
+        ("Paris", r"is the str 'Paris', not a list; wrap it: retrieved=\['Paris'\]"),
+        ("长城是中国古代的军事防御工程。" * 4, r"is the str '长城是中国古代的军事防御工程。长城是.*\.\.\.', not a list"),
+        (b"Paris", r"is the bytes 'Paris', not a list"),
+        ({1: "a", 2: "b"}, r"is a dict, which has no rank order"),
+        ({1, 2}, r"is a set, which has no rank order"),
+        (None, r"is of type NoneType; give a list of passage ids"),
+        (7, r"is of type int; give a list of passage ids"),
+    ],
+)
+def test_retrieved_that_is_not_a_list_is_a_type_error_with_the_fix(
+    index: PassageIndex, retrieved: object, message: str
+) -> None:
+    with pytest.raises(TypeError, match=message):
+        retrieved_ids(retrieved, index=index)  # type: ignore[arg-type]
+
+
+def test_retrieved_as_a_tuple_or_generator_still_works(index: PassageIndex) -> None:
+    assert retrieved_ids((2, 1), index=index) == [2, 1]
+    assert retrieved_ids((pid for pid in (3, 2)), index=index) == [3, 2]

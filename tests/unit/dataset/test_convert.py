@@ -21,6 +21,10 @@ from pytest_ragev.dataset import DATASET_FILES, load_dataset, write_dataset
 from pytest_ragev.dataset import convert as _dataset_tools
 from pytest_ragev.dataset.convert import _IdMap
 
+_NUMBERISH_IDS = st.tuples(st.sampled_from(["", "+", "-", " "]), st.integers(0, 30)).map(
+    lambda parts: f"{parts[0]}{parts[1]}"
+)
+
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = cli.main(list(argv))
@@ -105,6 +109,31 @@ def test_beir_integer_ids_that_collide_are_renumbered(
         {"table": "corpus", "id": 1, "source_id": "7"},
         {"table": "corpus", "id": 2, "source_id": "007"},
     ]
+
+
+def test_beir_negative_passage_ids_are_renumbered_so_the_output_loads(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The loader refuses negative passage ids (the metrics' placeholders); question ids
+    may stay negative."""
+    beir = _beir(
+        tmp_path / "beir",
+        corpus=[{"_id": "-3", "text": "Минус три."}, {"_id": 4, "text": "Четыре."}],
+        queries=[{"_id": "-1", "text": "Сколько?"}],
+        qrels="-1\t-3\t1\n",
+    )
+    code, out, err = run(capsys, "dataset", "convert", "--from", "beir", str(beir),
+                         str(tmp_path / "out"))
+    assert code == 0, err
+    assert "renumbered ids of corpus (see id_map.parquet)" in out
+    ds = load_dataset(tmp_path / "out")
+    assert dict(ds.corpus) == {1: "Минус три.", 2: "Четыре."}
+    assert ds.pair(-1).passages == ("Минус три.",)
+
+
+@given(st.lists(_NUMBERISH_IDS, unique=True))
+def test_passage_id_maps_are_never_negative(source_ids: list[str]) -> None:
+    assert all(number >= 0 for number in _IdMap(source_ids, passages=True).ids)
 
 
 def test_jsonl_ragas_keys_are_reported_not_ignored(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -221,3 +222,101 @@ def test_qas_pointing_into_empty_answers(tmp_path: Path) -> None:
 def test_empty_queries_or_corpus(tmp_path: Path, part: str, noun: str) -> None:
     message = _error(_folder(tmp_path, **{part: [], "qrels": [], "qas": []}))
     assert f"{part}.parquet has no rows; a dataset needs at least one {noun}" in message
+
+
+# --- negative passage ids (they would collide with the placeholders of unmatched chunks) ------
+
+
+@pytest.mark.parametrize("ids", [[10, -3, 11], ["10", " -3 ", "11"]])
+def test_negative_passage_id(tmp_path: Path, ids: list[Any]) -> None:
+    folder = _folder(tmp_path)
+    _put(folder, "corpus.parquet", {"id": ids, "text": ["zehn", "minus drei", "elf"]})
+    _put(folder, "qrels.parquet", {"qid": [1], "pid": [10]})
+    assert _error(folder) == (
+        f"{folder / 'corpus.parquet'}: column 'id' row 1 holds -3, a negative passage id; "
+        "passage ids must be 0 or more (negative ids mark retrieved chunks that match no "
+        "passage): renumber the passages, e.g. add the same offset to every id in "
+        "corpus.parquet and every pid in qrels.parquet"
+    )
+
+
+def test_zero_and_negative_question_ids_stay_valid(tmp_path: Path) -> None:
+    folder = _folder(tmp_path, queries={-2: "минус два?", 0: "ноль?"}, corpus={0: "null"},
+                     qrels=[(-2, 0)], answers={}, qas=[])
+    dataset = load_dataset(folder)
+    assert [pair.qid for pair in dataset.pairs] == [-2, 0] and dataset.pairs[0].pids == (0,)
+
+
+# --- invalid UTF-8 -------------------------------------------------------------------------------
+
+
+def _bytes_as_text(values: list[bytes], large: bool = False) -> pa.Array:
+    """Bytes stored as a Parquet string column without a UTF-8 check (what broken writers do)."""
+    if large:
+        return pa.array(values, pa.large_binary()).view(pa.large_string())
+    return pa.array(values, pa.binary()).view(pa.string())
+
+
+BAD = "한국어 텍스트".encode("euc-kr")  # Korean in the legacy encoding: not UTF-8
+
+
+@pytest.mark.parametrize("name", ["queries.parquet", "corpus.parquet", "answers.parquet"])
+@pytest.mark.parametrize("shuffled", [False, True], ids=["id-order", "shuffled"])
+@pytest.mark.parametrize("large", [False, True], ids=["string", "large_string"])
+def test_text_that_is_not_utf8(tmp_path: Path, name: str, shuffled: bool, large: bool) -> None:
+    folder = _folder(tmp_path)
+    rows = {"queries.parquet": QUERIES, "corpus.parquet": CORPUS,
+            "answers.parquet": ANSWERS}[name]
+    ids = sorted(rows, reverse=shuffled)
+    texts = [rows[i].encode() for i in ids]
+    texts[1] = b"ok " + BAD
+    _put(folder, name, {"id": ids, "text": _bytes_as_text(texts, large)})
+    assert _error(folder) == (
+        f"{folder / name}: column 'text' row 1 (byte 0xc7 at byte 3) is not valid UTF-8; "
+        "Parquet texts must be UTF-8: decode the source with its real encoding (e.g. latin-1, "
+        "cp1252, gbk) and re-write the file"
+    )
+
+
+def test_first_bad_row_of_a_big_shuffled_corpus(tmp_path: Path) -> None:
+    """Several id-order blocks; the error names the first bad row in file order."""
+    count = 70_000
+    ids = list(range(count, 0, -1))
+    texts = [f"Absatz {i}".encode() for i in ids]
+    texts[50_000] = BAD
+    texts[60_000] = BAD
+    folder = _folder(tmp_path, corpus={i: "x" for i in range(1, 4)},
+                     qrels=[(1, 1), (2, 2), (3, 3)])
+    _put(folder, "corpus.parquet", {"id": ids, "text": _bytes_as_text(texts)})
+    assert "column 'text' row 50000 (byte 0xc7 at byte 0) is not valid UTF-8" in _error(folder)
+
+
+def test_string_id_that_is_not_utf8(tmp_path: Path) -> None:
+    folder = _folder(tmp_path)
+    _put(folder, "qas.parquet", {"qid": _bytes_as_text([b"1", b"2", b"3\xff"]), "aid": [100, 101, 102]})
+    assert _error(folder).startswith(
+        f"{folder / 'qas.parquet'}: column 'qid' row 2 (byte 0xff at byte 1) is not valid UTF-8"
+    )
+
+
+# --- a table that is not a regular file ------------------------------------------------------
+
+
+def test_table_that_is_a_folder(tmp_path: Path) -> None:
+    folder = _folder(tmp_path)
+    (folder / "queries.parquet").unlink()
+    (folder / "queries.parquet").mkdir()
+    pq.write_table(pa.table({"id": [1], "text": ["q"]}), folder / "queries.parquet" / "part-0.parquet")
+    message = _error(folder)
+    assert message.startswith(f"{folder / 'queries.parquet'} is a folder, not a Parquet file; ")
+    assert "missing" not in message
+
+
+def test_table_that_is_a_fifo(tmp_path: Path) -> None:
+    folder = _folder(tmp_path)
+    (folder / "answers.parquet").unlink()
+    os.mkfifo(folder / "answers.parquet")  # reading it would block forever
+    assert _error(folder) == (
+        f"{folder / 'answers.parquet'} is not a regular file; write the table as a Parquet file "
+        "there"
+    )

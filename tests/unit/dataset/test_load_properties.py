@@ -21,6 +21,8 @@ TEXT = st.text(
     max_size=24,
 )
 IDS = st.integers(min_value=-(2**40), max_value=2**40)
+#: Passage ids are 0 or more (negative ids mark unmatched chunks in the metrics).
+PASSAGE_IDS = st.integers(min_value=0, max_value=2**40)
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,7 @@ class Content:
 @st.composite
 def contents(draw: st.DrawFn) -> Content:
     queries = draw(st.dictionaries(IDS, TEXT, min_size=1, max_size=8))
-    corpus = draw(st.dictionaries(IDS, TEXT, min_size=1, max_size=10))
+    corpus = draw(st.dictionaries(PASSAGE_IDS, TEXT, min_size=1, max_size=10))
     answers = draw(st.dictionaries(IDS, TEXT, max_size=6))
     has_score = draw(st.booleans())
     scores = st.sampled_from([-1, 0, 1, 2, 3]) if has_score else st.just(1)

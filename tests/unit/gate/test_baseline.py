@@ -172,7 +172,7 @@ def test_damaged_field_is_named(tmp_path: Path) -> None:
     data["base"]["questions"][2]["metrics"]["recall"] = "high"
     path = tmp_path / "b.json"
     path.write_text(json.dumps(data), encoding="utf-8")
-    with pytest.raises(BaselineError, match=r"base\.questions\[2\]\.metrics\.recall must be a"):
+    with pytest.raises(BaselineError, match=r"base\.questions\[2\]\.metrics\.recall \(qid 3\) must be a"):
         load_snapshot(path)
     data = snapshot().to_data()
     del data["dataset"]["fingerprint"]
@@ -265,7 +265,7 @@ _samples = st.lists(
     st.tuples(
         st.text(max_size=30),
         st.dictionaries(st.sampled_from(["recall", "bleu4", "custom"]),
-                        st.floats(allow_nan=False, allow_infinity=False), max_size=3),
+                        st.floats(0.0, 1.0), max_size=3),  # every metric is in [0, 1]
         st.lists(st.integers(-(2**40), 2**40), max_size=5),
         st.one_of(st.none(), st.text(max_size=20)),
     ),
@@ -298,3 +298,68 @@ def test_any_run_round_trips_byte_identically(
     loaded = Snapshot.from_data(json.loads(text)).base
     assert [s.metrics for s in loaded.samples] == [s.metrics for s in records]
     assert [s.error for s in loaded.samples] == [s.error for s in records]
+
+
+# --- values a hand edit can leave behind -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [("NaN", "NaN"), ("Infinity", "Infinity"), ("-Infinity", "-Infinity"), ("5.0", "5.0"),
+     ("1.0000001", "1.0000001"), ("-0.5", "-0.5")],
+)
+@pytest.mark.parametrize("field", ["question", "mean"])
+def test_metric_outside_0_1_is_refused_naming_question_and_metric(
+    tmp_path: Path, text: str, shown: str, field: str
+) -> None:
+    """A NaN per-question value would silently drop the question from the paired test."""
+    data = snapshot("k10").to_data()
+    if field == "question":
+        data["base"]["questions"][3]["metrics"]["ndcg10"] = "MARK"
+        where = "base.questions[3].metrics.ndcg10 (qid 4)"
+    else:
+        data["variants"]["k10"]["metrics"]["recall"]["mean"] = "MARK"
+        where = "variants.k10.metrics.recall.mean"
+    path = tmp_path / "b.json"
+    content = json.dumps(data, ensure_ascii=False).replace('"MARK"', text)
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(BaselineError) as caught:
+        load_snapshot(path)
+    assert str(caught.value) == (
+        f"ragev: {path}: {where} is {shown}, not a number in [0, 1]; the file is damaged: "
+        "restore it from version control or rewrite it with --ragev-update-baseline"
+    )
+    assert path.read_text(encoding="utf-8") == content
+
+
+def test_bounds_are_inclusive_and_a_missing_mean_is_fine(tmp_path: Path) -> None:
+    data = snapshot().to_data()
+    data["base"]["questions"][0]["metrics"] = {"recall": 0, "ndcg10": 1, "bleu4": 0.0}
+    data["base"]["metrics"]["recall"]["mean"] = None
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    loaded = load_snapshot(path)
+    assert loaded.base.samples[0].metrics == {"recall": 0.0, "ndcg10": 1.0, "bleu4": 0.0}
+    assert loaded.base.summary["recall"].mean is None
+
+
+def test_negative_count_is_refused(tmp_path: Path) -> None:
+    data = snapshot().to_data()
+    data["base"]["metrics"]["recall"]["n"] = -5
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(BaselineError, match=r"base\.metrics\.recall\.n must be 0 or more, got -5"):
+        load_snapshot(path)
+
+
+@pytest.mark.parametrize("deep", ["[" * 100_000 + "]" * 100_000,
+                                  '{"a": ' * 100_000 + "1" + "}" * 100_000])
+def test_json_nested_100k_levels_deep_is_one_line(tmp_path: Path, deep: str) -> None:
+    path = tmp_path / "b.json"
+    path.write_text(deep, encoding="utf-8")
+    with pytest.raises(BaselineError) as caught:
+        load_snapshot(path)
+    assert str(caught.value).startswith(
+        f"ragev: baseline {path} nests arrays or objects too deeply to read (Python's JSON "
+        "parser stops near ")
+    assert "\n" not in str(caught.value) and path.read_text(encoding="utf-8") == deep
