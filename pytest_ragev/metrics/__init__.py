@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from pytest_ragev.core.types import GENERATION_METRICS, METRIC_NAMES, RETRIEVAL_METRICS, MetricInput
 from pytest_ragev.metrics.engine import PROFILES, aggregate, score, score_columns
-from pytest_ragev.metrics.text import Tokenizer, clear_cache, jieba_tokenizer, tokenize, words
+from pytest_ragev.metrics.text import (
+    Tokenizer,
+    cache_dir,
+    clear_cache,
+    jieba_tokenizer,
+    tokenize,
+    words,
+)
 
 __all__ = [
     "GENERATION_METRICS",
@@ -20,6 +27,7 @@ __all__ = [
     "MetricInput",
     "Tokenizer",
     "aggregate",
+    "cache_dir",
     "clear_cache",
     "jieba_tokenizer",
     "score",

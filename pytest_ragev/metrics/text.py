@@ -6,8 +6,8 @@ goes through ``jieba`` (precise mode, HMM on), an ASCII word run is one token, a
 other punctuation character is one token, everything else is skipped.
 
 jieba is imported and its dictionary loaded on the first Chinese text only, once
-per process, under a lock (pipelines run in a thread pool and the knowledge base
-tokenizes with the same instance). Its cache file lives in the user cache folder.
+per process (:mod:`pytest_ragev.core.segment` holds the instance, which the knowledge
+base's keyword retriever shares).
 Segmentations are memoised, because comparison runs score the same reference answers
 many times: the built-in tokenizer keeps the last :data:`MEMO_SIZE` distinct texts of
 the process (least recently used forgotten first), a custom tokenizer passed to
@@ -16,21 +16,19 @@ the process (least recently used forgotten first), a custom tokenizer passed to
 
 from __future__ import annotations
 
-import logging
-import os
 import re
 import threading
 import types
 import unicodedata
-import warnings
 import weakref
 from functools import lru_cache
 from math import log
-from pathlib import Path
 from sys import intern
 from typing import TYPE_CHECKING, Any, Protocol
 
 import regex
+
+from pytest_ragev.core.segment import cache_dir, jieba_tokenizer
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -103,65 +101,9 @@ def _ascii_tables() -> tuple[bytes, bytes]:
 
 _ASCII_MAP, _NOT_ASCII_PUNCTUATION = _ascii_tables()
 
-_jieba_lock = threading.Lock()
-_jieba_instance: Any = None
 _segmenter: Callable[[str], Iterable[str]] | None = None
 #: jieba's own Han character class (``jieba.re_han_default`` without its ASCII part).
 _JIEBA_BLOCK = re.compile("[\u4e00-\u9fd5]+")
-
-
-def cache_dir() -> Path | None:
-    """The user cache folder of pytest-ragev (``$XDG_CACHE_HOME/pytest-ragev`` or
-    ``~/.cache/pytest-ragev``), created on demand; ``None`` when it cannot be created."""
-    base = os.environ.get("XDG_CACHE_HOME", "")
-    # The XDG spec says a relative XDG_CACHE_HOME is invalid and must be ignored.
-    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".cache"
-    folder = root / "pytest-ragev"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return None
-    return folder
-
-
-def jieba_tokenizer() -> Any:
-    """The process-wide ``jieba.Tokenizer`` used for Chinese, loaded on first call.
-
-    Thread-safe; the dictionary cache goes to :func:`cache_dir` (jieba's default, the
-    system temp folder, when that is unavailable) and jieba's log lines and import
-    warnings are silenced while it loads. The knowledge base's keyword retriever uses
-    the same instance, so both see the same segmentation.
-    """
-    instance = _jieba_instance
-    if instance is not None:
-        return instance
-    with _jieba_lock:
-        if _jieba_instance is None:
-            _load_jieba()
-        return _jieba_instance
-
-
-def _load_jieba() -> None:
-    global _jieba_instance
-    with warnings.catch_warnings():
-        # jieba 0.42 imports pkg_resources and has invalid escapes in its sources.
-        warnings.simplefilter("ignore")
-        import jieba
-
-    jieba_logger = logging.getLogger("jieba")
-    previous_level = jieba_logger.level
-    jieba_logger.setLevel(logging.WARNING)
-    try:
-        instance = jieba.Tokenizer()
-        folder = cache_dir()
-        if folder is not None:
-            instance.tmp_dir = str(folder)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            instance.initialize()
-    finally:
-        jieba_logger.setLevel(previous_level)
-    _jieba_instance = instance
 
 
 def split_sentences(text: str) -> list[str]:

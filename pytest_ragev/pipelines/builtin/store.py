@@ -35,9 +35,9 @@ Progress = Callable[[int, int], None]
 KB_FORMAT = 1
 
 #: The modules (relative to the package) whose code decides the built-in KB and answers.
-# metrics/text.py sets up the jieba instance the BM25 tokenizer segments with.
+# core/segment.py sets up the jieba instance the BM25 tokenizer segments with.
 CODE_MODULES = (
-    "pipelines/builtin/*.py", "plugin/defaults.py", "metrics/text.py", "pipelines/remote/chat.py",
+    "pipelines/builtin/*.py", "plugin/defaults.py", "core/segment.py", "pipelines/remote/chat.py",
     "core/tables.py",
 )
 
