@@ -1,9 +1,23 @@
-"""The spec tokenizer: sentences of words, with jieba for Chinese.
+"""The metric tokenizer: sentences of words in every script, with jieba for Chinese.
 
-A text is split into sentences at every ``。`` or ``.``; inside each sentence the
-pattern ``(\\p{Han}+)|([a-zA-Z0-9_.,!?]+)|(\\p{P})`` is scanned left to right: a Han run
-goes through ``jieba`` (precise mode, HMM on), an ASCII word run is one token, any
-other punctuation character is one token, everything else is skipped.
+A text is split into sentences at every ``.`` and ``。`` (and the full stops of other
+scripts: :data:`SENTENCE_ENDS`). Inside each sentence it is scanned left to right, and
+every letter and digit of every script ends up in a token:
+
+* a run of Han characters goes through ``jieba`` (precise mode, HMM on), as WeKnora does;
+* a word of a script written with spaces (Latin with its diacritics, Cyrillic, Greek,
+  Arabic, Hebrew, Devanagari, Hangul, ...) is one token: a run of letters and digits,
+  with the combining marks inside it, NFKC-normalised; as in the original, the ASCII
+  characters ``_ , ! ?`` belong to words, so ``Hello,`` is one token;
+* Katakana runs (``コンピューター``) are one token each, NFKC-normalised;
+* each letter of Hiragana, Thai, Lao, Khmer and Myanmar (scripts written without spaces
+  that jieba does not know) is a token with the combining marks that follow it;
+* any other punctuation character is one token, as written;
+* everything else is skipped: spaces, symbols (``$ + = |``, emoji) and stray marks.
+
+For a text whose letters, digits and marks are all ASCII or Han these are exactly the
+tokens of the original ``weknora`` rule, ``(\\p{Han}+)|([a-zA-Z0-9_.,!?]+)|(\\p{P})``
+after splitting at ``。`` and ``.`` (the tests hold it to that).
 
 jieba is imported and its dictionary loaded on the first Chinese text only, once
 per process (:mod:`pytest_ragev.core.segment` holds the instance, which the knowledge
@@ -35,10 +49,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MEMO_SIZE",
+    "SENTENCE_ENDS",
+    "LanguageTokenizer",
     "Tokenizer",
     "cache_dir",
     "clear_cache",
     "jieba_tokenizer",
+    "segmenter",
     "split_sentences",
     "tokenize",
     "words",
@@ -65,11 +82,52 @@ class Tokenizer(Protocol):
     def __call__(self, text: str, /) -> list[list[str]]: ...
 
 
-# Sentence ends become their own alternative (before \p{P}, so they never count as
-# punctuation tokens), and "." leaves the ASCII word class: inside a sentence there is
-# no "." left once the text is split, so one left-to-right scan is the spec's two steps.
-_SCAN = regex.compile(r"(\p{Han}+)|([a-zA-Z0-9_,!?]+)|([。.])|(\p{P})")
-_SENTENCE_END = regex.compile(r"[。.]")
+#: The characters that end a sentence: WeKnora's ``.`` and ``。``, and the full stops
+#: of scripts that have their own (Armenian, Arabic/Urdu, Devanagari, Myanmar, Ethiopic,
+#: Khmer), so that the weknora ROUGE-L sees the sentences of those texts too.
+SENTENCE_ENDS = ".\u3002\u0589\u06d4\u0964\u0965\u104b\u1362\u17d4"
+
+# The letters of scripts written without spaces that jieba does not segment: one
+# token per letter (with its marks), except Katakana, whose runs are words.
+_UNIT_SCRIPTS = r"\p{Hiragana}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}"
+# Katakana plus the prolonged sound marks and halfwidth voiced marks, which Unicode
+# files under Common but which only occur inside Katakana words.
+_KANA_SCRIPTS = r"\p{Katakana}\u30fc\uff70\uff9e\uff9f"
+_UNIT = rf"[[{_UNIT_SCRIPTS}]&&\p{{L}}]"
+_KANA = rf"[[{_KANA_SCRIPTS}]&&\p{{L}}]"
+# Combining marks continue a word (accents, vowel signs, viramas, harakat), except the
+# variation selectors, which only pick a glyph (after emoji and Han) and are dropped.
+_MARK = r"[\p{M}--\p{Variation_Selector}]"
+_JOINERS = "\u200c\u200d"  # ZWNJ/ZWJ: inside Persian and Indic words
+
+
+def word_class(*excluded: str) -> str:
+    """The regex class of the characters that start or continue a word: letters and digits
+    of the scripts written with spaces, plus ASCII ``_ , ! ?``, minus Han, the no-space
+    scripts above and the ``excluded`` classes (a language tokenizer takes its script)."""
+    minus = "".join(f"--{item}" for item in (r"\p{Han}", _UNIT, _KANA, *excluded))
+    return rf"[a-zA-Z0-9_,!?[[\p{{L}}\p{{N}}]--[\x00-\x7f]{minus}]]"
+
+
+def word_pattern(word: str) -> str:
+    """A word: a word character, then word characters and marks (a ZWNJ/ZWJ between them)."""
+    return rf"{word}(?:{word}|{_MARK}|[{_JOINERS}](?={word}|{_MARK}))*"
+
+
+def scan_pattern(word: str, first: str = "") -> regex.Pattern[str]:
+    """The scan of one text: ``first`` (a language tokenizer's run, optional), then Han
+    runs, words, sentence ends, punctuation, Katakana runs and no-space letters, each
+    in its own group, in that order of trial (the classes are disjoint)."""
+    head = f"({first})|" if first else ""
+    return regex.compile(
+        rf"{head}(\p{{Han}}+)|({word_pattern(word)})|([{SENTENCE_ENDS}])|(\p{{P}})"
+        rf"|({_KANA}(?:{_KANA}|{_MARK})*)|({_UNIT}{_MARK}*)",
+        regex.V1,
+    )
+
+
+_SCAN = scan_pattern(word_class())
+_SENTENCE_END = regex.compile(f"[{SENTENCE_ENDS}]")
 
 # Pure-ASCII texts (the common English case) take a bytes.translate + split path that
 # does in C what the scan does: separators become spaces, "." a sentence break, and
@@ -107,7 +165,8 @@ _JIEBA_BLOCK = re.compile("[\u4e00-\u9fd5]+")
 
 
 def split_sentences(text: str) -> list[str]:
-    """Spec step 1: split at every ``。`` or ``.``, strip each piece, drop empty pieces."""
+    """Split at every character of :data:`SENTENCE_ENDS` (``.``, ``。``, ...), strip each
+    piece, drop empty pieces."""
     return [piece for piece in (part.strip() for part in _SENTENCE_END.split(text)) if piece]
 
 
@@ -231,23 +290,42 @@ def _flush(
         words.extend(buffer)
 
 
+def normalise(token: str) -> list[str]:
+    """A non-Han word as NFKC makes it (``ｶﾀｶﾅ`` -> ``カタカナ``, ``ﬁ`` -> ``fi``, ``２`` -> ``2``,
+    a decomposed ``é`` composed); the few ligatures that NFKC spells as several words
+    (``ﷺ``) give one token per word."""
+    normalised = unicodedata.normalize("NFKC", token)
+    if normalised == token:
+        return [token]
+    return normalised.split()
+
+
 def _tokenize_unicode(text: str) -> Sentences:
     cut: Callable[[str], Iterable[str]] | None = None
+    # Most texts are in NFKC already (Chinese text with full-width punctuation is not,
+    # but its words are ASCII): then no word needs a look.
+    in_nfkc = unicodedata.is_normalized("NFKC", text)
     sentences: list[tuple[str, ...]] = []
     current: list[str] = []
-    for han, word, sentence_end, punctuation in _SCAN.findall(text):
+    for han, word, sentence_end, punctuation, kana, unit in _SCAN.findall(text):
         if han:
             if cut is None:
                 cut = _han_segmenter()
             current.extend(cut(han))
         elif word:
-            current.append(word)
+            if in_nfkc or word.isascii():
+                current.append(word)
+            else:
+                current.extend(normalise(word))
         elif sentence_end:
             if current:
                 sentences.append(tuple(map(intern, current)))
                 current = []
-        else:
+        elif punctuation:
             current.append(punctuation)
+        else:
+            token = kana or unit
+            current.append(token if in_nfkc else unicodedata.normalize("NFKC", token))
     if current:
         sentences.append(tuple(map(intern, current)))
     return tuple(sentences)
@@ -277,13 +355,87 @@ def tokenize(text: str) -> list[list[str]]:
 
 
 def words(text: str) -> list[str]:
-    """The spec word tokens of ``text``, all sentences concatenated (no sentence marks).
-
-    The keyword retriever uses this, so BM25 and the metrics see the same words.
-    """
+    """The metric tokens of ``text``, all sentences concatenated (no sentence marks):
+    what BLEU and ROUGE-N read, and what the cross-checks hand to rouge-score and NLTK."""
     if not isinstance(text, str):
         raise TypeError(f"words() expects a str, got {type(text).__name__}")
     return [token for sentence in _tokenize_cached(text) for token in sentence]
+
+
+class LanguageTokenizer:
+    """The built-in rules with the runs of one language's script handed to an analyser.
+
+    ``run`` is the regex of such a run (tried before every other alternative, so the
+    word class must leave its letters out: see :func:`word_class`); each run is
+    NFKC-normalised and ``analyse`` turns it into words. Everything else, sentence
+    ends and punctuation included, follows :func:`tokenize`. Calls are memoised like
+    the built-in tokenizer's (:data:`MEMO_SIZE` texts, least recently used forgotten
+    first) and serialised with a lock: analysers hold state per instance.
+    """
+
+    def __init__(
+        self, name: str, run: str, word: str, analyse: Callable[[str], Iterable[str]]
+    ) -> None:
+        self.name = name
+        self._scan = scan_pattern(word, run)
+        self._analyse = analyse
+        self._lock = threading.Lock()
+        #: :meth:`__call__` in its memoised, immutable form (what the engine reads).
+        self.tuples: Callable[[str], Sentences] = lru_cache(maxsize=MEMO_SIZE)(self._tokenize)
+        with _language_lock:
+            _language_tokenizers.add(self)
+
+    def __repr__(self) -> str:
+        return f"<pytest_ragev {self.name} tokenizer>"
+
+    def __call__(self, text: str, /) -> list[list[str]]:
+        """``text``'s sentences, each a list of tokens (sentences without one left out)."""
+        if not isinstance(text, str):
+            raise TypeError(f"the {self.name} tokenizer expects a str, got {type(text).__name__}")
+        return [list(sentence) for sentence in self.tuples(text)]
+
+    def _tokenize(self, text: str) -> Sentences:
+        cut: Callable[[str], Iterable[str]] | None = None
+        in_nfkc = unicodedata.is_normalized("NFKC", text)
+        sentences: list[tuple[str, ...]] = []
+        current: list[str] = []
+        for run, han, word, sentence_end, punctuation, kana, unit in self._scan.findall(text):
+            if run:
+                if not in_nfkc:
+                    run = unicodedata.normalize("NFKC", run)
+                with self._lock:
+                    current.extend(self._analyse(run))
+            elif han:
+                if cut is None:
+                    cut = _han_segmenter()
+                current.extend(cut(han))
+            elif word:
+                if in_nfkc or word.isascii():
+                    current.append(word)
+                else:
+                    current.extend(normalise(word))
+            elif sentence_end:
+                if current:
+                    sentences.append(tuple(map(intern, current)))
+                    current = []
+            elif punctuation:
+                current.append(punctuation)
+            else:
+                token = kana or unit
+                current.append(token if in_nfkc else unicodedata.normalize("NFKC", token))
+        if current:
+            sentences.append(tuple(map(intern, current)))
+        return tuple(sentences)
+
+    def cache_clear(self) -> None:
+        """Forget this tokenizer's memoised segmentations."""
+        cache_clear = getattr(self.tuples, "cache_clear", None)
+        if cache_clear is not None:
+            cache_clear()
+
+
+_language_tokenizers: weakref.WeakSet[LanguageTokenizer] = weakref.WeakSet()
+_language_lock = threading.Lock()
 
 
 # Memos of custom tokenizers, keyed by the identity of the tokenizer's owner (the
@@ -319,9 +471,55 @@ def custom_memo(tokenizer: object) -> dict[str, Sentences]:
         return memo
 
 
+def segmenter(tokenizer: Tokenizer | None) -> Callable[[str], Sentences]:
+    """``text -> sentences`` (memoised, immutable) for ``tokenizer``: the built-in ones
+    (``None`` or :func:`tokenize`, and the ``ja``/``ko`` tokenizers) go straight to
+    their own memo; any other callable is checked and memoised by :func:`_checked_tokenizer`."""
+    if tokenizer is None or tokenizer is tokenize:
+        return tokenize_tuples
+    if isinstance(tokenizer, LanguageTokenizer):
+        return tokenizer.tuples
+    return _checked_tokenizer(tokenizer)
+
+
+def _checked_tokenizer(tokenizer: Tokenizer) -> Callable[[str], Sentences]:
+    """Wrap a custom tokenizer: memoise (across calls, while the tokenizer object lives),
+    check and freeze what it returns."""
+    if not callable(tokenizer):
+        raise TypeError(
+            f"tokenizer: expected a callable text -> list of sentences of tokens, got "
+            f"{type(tokenizer).__name__}"
+        )
+    memo = custom_memo(tokenizer)
+
+    def segment(text: str) -> Sentences:
+        cached = memo.get(text)
+        if cached is not None:
+            return cached
+        result: Any = tokenizer(text)
+        if not isinstance(result, list | tuple) or not all(
+            isinstance(sentence, list | tuple) and all(type(t) is str for t in sentence)
+            for sentence in result
+        ):
+            raise TypeError(
+                f"tokenizer: must return a list of sentences, each a list of str tokens; "
+                f"for {text[:40]!r} it returned {type(result).__name__} {result!r:.60}"
+            )
+        frozen = tuple(tuple(sentence) for sentence in result if sentence)
+        memo[text] = frozen
+        return frozen
+
+    return segment
+
+
 def clear_cache() -> None:
-    """Forget the memoised segmentations, built-in and custom (jieba stays loaded)."""
+    """Forget the memoised segmentations: built-in, language (``ja``, ``ko``) and custom
+    tokenizers' (jieba and the analysers stay loaded)."""
     _tokenize_cached.cache_clear()
+    with _language_lock:
+        language = list(_language_tokenizers)
+    for tokenizer in language:
+        tokenizer.cache_clear()
     with _custom_memos_lock:
         for per_owner in _custom_memos.values():
             per_owner.clear()
