@@ -11,7 +11,8 @@ every letter and digit of every script ends up in a token:
   characters ``_ , ! ?`` belong to words, so ``Hello,`` is one token;
 * Katakana runs (``コンピューター``) are one token each, NFKC-normalised;
 * each letter of Hiragana, Thai, Lao, Khmer and Myanmar (scripts written without spaces
-  that jieba does not know) is a token with the combining marks that follow it;
+  that jieba does not know) is a token with the combining marks that follow it,
+  NFC-normalised (NFKC would split the Thai and Lao vowel SARA AM in two);
 * any other punctuation character is one token, as written;
 * everything else is skipped: spaces, symbols (``$ + = |``, emoji) and stray marks.
 
@@ -323,9 +324,11 @@ def _tokenize_unicode(text: str) -> Sentences:
                 current = []
         elif punctuation:
             current.append(punctuation)
+        elif kana:
+            current.append(kana if in_nfkc else unicodedata.normalize("NFKC", kana))
         else:
-            token = kana or unit
-            current.append(token if in_nfkc else unicodedata.normalize("NFKC", token))
+            # NFC, not NFKC: NFKC splits Thai and Lao SARA AM (ำ, ຳ) into two characters.
+            current.append(unit if in_nfkc else unicodedata.normalize("NFC", unit))
     if current:
         sentences.append(tuple(map(intern, current)))
     return tuple(sentences)
@@ -420,9 +423,11 @@ class LanguageTokenizer:
                     current = []
             elif punctuation:
                 current.append(punctuation)
+            elif kana:
+                current.append(kana if in_nfkc else unicodedata.normalize("NFKC", kana))
             else:
-                token = kana or unit
-                current.append(token if in_nfkc else unicodedata.normalize("NFKC", token))
+                # NFC, not NFKC: NFKC splits Thai and Lao SARA AM (ำ, ຳ) into two characters.
+                current.append(unit if in_nfkc else unicodedata.normalize("NFC", unit))
         if current:
             sentences.append(tuple(map(intern, current)))
         return tuple(sentences)

@@ -54,6 +54,13 @@ TOKENIZER_KEY = "[metrics] tokenizer"
 DEFAULT_RULES = "default/2"
 
 _BUILTIN_NAMES = ("default", "ja", "ko")
+# Names people write for a language, and the choice that serves it (Chinese and
+# English are the default's).
+_ALIASES = {
+    "jp": "ja", "jpn": "ja", "japanese": "ja", "kr": "ko", "kor": "ko", "korean": "ko",
+    "zh": "default", "cn": "default", "chinese": "default", "en": "default",
+    "english": "default", "builtin": "default", "spec": "default",
+}  # fmt: skip
 _PROBE = "Tokenizer check: two short sentences. 第二句。"
 
 
@@ -346,7 +353,8 @@ def resolve_tokenizer(
     if spec in _EXTRAS:
         return _language(spec, where)
     if ":" not in spec:
-        match = close_match(spec.lower(), _BUILTIN_NAMES)
+        lowered = spec.strip().lower()
+        match = _ALIASES.get(lowered) or close_match(lowered, _BUILTIN_NAMES)
         hint = f"did you mean {match!r}? " if match is not None else ""
         raise ConfigError(
             f"{where}: {_describe(spec)} is not a tokenizer; {hint}choose \"default\", "
