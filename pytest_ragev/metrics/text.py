@@ -49,16 +49,23 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
 __all__ = [
+    "HIRAGANA_RANGES",
+    "KANA_RANGES",
     "MEMO_SIZE",
     "SENTENCE_ENDS",
+    "UNIT_RANGES",
     "LanguageTokenizer",
     "Tokenizer",
     "cache_dir",
     "clear_cache",
     "jieba_tokenizer",
+    "normalise",
+    "scan_pattern",
     "segmenter",
     "split_sentences",
     "tokenize",
+    "word_class",
+    "word_pattern",
     "words",
 ]
 
