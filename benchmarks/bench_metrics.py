@@ -23,6 +23,13 @@ alternating, and prints the median of the repeats and the ratio of medians:
   dicts, as a user holding Python lists does), and a last line times the CPython
   floor of the rows answer (reading the ids and building the dicts, no metric at
   all) against the same pytrec_eval run.
+* Default call (#15): ``score(inputs)`` with every default (all twelve metrics) on
+  the retrieval inputs above, whose texts are empty, against pytrec_eval from the
+  same lists and with its dicts not charged. Target: ours >= 5x faster. Then 100,000
+  pairs whose answer equals its reference (2,000 distinct English texts): the time
+  beyond scoring those 2,000 pairs once, per pair, against the empty-text call's
+  time per pair. Target: <= 1.3x. Both cases first check that the values are
+  exactly those of scoring every pair on its own.
 * Chinese generation: pairs of ~40 jieba words. Ours: the whole metric pass. Peer:
   jieba's bare ``lcut`` of the same texts (same jieba instance, dictionary loaded).
   Target: ours <= 1.3x jieba.
