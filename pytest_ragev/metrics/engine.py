@@ -67,10 +67,11 @@ def score(
     them (graded nDCG with linear gain; grade 0 makes a passage non-relevant);
     ``"weknora"`` is binary by definition and ignores them.
 
-    ``tokenizer`` replaces the spec tokenizer (``text -> sentences of tokens``) for
-    the generation metrics. It must be a pure function of the text: its results are
-    memoised across calls for as long as the tokenizer object lives (for a bound
-    method, its instance), so each distinct text is tokenized once.
+    ``tokenizer`` replaces the built-in tokenizer (``text -> sentences of tokens``)
+    for the generation metrics: e.g. ``resolve_tokenizer("ja", source=...).tokenizer``,
+    or your own. It must be a pure function of the text: its results are memoised
+    across calls for as long as the tokenizer object lives (for a bound method, its
+    instance), so each distinct text is tokenized once.
 
     Wrong types raise ``TypeError`` and wrong values ``ValueError``, naming the input
     index and field. Every value is a float in [0, 1].
