@@ -23,6 +23,13 @@ alternating, and prints the median of the repeats and the ratio of medians:
   dicts, as a user holding Python lists does), and a last line times the CPython
   floor of the rows answer (reading the ids and building the dicts, no metric at
   all) against the same pytrec_eval run.
+* Default call (#15): ``score(inputs)`` with every default (all twelve metrics) on
+  the retrieval inputs above, whose texts are empty, against pytrec_eval from the
+  same lists and with its dicts not charged. Target: ours >= 5x faster. Then 100,000
+  pairs whose answer equals its reference (2,000 distinct English texts): the time
+  beyond scoring those 2,000 pairs once, per pair, against the empty-text call's
+  time per pair. Target: <= 1.3x. Both cases first check that the values are
+  exactly those of scoring every pair on its own.
 * Chinese generation: pairs of ~40 jieba words. Ours: the whole metric pass. Peer:
   jieba's bare ``lcut`` of the same texts (same jieba instance, dictionary loaded).
   Target: ours <= 1.3x jieba.
@@ -127,6 +134,31 @@ def bench_english(pair_count: int, repeats: int) -> None:
                 "rouge-score+NLTK", faster=True, target=5.0)  # fmt: skip
 
 
+TREC_MEASURES = {"set_P", "set_recall", "ndcg_cut_3", "ndcg_cut_10", "recip_rank", "map"}
+
+
+def _retrieval_inputs(rng: random.Random, count: int) -> list[MetricInput]:
+    """``count`` queries: 1-5 relevant passages of 100,000, 10 retrieved, empty texts."""
+    inputs = []
+    for _ in range(count):
+        relevant = rng.sample(range(100_000), rng.randint(1, 5))
+        pool = relevant + [rng.randrange(100_000) for _ in range(15)]
+        inputs.append(MetricInput([relevant], rng.sample(pool, 10), "", ""))
+    return inputs
+
+
+def _trec_dicts(
+    inputs: list[MetricInput],
+) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, float]]]:
+    """pytrec_eval's qrels and run dicts of ``inputs`` (string keys, rank-ordered scores)."""
+    qrels = {str(i): {str(p): 1 for p in s.retrieval_gt[0]} for i, s in enumerate(inputs)}
+    run = {
+        str(i): {str(p): float(10 - rank) for rank, p in enumerate(s.retrieval_ids)}
+        for i, s in enumerate(inputs)
+    }
+    return qrels, run
+
+
 def bench_retrieval(query_count: int, repeats: int) -> None:
     import pytrec_eval
 
@@ -135,23 +167,13 @@ def bench_retrieval(query_count: int, repeats: int) -> None:
     from pytest_ragev.metrics.engine import _row_builder
 
     rng = random.Random(2)
-    inputs = []
-    for _ in range(query_count):
-        relevant = rng.sample(range(100_000), rng.randint(1, 5))
-        pool = relevant + [rng.randrange(100_000) for _ in range(15)]
-        inputs.append(MetricInput([relevant], rng.sample(pool, 10), "", ""))
-
+    inputs = _retrieval_inputs(rng, query_count)
     start = time.perf_counter()
-    qrels = {str(i): {str(p): 1 for p in s.retrieval_gt[0]} for i, s in enumerate(inputs)}
-    run = {
-        str(i): {str(p): float(10 - rank) for rank, p in enumerate(s.retrieval_ids)}
-        for i, s in enumerate(inputs)
-    }
+    qrels, run = _trec_dicts(inputs)
     build_s = time.perf_counter() - start
-    measures = {"set_P", "set_recall", "ndcg_cut_3", "ndcg_cut_10", "recip_rank", "map"}
 
     def peer() -> None:
-        pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)
+        pytrec_eval.RelevanceEvaluator(qrels, TREC_MEASURES).evaluate(run)
 
     for profile in ("weknora", "standard"):
 
@@ -174,12 +196,8 @@ def bench_retrieval(query_count: int, repeats: int) -> None:
     # The same comparison from the same starting point: a user holding the results
     # as Python lists pays for pytrec_eval's string-keyed dicts too.
     def peer_from_lists() -> None:
-        qrels = {str(i): {str(p): 1 for p in s.retrieval_gt[0]} for i, s in enumerate(inputs)}
-        run = {
-            str(i): {str(p): float(10 - rank) for rank, p in enumerate(s.retrieval_ids)}
-            for i, s in enumerate(inputs)
-        }
-        pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)
+        qrels, run = _trec_dicts(inputs)
+        pytrec_eval.RelevanceEvaluator(qrels, TREC_MEASURES).evaluate(run)
 
     def rows_weknora() -> None:
         score(inputs, metrics=RETRIEVAL_METRICS)
@@ -215,6 +233,88 @@ def bench_retrieval(query_count: int, repeats: int) -> None:
           f"building the dicts {rows_s:.3f} s = {floor_s:.3f} s = 1/{peer_s / floor_s:.1f} "
           f"of pytrec_eval's {peer_s:.3f} s: rows can be at most {peer_s / floor_s:.1f}x "
           f"faster")  # fmt: skip
+
+
+def bench_default_call(query_count: int, repeats: int) -> None:
+    """#15: ``score(inputs)`` with every default (all twelve metrics) on inputs whose
+    texts are empty, and on inputs whose answer equals its reference."""
+    import pytrec_eval
+
+    from pytest_ragev.metrics import generation
+    from pytest_ragev.metrics.text import tokenize_tuples
+
+    rng = random.Random(2)
+    inputs = _retrieval_inputs(rng, query_count)
+    qrels, run = _trec_dicts(inputs)
+
+    def peer() -> None:
+        pytrec_eval.RelevanceEvaluator(qrels, TREC_MEASURES).evaluate(run)
+
+    def peer_from_lists() -> None:
+        qrels, run = _trec_dicts(inputs)
+        pytrec_eval.RelevanceEvaluator(qrels, TREC_MEASURES).evaluate(run)
+
+    def ours() -> None:
+        score(inputs)
+
+    rows = score(inputs)
+    assert all(row[name] == 0.0 for row in rows for name in GENERATION_METRICS)
+    assert rows == [
+        {**row, **dict.fromkeys(GENERATION_METRICS, 0.0)}
+        for row in score(inputs, metrics=RETRIEVAL_METRICS)
+    ]
+    ours_s, peer_s = _median_pair(ours, peer_from_lists, repeats)
+    _report(f"score() default call x{query_count}, empty texts, both from the same lists",
+            ours_s, peer_s, "pytrec_eval incl. its dicts", faster=True, target=5.0)  # fmt: skip
+    ours_s, peer_s = _median_pair(ours, peer, repeats)
+    _report(f"score() default call x{query_count}, empty texts", ours_s, peer_s,
+            "pytrec_eval (dicts not charged)", faster=True, target=5.0)  # fmt: skip
+
+    # Identical pairs: each answer equals its reference (2,000 distinct English texts).
+    vocabulary = _english_vocabulary(rng)
+    answers = [" ".join(rng.choices(vocabulary, k=40)) + "." for _ in range(2000)]
+    same = [
+        MetricInput(sample.retrieval_gt, sample.retrieval_ids, text, text)
+        for sample, text in zip(inputs, itertools.cycle(answers), strict=False)
+    ]
+    distinct = [MetricInput([], [], text, text) for text in answers]
+    for profile in ("weknora", "standard"):
+        # Exact: the same values as scoring every pair from its own reading.
+        read = generation.weknora_text if profile == "weknora" else generation.standard_text
+        pair = generation.weknora_pair if profile == "weknora" else generation.standard_pair
+        checked = score(same[:3000], profile=profile)
+        for sample, row in zip(same[:3000], checked, strict=True):
+            expected = pair(read(tokenize_tuples(sample.generated_text)),
+                            read(tokenize_tuples(sample.generated_gt)))  # fmt: skip
+            assert tuple(row[name] for name in GENERATION_METRICS) == expected
+
+        def identical(profile: str = profile) -> None:
+            clear_cache()  # tokenizing the 2,000 texts is charged
+            score(same, profile=profile)
+
+        def once(profile: str = profile) -> None:
+            clear_cache()
+            score(distinct, profile=profile, metrics=GENERATION_METRICS)
+
+        def empty(profile: str = profile) -> None:
+            score(inputs, profile=profile)
+
+        times: dict[str, list[float]] = {"identical": [], "once": [], "empty": []}
+        for _ in range(repeats):
+            for name, function in (("identical", identical), ("once", once), ("empty", empty)):
+                start = time.perf_counter()
+                function()
+                times[name].append(time.perf_counter() - start)
+        same_s, once_s, empty_s = (statistics.median(times[n]) for n in times)
+        per_pair = (same_s - once_s) / query_count * 1e6
+        per_empty = empty_s / query_count * 1e6
+        ratio = per_pair / per_empty
+        verdict = "ok" if ratio <= 1.3 else "OVER TARGET"
+        print(f"score() default call x{query_count}, identical pairs (2,000 distinct texts) "
+              f"[{profile}]: {same_s:.3f} s = the 2,000 texts scored once {once_s:.3f} s + "
+              f"{per_pair:.2f} us a pair, vs {per_empty:.2f} us a pair for empty texts -> "
+              f"{ratio:.2f}x (target <= 1.3x: a row of twelve values, not of six and "
+              f"six constant zeros) {verdict}")  # fmt: skip
 
 
 def _jieba_words() -> list[str]:
@@ -304,16 +404,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=float, default=1.0, help="fraction of the full sizes")
     parser.add_argument("--repeats", type=int, default=3, help="repeats per case (median)")
     parser.add_argument(
-        "--only", choices=["english", "retrieval", "chinese", "memory"], action="append"
+        "--only",
+        choices=["english", "retrieval", "default", "chinese", "memory"],
+        action="append",
     )
     options: Any = parser.parse_args(argv)
-    chosen = options.only or ["english", "retrieval", "chinese", "memory"]
+    chosen = options.only or ["english", "retrieval", "default", "chinese", "memory"]
     size = options.scale
     print(f"python {sys.version.split()[0]}, {options.repeats} repeats, medians")
     if "english" in chosen:
         bench_english(max(1, int(10_000 * size)), options.repeats)
     if "retrieval" in chosen:
         bench_retrieval(max(1, int(100_000 * size)), options.repeats)
+    if "default" in chosen:
+        bench_default_call(max(1, int(100_000 * size)), options.repeats)
     if "chinese" in chosen:
         bench_chinese(max(1, int(5_000 * size)), options.repeats)
     if "memory" in chosen:

@@ -181,7 +181,7 @@ def gt_lists(samples: Sequence[MetricInput]) -> list[list[list[int]]]:
 
 def texts(samples: Sequence[MetricInput], field: str) -> list[str]:
     """Every sample's ``generated_text`` or ``generated_gt``."""
-    values = [getattr(sample, field) for sample in samples]
+    values = list(map(operator.attrgetter(field), samples))
     if set(map(type, values)) <= {str}:
         return values
     for index, value in enumerate(values):

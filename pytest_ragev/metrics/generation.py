@@ -38,6 +38,7 @@ from operator import and_, rshift
 from pytest_ragev.metrics._lcs import lcs_length_of_matches, lcs_tokens, match_masks
 
 __all__ = [
+    "EMPTY_SCORES",
     "GenerationScores",
     "score_standard",
     "score_texts",
@@ -406,6 +407,10 @@ def score_standard(hypothesis: Sentences, reference: Sentences) -> GenerationSco
     return standard_pair(standard_text(hypothesis), standard_text(reference))
 
 
+#: The six metrics of an answer without tokens, whatever the reference: 0 everywhere.
+EMPTY_SCORES: GenerationScores = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+
+
 def score_texts(
     hypotheses: Sequence[str],
     references: Sequence[str],
@@ -418,18 +423,46 @@ def score_texts(
     a text that occurs more than once in the batch (a reference answer scored against
     several pipelines' answers) is read once for the whole batch. Only those are kept,
     so memory stays that of one pair for batches of distinct texts.
+
+    Two kinds of pair cost (almost) nothing: an empty hypothesis scores
+    :data:`EMPTY_SCORES` without being read, when ``segment("")`` has no token (true of
+    every built-in tokenizer; a custom one that gives tokens for ``""`` is read as
+    usual), and a pair of identical texts is scored once per distinct text (its
+    scores depend on the text alone).
     """
     read: Callable[[Sentences], _Text] = weknora_text if profile == "weknora" else standard_text
     pair: Callable[[_Text, _Text], GenerationScores] = (
         weknora_pair if profile == "weknora" else standard_pair
     )
+    empty_is_zero = "" in hypotheses and not any(segment(""))
+    if empty_is_zero and not any(hypotheses):  # retrieval-only inputs
+        return [EMPTY_SCORES] * len(hypotheses)
+    if hypotheses == references:
+        # Every answer equals its reference: score each distinct text once.
+        scores = {
+            text: EMPTY_SCORES if not text and empty_is_zero else _same(read(segment(text)), pair)
+            for text in dict.fromkeys(hypotheses)
+        }
+        return list(map(scores.__getitem__, hypotheses))
     occurrences = Counter(hypotheses)
     occurrences.update(references)
     repeated = {text for text, count in occurrences.items() if count > 1}
     memo: dict[str, _Text] = {}
+    identical: dict[str, GenerationScores] = {}
     rows: list[GenerationScores] = []
     append = rows.append
     for hypothesis, reference in zip(hypotheses, references, strict=True):
+        if not hypothesis and empty_is_zero:
+            append(EMPTY_SCORES)
+            continue
+        if hypothesis == reference:
+            known = identical.get(hypothesis)
+            if known is None:
+                cached = memo.get(hypothesis)
+                text = read(segment(hypothesis)) if cached is None else cached
+                known = identical[hypothesis] = _same(text, pair)
+            append(known)
+            continue
         if hypothesis in repeated:
             hyp = memo.get(hypothesis)
             if hyp is None:
@@ -444,6 +477,11 @@ def score_texts(
             ref = read(segment(reference))
         append(pair(hyp, ref))
     return rows
+
+
+def _same(text: _Text, pair: Callable[[_Text, _Text], GenerationScores]) -> GenerationScores:
+    """The scores of a text against itself (one reading serves both sides)."""
+    return pair(text, text)
 
 
 def _rouge_n_standard(overlap: int, hypothesis_count: int, reference_count: int) -> float:

@@ -39,7 +39,6 @@ KB_FORMAT = 1
 CODE_MODULES = (
     "pipelines/builtin/*.py", "pipelines/identity.py", "pipelines/remote/chat.py",
     "plugin/defaults.py", "core/tables.py", "core/digest.py", "core/segment.py",
-    "metrics/text.py",
 )
 
 

@@ -2,8 +2,8 @@
 
 This is deliberately not the metric tokenizer: retrieval wants case-folded words without
 punctuation, the metrics want the text as written. Both segment Han text with the same
-jieba instance (:func:`pytest_ragev.metrics.jieba_tokenizer`: loaded once per process on
-first use, under a lock, log quiet, dictionary cache in the user cache folder).
+jieba instance (:func:`pytest_ragev.core.segment.jieba_tokenizer`: loaded once per process
+on first use, under a lock, log quiet, dictionary cache in the user cache folder).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import unicodedata
 from collections.abc import Callable
 from typing import Any
 
-from pytest_ragev.metrics.text import jieba_tokenizer
+from pytest_ragev.core.segment import jieba_tokenizer
 
 #: A tokenizer: text in, tokens out.
 Tokenizer = Callable[[str], list[str]]
@@ -27,7 +27,7 @@ _lcut: Callable[..., list[str]] | None = None
 
 
 def _jieba_lcut() -> Callable[..., list[str]]:
-    """``lcut`` of the metric engine's jieba instance (one dictionary load per process).
+    """``lcut`` of the process-wide jieba instance (one dictionary load per process).
 
     ``jieba_tokenizer`` loads under its own lock; two threads racing here get the same
     bound method.

@@ -47,6 +47,13 @@ VOCABULARY = [
     "big", "red", "fish", "Hello,", "world!", "why?", "x_1", "42", "(", ")", "-",
 ]  # fmt: skip
 CHINESE = ["计算机", "操作系统", "我们", "今天", "天气", "很好", "、", "，", "：", "和"]
+# German, Russian, Japanese, Korean, Arabic, Hindi and Thai words (with their case
+# differences, diacritics and the punctuation of their scripts).
+OTHER_SCRIPTS = [
+    "Größe", "größe", "für", "Straße", "Привет,", "привет", "мир!", "Мир", "パッケージ", "を",
+    "更新", "します", "한국어를", "배우고", "있습니다", "السلام", "عليكم", "،", "हिन्दी", "भाषा",
+    "ภาษาไทย", "Ελλάδα",
+]  # fmt: skip
 
 
 def _random_text(rng: random.Random, vocabulary: list[str], max_sentences: int = 3) -> str:
@@ -58,11 +65,15 @@ def _random_text(rng: random.Random, vocabulary: list[str], max_sentences: int =
     return rng.choice([". ", "。"]).join(sentences) + ending
 
 
-def _text_pairs(seed: int, count: int) -> list[tuple[str, str]]:
+def _text_pairs(
+    seed: int, count: int, extra: list[str] | None = None
+) -> list[tuple[str, str]]:
     rng = random.Random(seed)
     pairs = []
     for _ in range(count):
         vocabulary = VOCABULARY if rng.random() < 0.8 else VOCABULARY + CHINESE
+        if extra is not None:
+            vocabulary = vocabulary + extra
         reference = _random_text(rng, vocabulary)
         if rng.random() < 0.3:
             # A near copy: long shared n-grams, so BLEU-4 is rarely zero.
@@ -102,8 +113,13 @@ def _nltk_bleu(
     return {name: float(value) for name, value in zip(BLEU_WEIGHTS, values, strict=True)}
 
 
-def test_standard_generation_equals_rouge_score_and_nltk(rouge: Any) -> None:
-    pairs = _text_pairs(seed=20240601, count=2000)
+@pytest.mark.parametrize(
+    ("extra", "seed"), [(None, 20240601), (OTHER_SCRIPTS, 20240602)], ids=["en-zh", "every-script"]
+)
+def test_standard_generation_equals_rouge_score_and_nltk(
+    rouge: Any, extra: list[str] | None, seed: int
+) -> None:
+    pairs = _text_pairs(seed=seed, count=2000, extra=extra)
     rows = score(
         [MetricInput([], [], hyp, ref) for hyp, ref in pairs],
         profile="standard",

@@ -36,7 +36,7 @@ def test_code_digest_covers_every_module_that_decides_kb_and_answers(tmp_path: P
     assert store.source_digest(copy) == store.code_digest()
     watched = [copy / "pipelines" / "builtin" / name
                for name in ("chunking.py", "pipeline.py", "bm25.py", "tokens.py", "__init__.py")]
-    watched += [copy / "plugin" / "defaults.py", copy / "metrics" / "text.py",
+    watched += [copy / "plugin" / "defaults.py", copy / "core" / "segment.py",
                 copy / "pipelines" / "identity.py", copy / "core" / "digest.py"]
     seen = {store.source_digest(copy)}
     for path in watched:
