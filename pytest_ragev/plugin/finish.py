@@ -81,7 +81,8 @@ class Finisher:
             outcome = evaluate(self._inputs(interrupted))
             self._write_reports(outcome)
         except RagevError as exc:
-            # A baseline that cannot be compared is a usage error: say it, exit 4.
+            # A usage error found while evaluating (a baseline a partial update cannot
+            # merge into, a misbehaving custom metric): say it, exit 4.
             self._fail(session, _unprefixed(str(exc)), pytest.ExitCode.USAGE_ERROR)
             return
         except Exception as exc:
@@ -91,6 +92,11 @@ class Finisher:
                        pytest.ExitCode.INTERNAL_ERROR)
             return
         self.outcome = outcome
+        if outcome.gate.not_compared is not None:
+            # The baseline could not be used: the reports above are written (metrics,
+            # "not compared: <reason>"), and the run is a usage error.
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+            return
         if session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and self._run.records.records:
             session.exitstatus = pytest.ExitCode.OK
         if outcome.failed and session.exitstatus == pytest.ExitCode.OK:
@@ -141,7 +147,9 @@ class Finisher:
             return
         try:
             verbose = self._run.config.option.verbose
-            for line, markup in terminal_lines(self.outcome, verbose=verbose):
+            summary = self._run.plan.options.summary
+            for line, markup in terminal_lines(self.outcome, verbose=verbose,
+                                               full=summary == "full"):
                 terminalreporter.write_line(line, **markup)
         except Exception as exc:  # never raise from the terminal summary
             terminalreporter.write_line(f"ragev: could not print the summary: {exc!r}", red=True)
