@@ -67,6 +67,10 @@ class RunOptions:
     variants: tuple[str, ...] = ()
     no_cache: bool = False
     profile: str | None = None
+    #: ``--ragev-no-baseline``: no baseline gate this run (thresholds still apply).
+    no_baseline: bool = False
+    #: ``--ragev-summary``: ``"short"`` (default) or ``"full"`` terminal summary.
+    summary: str = "short"
 
 
 @dataclass(frozen=True)

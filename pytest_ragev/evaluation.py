@@ -33,7 +33,7 @@ from pytest_ragev.core.types import (
     PipelineSettings,
 )
 from pytest_ragev.core.version import __version__
-from pytest_ragev.dataset import Dataset
+from pytest_ragev.dataset import Dataset, corpus_fingerprint
 from pytest_ragev.gate.rules import GateRules
 from pytest_ragev.gate.thresholds import (
     MaxValue,
@@ -84,6 +84,11 @@ class RunPlan:
         if "top_regressions" not in config.gate:
             # [gate] top_regressions falls back to [report]'s (default 10).
             rules = replace(rules, top_regressions=config.top_regressions)
+        if options.no_baseline and options.update_baseline:
+            raise ConfigError(
+                "--ragev-no-baseline and --ragev-update-baseline contradict each other: "
+                "drop --ragev-no-baseline to write the baseline"
+            )
         directions: dict[str, Direction] = {name: "higher" for name in METRIC_NAMES}
         directions.update({m.name: m.direction for m in custom})
         thresholds = thresholds_from_table(
@@ -124,6 +129,9 @@ class RunPlan:
 
     @property
     def baseline_path(self) -> Path | None:
+        """The baseline to gate against; ``None`` without one or with ``--ragev-no-baseline``."""
+        if self.options.no_baseline:
+            return None
         return self.options.baseline or self.config.baseline_path
 
     @property
@@ -329,8 +337,10 @@ def _portable_path(path: Path, base: Path) -> str:
 def evaluate(inputs: EvalInputs) -> Outcome:
     """Score every configuration that ran, check thresholds and the baseline, decide.
 
-    Raises :class:`~pytest_ragev.core.errors.BaselineError` when the baseline cannot be
-    compared (a usage error) and :class:`ConfigError` when a custom metric misbehaves.
+    A baseline that cannot be used is part of the outcome (``gate.not_compared``), not
+    an exception. Raises :class:`~pytest_ragev.core.errors.BaselineError` when a partial
+    ``--ragev-update-baseline`` cannot read the file it must merge into, and
+    :class:`ConfigError` when a custom metric misbehaves.
     """
     plan, facts = inputs.plan, inputs.facts
     by_variant: dict[str | None, list[Record]] = {}
@@ -375,6 +385,11 @@ def evaluate(inputs: EvalInputs) -> Outcome:
         every_qid=tuple(pair.qid for pair in dataset.pairs),
         limit=plan.options.limit,
         source_fingerprint=dataset.source_fingerprint,
+        # Only a run with a baseline needs the content hashes (computed on first use).
+        hashes=dataset.question_hashes if plan.baseline_path is not None else {},
+        corpus_fingerprint=(corpus_fingerprint(dataset.corpus)
+                            if plan.baseline_path is not None else None),
+        no_baseline=plan.options.no_baseline,
     ))
     return Outcome(
         runs=runs,

@@ -19,6 +19,8 @@ loads.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import numbers
 import operator
 import os
@@ -49,6 +51,7 @@ __all__ = [
     "DatasetStats",
     "corpus_fingerprint",
     "load_dataset",
+    "question_hash",
     "write_dataset",
 ]
 
@@ -329,6 +332,15 @@ class Dataset:
         if not self._by_qid:
             object.__setattr__(self, "_by_qid", {pair.qid: pair for pair in self.pairs})
 
+    @functools.cached_property
+    def question_hashes(self) -> Mapping[int, str]:
+        """qid -> :func:`question_hash` of every question, computed once on first use.
+
+        A baseline stores these, so that a later run compares the questions whose
+        content did not change and lists the ones that were added, removed or edited.
+        """
+        return {pair.qid: question_hash(pair) for pair in self.pairs}
+
     def pair(self, qid: int) -> QAPair:
         """The question with id ``qid``; ``KeyError`` naming the dataset if there is none."""
         try:
@@ -348,8 +360,6 @@ class Dataset:
             raise ValueError(f"limit must be >= 0, got {n}")
         if n >= len(self.pairs):
             return self
-        import hashlib
-
         pairs = self.pairs[:n]
         fingerprint = hashlib.sha256(f"{self.fingerprint}:limit={n}".encode()).hexdigest()
         without_qrels = [pair.qid for pair in pairs if not pair.has_qrels]
@@ -380,6 +390,31 @@ class Dataset:
 
     def __iter__(self) -> Iterator[QAPair]:
         return iter(self.pairs)
+
+
+#: Tags the hash input; changing what :func:`question_hash` covers must change the tag.
+_QUESTION_HASH_TAG = "q1"
+
+
+def question_hash(pair: QAPair) -> str:
+    """A short content hash of one question: what its scores depend on besides the pipeline.
+
+    It covers the question text, the texts and grades of its relevant passages (not
+    their ids, nor their order: renumbering the corpus does not change a question) and
+    the reference answer. 16 hex digits (64 bits): a hash is only ever compared with
+    the same qid's hash in a baseline, so a collision needs an edit that happens to
+    keep 64 bits, odds of 2^-64 per edited question. Every field is written with its
+    length first, so no two different contents share an input.
+    """
+    grades = pair.grades or (1.0,) * len(pair.passages)
+    passages = sorted(
+        f"{len(text)}:{text}{float(grade)!r};" for text, grade in zip(pair.passages, grades,
+                                                                      strict=True)
+    )
+    answer = "-" if pair.answer is None else f"{len(pair.answer)}:{pair.answer}"
+    text = (f"{_QUESTION_HASH_TAG}{len(pair.question)}:{pair.question}{answer}"
+            f"{len(passages)}:{''.join(passages)}")
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 def corpus_fingerprint(corpus: Mapping[int, str]) -> str:

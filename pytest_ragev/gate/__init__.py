@@ -11,6 +11,8 @@ whole baseline life cycle for one session.
 from __future__ import annotations
 
 from pytest_ragev.gate.baseline import (
+    CorpusChange,
+    Overlap,
     Snapshot,
     check_compatible,
     load_snapshot,
@@ -18,7 +20,14 @@ from pytest_ragev.gate.baseline import (
     obtained_path,
     write_snapshot,
 )
-from pytest_ragev.gate.compare import Comparison, MetricComparison, Status, compare, judge
+from pytest_ragev.gate.compare import (
+    Comparison,
+    MetricComparison,
+    Status,
+    compare,
+    judge,
+    power_lines,
+)
 from pytest_ragev.gate.diffs import (
     MetricDelta,
     QuestionDiff,
@@ -38,7 +47,7 @@ from pytest_ragev.gate.rules import (
     MetricRule,
     Mode,
 )
-from pytest_ragev.gate.stats import PairedStats, holm, paired_stats, step_down_maxt
+from pytest_ragev.gate.stats import PairedStats, holm, paired_stats, smallest_p, step_down_maxt
 from pytest_ragev.gate.thresholds import (
     MaxValue,
     MinValue,
@@ -53,6 +62,7 @@ __all__ = [
     "CORRECTION_NAMES",
     "MODES",
     "Comparison",
+    "CorpusChange",
     "Correction",
     "GateRules",
     "MaxValue",
@@ -61,6 +71,7 @@ __all__ = [
     "MetricRule",
     "MinValue",
     "Mode",
+    "Overlap",
     "PairedStats",
     "QuestionDiff",
     "Snapshot",
@@ -80,7 +91,9 @@ __all__ = [
     "merge_snapshot",
     "obtained_path",
     "paired_stats",
+    "power_lines",
     "question_diff",
+    "smallest_p",
     "step_down_maxt",
     "thresholds_from_table",
     "top_regressions",

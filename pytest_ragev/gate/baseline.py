@@ -7,10 +7,11 @@ changed run gives a readable diff. One file holds the base run and every variant
 
     {
       "schema": "pytest-ragev-baseline",
-      "schema_version": 1,
+      "schema_version": 2,
       "plugin_version": "0.1.0",
       "profile": "...",
-      "dataset": {"id": "...", "fingerprint": "...", "stats": {...}},
+      "dataset": {"id": "...", "fingerprint": "...", "corpus_fingerprint": "...",
+                  "stats": {...}},
       "base": RUN,
       "variants": {"<variant name>": RUN, ...}
     }
@@ -20,11 +21,18 @@ changed run gives a readable diff. One file holds the base run and every variant
       "settings": {... redacted settings snapshot ...},
       "metrics": {"<metric>": {"mean": 0.61, "n": 400, "direction": "higher"}, ...},
       "questions": [
-        {"qid": 1, "question": "...", "metrics": {...}, "retrieved_ids": [...],
-         "relevant_ids": [...], "generated_text": "...", "error": null},
+        {"qid": 1, "hash": "9f2c...", "question": "...", "metrics": {...},
+         "retrieval_ids": [...], "retrieval_gt": [[...]], "generated_text": "...",
+         "error": null},
         ...
       ]
     }
+
+``hash`` is the question's content hash (``pytest_ragev.dataset.question_hash``: its
+text, its relevant passages' texts and grades, its reference answer): a later run on an
+edited dataset compares the questions whose hash did not change and lists the others.
+Schema version 1 (still read, never written) had no hashes and no corpus fingerprint
+and named the ids ``retrieved_ids``/``relevant_ids``; any dataset edit voids such a file.
 
 Nothing here imports pytest or numpy.
 """
@@ -46,8 +54,10 @@ from pytest_ragev.core.results import MetricSummary, RunResult, SampleResult
 
 #: Identifies a pytest-ragev baseline file.
 SCHEMA = "pytest-ragev-baseline"
-#: Bumped whenever the layout changes incompatibly; other versions are refused.
-SCHEMA_VERSION = 1
+#: The layout this version writes; bumped whenever the layout changes.
+SCHEMA_VERSION = 2
+#: The layouts this version reads; others are refused.
+READABLE_VERSIONS: tuple[int, ...] = (1, 2)
 
 _FIX = "re-baseline on this version with --ragev-update-baseline"
 _MAX_LISTED = 20
@@ -57,8 +67,11 @@ _MAX_LISTED = 20
 class Snapshot:
     """The content of a baseline file: the base run, its variants and what they ran on.
 
-    ``source`` is the file a snapshot was loaded from (``None`` when built from runs);
-    it only serves error messages and is not part of the JSON.
+    ``hashes`` maps each recorded question's qid to its content hash and
+    ``corpus_fingerprint`` identifies the corpus (both empty/``None`` in a schema 1
+    file, which had neither). Every run of a snapshot ran on the same dataset, so one
+    mapping serves them all. ``source`` is the file a snapshot was loaded from (``None``
+    when built from runs); it only serves error messages and is not part of the JSON.
     """
 
     plugin_version: str
@@ -70,13 +83,24 @@ class Snapshot:
     variants: dict[str, RunResult] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
     source: str | None = field(default=None, compare=False)
+    hashes: Mapping[int, str] = field(default_factory=dict)
+    corpus_fingerprint: str | None = None
 
     @classmethod
-    def from_runs(cls, runs: Sequence[RunResult], *, plugin_version: str) -> Snapshot:
+    def from_runs(
+        cls,
+        runs: Sequence[RunResult],
+        *,
+        plugin_version: str,
+        hashes: Mapping[int, str] | None = None,
+        corpus_fingerprint: str | None = None,
+    ) -> Snapshot:
         """A snapshot of a session's runs: the one with ``variant is None`` and the variants.
 
-        Raises :class:`ValueError` (a programming error, not user input) when there is
-        no base run, a variant name repeats, or the runs disagree on dataset or profile.
+        ``hashes`` (qid -> question hash) must cover every question of ``runs``: the
+        file records each question's hash. Raises :class:`ValueError` (a programming
+        error, not user input) when there is no base run, a variant name repeats, the
+        runs disagree on dataset or profile, or a question has no hash.
         """
         bases = [run for run in runs if run.variant is None]
         if len(bases) != 1:
@@ -91,6 +115,11 @@ class Snapshot:
             if (run.fingerprint, run.profile) != (base.fingerprint, base.profile):
                 raise ValueError(f"variant {run.variant!r} ran on another dataset or profile")
             variants[run.variant] = run
+        recorded = {sample.qid for run in runs for sample in run.samples}
+        known = dict(hashes or {})
+        unhashed = sorted(recorded - known.keys())
+        if unhashed:
+            raise ValueError(f"questions without a hash: {id_list(unhashed)}")
         return cls(
             plugin_version=plugin_version,
             profile=base.profile,
@@ -99,12 +128,19 @@ class Snapshot:
             dataset_stats=dict(base.dataset_stats),
             base=base,
             variants={name: variants[name] for name in sorted(variants)},
+            hashes={qid: known[qid] for qid in sorted(recorded)},
+            corpus_fingerprint=corpus_fingerprint,
         )
 
     @property
     def runs(self) -> list[RunResult]:
         """The base run, then the variants by name."""
         return [self.base, *self.variants.values()]
+
+    @property
+    def has_hashes(self) -> bool:
+        """Whether the file records per-question hashes (schema 2 and later)."""
+        return self.schema_version >= 2
 
     def run_for(self, variant: str | None) -> RunResult | None:
         """The recorded run of ``variant`` (``None``: the base run), if the file has it."""
@@ -113,19 +149,22 @@ class Snapshot:
         return self.variants.get(variant)
 
     def to_data(self) -> dict[str, Any]:
-        """The JSON object, keys in their stable order."""
+        """The JSON object, keys in their stable order (a schema 1 snapshot keeps its layout)."""
+        dataset: dict[str, Any] = {"id": self.dataset_id, "fingerprint": self.fingerprint}
+        if self.has_hashes:
+            dataset["corpus_fingerprint"] = self.corpus_fingerprint
+        dataset["stats"] = _sorted_keys(self.dataset_stats)
+        hashes = self.hashes if self.has_hashes else None
         return {
             "schema": SCHEMA,
             "schema_version": self.schema_version,
             "plugin_version": self.plugin_version,
             "profile": self.profile,
-            "dataset": {
-                "id": self.dataset_id,
-                "fingerprint": self.fingerprint,
-                "stats": _sorted_keys(self.dataset_stats),
+            "dataset": dataset,
+            "base": _run_to_data(self.base, hashes),
+            "variants": {
+                name: _run_to_data(self.variants[name], hashes) for name in sorted(self.variants)
             },
-            "base": _run_to_data(self.base),
-            "variants": {name: _run_to_data(self.variants[name]) for name in sorted(self.variants)},
         }
 
     def to_json(self) -> str:
@@ -143,14 +182,8 @@ class Snapshot:
                 f"{top.get('schema')!r}, expected {SCHEMA!r}); point [baseline] path at a "
                 "baseline file or create one with --ragev-update-baseline"
             )
-        version = top.get("schema_version")
-        if version != SCHEMA_VERSION:
-            newer = isinstance(version, int) and version > SCHEMA_VERSION
-            hint = "upgrade pytest-ragev or " if newer else ""
-            raise BaselineError(
-                f"ragev: {source} has schema_version {version!r}, this pytest-ragev reads "
-                f"{SCHEMA_VERSION}; numbers across versions are not comparable: {hint}{_FIX}"
-            )
+        version = _read_version(top, source)
+        reader.version = version
         dataset = reader.mapping(reader.key(top, "dataset"), "dataset")
         profile = reader.string(top, "profile")
         dataset_id = reader.string(dataset, "id", "dataset.id")
@@ -169,6 +202,14 @@ class Snapshot:
             str(name): run_of(run, f"variants.{name}", str(name))
             for name, run in variants_data.items()
         }
+        hashes: dict[int, str] = {}
+        corpus = None
+        if version >= 2:
+            hashes = _read_hashes(reader, top)
+            corpus = reader.key(dataset, "corpus_fingerprint", "dataset.corpus_fingerprint")
+            if corpus is not None and not isinstance(corpus, str):
+                raise reader.fail("dataset.corpus_fingerprint",
+                                  f"must be a string or null, got {corpus!r}")
         return cls(
             plugin_version=reader.string(top, "plugin_version"),
             profile=profile,
@@ -177,31 +218,79 @@ class Snapshot:
             dataset_stats=stats,
             base=base,
             variants=variants,
-            schema_version=SCHEMA_VERSION,
+            schema_version=version,
             source=source,
+            hashes=hashes,
+            corpus_fingerprint=corpus,
         )
+
+
+def _read_version(top: Mapping[str, Any], source: str) -> int:
+    """The file's ``schema_version``, when this version reads it."""
+    version = top.get("schema_version")
+    if isinstance(version, int) and not isinstance(version, bool) and version in READABLE_VERSIONS:
+        return version
+    newer = isinstance(version, int) and version > SCHEMA_VERSION
+    hint = "upgrade pytest-ragev or " if newer else ""
+    readable = " and ".join(str(v) for v in READABLE_VERSIONS)
+    raise BaselineError(
+        f"ragev: {source} has schema_version {version!r}, this pytest-ragev reads "
+        f"{readable}; numbers across versions are not comparable: {hint}{_FIX}"
+    )
+
+
+def _read_hashes(reader: _Reader, top: Mapping[str, Any]) -> dict[int, str]:
+    """qid -> question hash over every run of a schema 2 file (the runs must agree).
+
+    Runs on the raw data :meth:`_Reader.run` has already checked (qids are unique
+    integers, questions are objects), so it only checks the ``hash`` keys.
+    """
+    hashes: dict[int, str] = {}
+    runs: list[tuple[str, Any]] = [("base", top["base"])]
+    runs += [(f"variants.{name}", run) for name, run in dict(top.get("variants", {})).items()]
+    for where, run in runs:
+        for index, question in enumerate(run["questions"]):
+            q_where = f"{where}.questions[{index}].hash"
+            value = reader.key(question, "hash", q_where)
+            if not isinstance(value, str) or not value:
+                raise reader.fail(q_where, f"must be a non-empty string, got {value!r}")
+            qid = question["qid"]
+            if hashes.setdefault(qid, value) != value:
+                raise reader.fail(q_where, f"is {value!r}, another run records "
+                                  f"{hashes[qid]!r} for qid {qid}")
+    return hashes
+
+
+def _profile_mismatch(snapshot: Snapshot, run: RunResult) -> str | None:
+    """Why ``run``'s numbers cannot sit beside ``snapshot``'s at all (another metric
+    profile), or ``None`` when they can."""
+    if snapshot.profile == run.profile:
+        return None
+    where = snapshot.source or "the baseline"
+    return (
+        f"ragev: {where} was computed with metric profile {snapshot.profile!r}, this run "
+        f"uses {run.profile!r}; numbers across metric versions are not comparable: {_FIX}"
+    )
+
+
+def _dataset_changed(snapshot: Snapshot, run: RunResult) -> str:
+    """The line that says the dataset fingerprint changed since ``snapshot``."""
+    where = snapshot.source or "the baseline"
+    return (
+        f"ragev: {where} was computed on dataset {snapshot.dataset_id!r} (fingerprint "
+        f"{snapshot.fingerprint[:12]}), this run on {run.dataset_id!r} (fingerprint "
+        f"{run.fingerprint[:12]})"
+    )
 
 
 def _mismatch(snapshot: Snapshot, run: RunResult) -> str | None:
-    """Why ``run``'s numbers cannot sit beside ``snapshot``'s (another schema version,
-    metric profile or dataset fingerprint), or ``None`` when they can."""
-    where = snapshot.source or "the baseline"
-    if snapshot.schema_version != SCHEMA_VERSION:
-        return (
-            f"ragev: {where} has schema_version {snapshot.schema_version}, this pytest-ragev "
-            f"writes {SCHEMA_VERSION}; {_FIX}"
-        )
-    if snapshot.profile != run.profile:
-        return (
-            f"ragev: {where} was computed with metric profile {snapshot.profile!r}, this run "
-            f"uses {run.profile!r}; numbers across metric versions are not comparable: {_FIX}"
-        )
+    """Why ``run`` cannot be merged into ``snapshot``'s file (another metric profile or
+    dataset fingerprint), or ``None`` when it can."""
+    profile = _profile_mismatch(snapshot, run)
+    if profile is not None:
+        return profile
     if snapshot.fingerprint != run.fingerprint:
-        return (
-            f"ragev: {where} was computed on dataset {snapshot.dataset_id!r} (fingerprint "
-            f"{snapshot.fingerprint[:12]}), this run on {run.dataset_id!r} (fingerprint "
-            f"{run.fingerprint[:12]}); the data changed: {_FIX}"
-        )
+        return f"{_dataset_changed(snapshot, run)}; the data changed: {_FIX}"
     return None
 
 
@@ -220,6 +309,8 @@ def merge_snapshot(
     *,
     plugin_version: str,
     keep: Sequence[str | None],
+    hashes: Mapping[int, str] | None = None,
+    corpus_fingerprint: str | None = None,
 ) -> Merged:
     """``runs`` written over ``existing``: a session that ran only some configurations.
 
@@ -228,14 +319,17 @@ def merge_snapshot(
     over unchanged, so ``--ragev-variant k10 --ragev-update-baseline`` refreshes k10 and
     leaves the base run and the other variants alone. Recorded runs of configurations
     no longer in ``keep`` are dropped, and so is everything recorded on another dataset
-    fingerprint, metric profile or schema (those numbers cannot sit beside the new ones).
-    When every configuration in ``keep`` ran, the result equals
-    ``Snapshot.from_runs(runs)``.
+    fingerprint or metric profile (those numbers cannot sit beside the new ones). A
+    schema 1 file's runs are kept (and so upgraded) when ``hashes`` covers their
+    questions: they ran on this very dataset, so its hashes are theirs. When every
+    configuration in ``keep`` ran, the result equals ``Snapshot.from_runs(runs)``.
 
+    ``hashes`` (qid -> question hash) covers at least the questions of ``runs``.
     Raises :class:`BaselineError` when neither ``runs`` nor ``existing`` has a base run.
     """
     ran = {run.variant for run in runs}
     usable = existing is not None and all(_mismatch(existing, run) is None for run in runs)
+    known = {**(existing.hashes if existing is not None and usable else {}), **(hashes or {})}
     kept: list[str | None] = []
     dropped: list[str | None] = []
     merged = list(runs)
@@ -244,7 +338,8 @@ def merge_snapshot(
             if name in ran:
                 continue
             recorded = existing.run_for(name)
-            if usable and name in keep and recorded is not None:
+            if (usable and name in keep and recorded is not None
+                    and all(sample.qid in known for sample in recorded.samples)):
                 merged.append(recorded)
                 kept.append(name)
             else:
@@ -256,7 +351,8 @@ def merge_snapshot(
             "configuration's run; run once without --ragev-variant (or with --ragev-variant "
             "base) to record it"
         )
-    snapshot = Snapshot.from_runs(merged, plugin_version=plugin_version)
+    snapshot = Snapshot.from_runs(merged, plugin_version=plugin_version, hashes=known,
+                                  corpus_fingerprint=corpus_fingerprint)
     return Merged(snapshot=snapshot, kept=kept, dropped=dropped)
 
 
@@ -270,21 +366,40 @@ def _sorted_keys(value: Any) -> Any:
     return value
 
 
-def _run_to_data(run: RunResult) -> dict[str, Any]:
+def _question_to_data(
+    sample: SampleResult, names: Sequence[str], hashes: Mapping[int, str] | None
+) -> dict[str, Any]:
+    """One question entry: the record's vocabulary and its hash, or the schema 1 keys."""
+    metrics = {m: float(sample.metrics[m]) for m in names}
+    if hashes is None:
+        return {
+            "qid": sample.qid,
+            "question": sample.question,
+            "metrics": metrics,
+            "retrieved_ids": list(sample.retrieval_ids),
+            "relevant_ids": sorted({pid for group in sample.retrieval_gt for pid in group}),
+            "generated_text": sample.generated_text,
+            "error": sample.error,
+        }
+    return {
+        "qid": sample.qid,
+        "hash": hashes[sample.qid],
+        "question": sample.question,
+        "metrics": metrics,
+        "retrieval_ids": list(sample.retrieval_ids),
+        "retrieval_gt": [list(group) for group in sample.retrieval_gt],
+        "generated_text": sample.generated_text,
+        "error": sample.error,
+    }
+
+
+def _run_to_data(run: RunResult, hashes: Mapping[int, str] | None) -> dict[str, Any]:
     order = list(run.summary)
     questions = []
     for sample in sorted(run.samples, key=lambda s: s.qid):
         names = [m for m in order if m in sample.metrics]
         names += sorted(m for m in sample.metrics if m not in order)
-        questions.append({
-            "qid": sample.qid,
-            "question": sample.question,
-            "metrics": {m: float(sample.metrics[m]) for m in names},
-            "retrieved_ids": list(sample.retrieval_ids),
-            "relevant_ids": sorted({pid for group in sample.retrieval_gt for pid in group}),
-            "generated_text": sample.generated_text,
-            "error": sample.error,
-        })
+        questions.append(_question_to_data(sample, names, hashes))
     return {
         "settings_hash": run.params_hash,
         "settings": _sorted_keys(run.params),
@@ -305,6 +420,8 @@ class _Reader:
 
     def __init__(self, source: str) -> None:
         self.source = source
+        #: The file's schema_version: which names the question entries use.
+        self.version = SCHEMA_VERSION
 
     def fail(self, where: str, problem: str) -> BaselineError:
         return BaselineError(
@@ -393,15 +510,13 @@ class _Reader:
                 str(k): self.score(v, f"{q_where}.metrics.{k} (qid {qid})")
                 for k, v in self.mapping(question.get("metrics", {}), f"{q_where}.metrics").items()
             }
-            relevant = self.integers(question.get("relevant_ids", []), f"{q_where}.relevant_ids")
+            retrieval_gt, retrieval_ids = _question_ids(self, question, q_where)
             error = question.get("error")
             samples.append(SampleResult(
                 qid=qid,
                 question=str(question.get("question", "")),
-                retrieval_gt=[relevant] if relevant else [],
-                retrieval_ids=self.integers(
-                    question.get("retrieved_ids", []), f"{q_where}.retrieved_ids"
-                ),
+                retrieval_gt=retrieval_gt,
+                retrieval_ids=retrieval_ids,
                 generated_text=str(question.get("generated_text", "")),
                 generated_gt="",
                 metrics=metrics,
@@ -419,6 +534,23 @@ class _Reader:
             summary=summary,
             variant=variant,
         )
+
+
+def _question_ids(
+    reader: _Reader, question: Mapping[str, Any], where: str
+) -> tuple[list[list[int]], list[int]]:
+    """``(retrieval_gt, retrieval_ids)`` of one question entry, in either schema's names."""
+    if reader.version < 2:
+        relevant = reader.integers(question.get("relevant_ids", []), f"{where}.relevant_ids")
+        retrieved = reader.integers(question.get("retrieved_ids", []), f"{where}.retrieved_ids")
+        return ([relevant] if relevant else []), retrieved
+    groups = question.get("retrieval_gt", [])
+    if not isinstance(groups, list):
+        raise reader.fail(f"{where}.retrieval_gt", f"must be a list of lists of integers, "
+                          f"got {groups!r}")
+    gt = [reader.integers(group, f"{where}.retrieval_gt[{i}]") for i, group in enumerate(groups)]
+    retrieved = reader.integers(question.get("retrieval_ids", []), f"{where}.retrieval_ids")
+    return gt, retrieved
 
 
 def load_snapshot(path: str | os.PathLike[str]) -> Snapshot:
@@ -473,30 +605,17 @@ def obtained_path(path: str | os.PathLike[str]) -> Path:
 
 @dataclass(frozen=True)
 class Overlap:
-    """Which questions a comparison can pair: shared, only current (added), only baseline."""
+    """Which questions a comparison can pair with the baseline's run.
+
+    ``common_qids``: in both, with the same content hash (compared); ``added``: only in
+    this run; ``removed``: only in the baseline; ``changed``: in both, but the question,
+    its relevant passages or its reference answer were edited (listed, not compared).
+    """
 
     common_qids: list[int]
     added: list[int]
     removed: list[int]
-
-    def lines(self, label: str | None = None) -> list[str]:
-        """Notes for the terminal about questions added or removed since the baseline.
-
-        ``label`` (such as ``variant 'k10'``) says which run the notes are about.
-        """
-        about = f" ({label})" if label else ""
-        notes = []
-        if self.added:
-            notes.append(
-                f"ragev: {len(self.added)} question(s) not in the baseline{about} (added, not "
-                f"compared): {id_list(self.added)}"
-            )
-        if self.removed:
-            notes.append(
-                f"ragev: {len(self.removed)} baseline question(s) missing from this run{about} "
-                f"(removed, not compared): {id_list(self.removed)}"
-            )
-        return notes
+    changed: list[int] = field(default_factory=list)
 
 
 def id_list(ids: Sequence[int]) -> str:
@@ -505,31 +624,140 @@ def id_list(ids: Sequence[int]) -> str:
     return shown + (f", … ({len(ids) - _MAX_LISTED} more)" if len(ids) > _MAX_LISTED else "")
 
 
-def check_compatible(baseline: Snapshot, current: RunResult) -> Overlap:
-    """Check that ``current`` may be compared with its run in ``baseline``.
+def missing_variants_line(
+    baseline: Snapshot, names: Sequence[str], *, required: bool, because: str = ""
+) -> str:
+    """The one line naming every variant of this run that ``baseline`` has no run of.
 
-    A different schema version, metric profile or dataset fingerprint, a variant the
-    baseline does not have, or no shared question raise :class:`BaselineError` (a
-    usage error). Returns the qid overlap with the baseline's run of the same variant.
+    ``required`` makes it the reason the gate was not compared (``because`` says why,
+    e.g. ``[gate] require_all_variants = true``); otherwise it is a warning: the
+    variants are new, and not compared.
     """
-    mismatch = _mismatch(baseline, current)
-    if mismatch is not None:
-        raise BaselineError(mismatch)
+    where = baseline.source or "the baseline"
+    quoted = ", ".join(repr(name) for name in names)
+    them = "them" if len(names) > 1 else "it"
+    record = ("--ragev-update-baseline "
+              + " ".join(f"--ragev-variant {name}" for name in names))
+    if required:
+        return (
+            f"ragev: {where} has no run of variant {quoted} (it has: "
+            f"{', '.join(baseline.variants) or 'none'}){because}; record {them} with "
+            f"{record} (the other runs in the file are kept)"
+        )
+    are = "are" if len(names) > 1 else "is"
+    return (
+        f"ragev: warning: variant {quoted} {are} new, not compared ({where} has no run of "
+        f"{them}); record {them} with {record} (the other runs in the file are kept)"
+    )
+
+
+@dataclass(frozen=True)
+class CorpusChange:
+    """The corpus changed since the baseline: passages added, removed or edited.
+
+    Retrieval can move for every question, not only for the edited ones. The counts
+    are ``None`` when a file does not record them.
+    """
+
+    passages_before: int | None
+    passages_after: int | None
+
+    @property
+    def line(self) -> str:
+        """The warning the reports print."""
+        before, after = self.passages_before, self.passages_after
+        if before is not None and after is not None and before != after:
+            what = f"{before} → {after} passages"
+        elif after is not None:
+            what = f"{after} passages, texts edited"
+        else:
+            what = "passages edited"
+        return (
+            f"ragev: warning: the corpus changed since the baseline ({what}): retrieval can "
+            "move for every question, so the compared questions measure the corpus change "
+            "as well as the pipeline's"
+        )
+
+
+def corpus_change(
+    baseline: Snapshot, run: RunResult, corpus_fingerprint: str | None
+) -> CorpusChange | None:
+    """How the corpus changed since ``baseline``, or ``None`` when it did not (or the
+    baseline does not know: schema 1)."""
+    if (baseline.corpus_fingerprint is None or corpus_fingerprint is None
+            or baseline.corpus_fingerprint == corpus_fingerprint):
+        return None
+
+    def passages(stats: Mapping[str, Any]) -> int | None:
+        value = stats.get("passages")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    return CorpusChange(passages(baseline.dataset_stats), passages(run.dataset_stats))
+
+
+def check_compatible(
+    baseline: Snapshot,
+    current: RunResult,
+    hashes: Mapping[int, str] | None = None,
+    *,
+    strict: bool = False,
+) -> Overlap:
+    """Check that ``current`` may be compared with its run in ``baseline``; pair its questions.
+
+    On the baseline's dataset (same fingerprint) every shared qid is compared. On an
+    edited dataset, questions are paired by qid **and** content hash (``hashes``: the
+    current dataset's, qid -> hash): unchanged ones are compared, edited ones listed as
+    ``changed``. Raises :class:`BaselineError` (the baseline cannot be used: a usage
+    error) for another metric profile, a variant the baseline does not have, an edited
+    dataset when ``strict`` (``[gate] strict_dataset``) or when the baseline or the
+    caller has no hashes, or no unchanged shared question.
+    """
+    profile = _profile_mismatch(baseline, current)
+    if profile is not None:
+        raise BaselineError(profile)
     where = baseline.source or "the baseline"
     recorded = baseline.run_for(current.variant)
     if recorded is None:
         raise BaselineError(
-            f"ragev: {where} has no run of variant {current.variant!r} (it has: "
-            f"{', '.join(baseline.variants) or 'none'}); record it with --ragev-update-baseline "
-            f"--ragev-variant {current.variant} (the other runs in the file are kept)"
+            missing_variants_line(baseline, [str(current.variant)], required=True)
         )
+    same_data = baseline.fingerprint == current.fingerprint
+    if not same_data:
+        _check_pairable(baseline, current, hashes, strict=strict)
     before = {s.qid for s in recorded.samples}
     after = {s.qid for s in current.samples}
-    common = sorted(before & after)
+    shared = sorted(before & after)
+    changed = [] if same_data or hashes is None else [
+        qid for qid in shared if baseline.hashes.get(qid) != hashes.get(qid)
+    ]
+    common = sorted(set(shared) - set(changed))
     if not common:
         label = "" if current.variant is None else f" (variant {current.variant!r})"
+        edited = f", {len(changed)} of them edited since" if changed else ""
         raise BaselineError(
-            f"ragev: {where} and this run{label} share no question ({len(before)} in the "
-            f"baseline, {len(after)} now); {_FIX}"
+            f"ragev: {where} and this run{label} share no unchanged question ({len(before)} "
+            f"in the baseline, {len(after)} now{edited}); {_FIX}"
         )
-    return Overlap(common_qids=common, added=sorted(after - before), removed=sorted(before - after))
+    return Overlap(common_qids=common, added=sorted(after - before),
+                   removed=sorted(before - after), changed=changed)
+
+
+def _check_pairable(
+    baseline: Snapshot, current: RunResult, hashes: Mapping[int, str] | None, *, strict: bool
+) -> None:
+    """Raise when questions of an edited dataset cannot be paired with ``baseline``'s."""
+    changed = _dataset_changed(baseline, current)
+    if strict:
+        raise BaselineError(
+            f"{changed}; the data changed and [gate] strict_dataset = true: {_FIX}, or unset "
+            "strict_dataset to compare the unchanged questions"
+        )
+    if not baseline.has_hashes:
+        raise BaselineError(
+            f"{changed}; the data changed and this schema_version {baseline.schema_version} "
+            "file has no per-question hashes to pair the unchanged questions: rerun with "
+            "--ragev-update-baseline to upgrade it (later dataset edits then compare the "
+            "unchanged questions)"
+        )
+    if hashes is None:
+        raise BaselineError(f"{changed}; the data changed: {_FIX}")

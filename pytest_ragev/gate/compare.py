@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from pytest_ragev.core import fmt
@@ -15,6 +15,7 @@ from pytest_ragev.gate.stats import (
     PairedStats,
     holm,
     paired_stats,
+    smallest_p,
     step_down_maxt,
 )
 
@@ -66,13 +67,24 @@ class MetricComparison:
 
 @dataclass(frozen=True)
 class Comparison:
-    """The result of :func:`compare`: one :class:`MetricComparison` per metric, report order."""
+    """The result of :func:`compare`: one :class:`MetricComparison` per metric, report order.
+
+    ``common_qids`` are the questions compared; ``added``/``removed`` those only in the
+    current run resp. the baseline; ``changed`` those in both whose content was edited
+    since the baseline (listed, not compared).
+    """
 
     metrics: list[MetricComparison]
     common_qids: list[int]
     added: list[int]
     removed: list[int]
     variant: str | None = None
+    changed: list[int] = field(default_factory=list)
+
+    @property
+    def unchanged(self) -> bool:
+        """Whether no metric changed on any compared question (a one-line summary)."""
+        return all(m.status in ("unchanged", "no data") for m in self.metrics)
 
     @property
     def regressions(self) -> list[MetricComparison]:
@@ -114,16 +126,19 @@ def _direction(metric: str, *runs: RunResult) -> Direction:
 
 
 def _paired_scores(
-    baseline: RunResult, current: RunResult, metric: str
+    baseline: RunResult, current: RunResult, metric: str, skip: Collection[int] = ()
 ) -> dict[int, tuple[float, float]]:
-    """``(baseline, current)`` scores of ``metric`` per shared question, in qid order."""
+    """``(baseline, current)`` scores of ``metric`` per shared question, in qid order.
+
+    ``skip`` holds questions edited since the baseline: their scores are not comparable.
+    """
     before = baseline.scores(metric)
     after = current.scores(metric)
     # A NaN from a custom metric would poison every resampled mean (and comparisons with
     # NaN are all false, which would read as a tiny p-value): such questions sit out.
     return {
         q: (before[q], after[q]) for q in sorted(before.keys() & after.keys())
-        if math.isfinite(before[q]) and math.isfinite(after[q])
+        if math.isfinite(before[q]) and math.isfinite(after[q]) and q not in skip
     }
 
 
@@ -143,15 +158,20 @@ def compare(
     rules: GateRules | None = None,
     *,
     metrics: Sequence[str] | None = None,
+    changed: Collection[int] = (),
 ) -> Comparison:
     """Compare every metric of two runs over their shared questions and judge each.
 
-    Raises :class:`BaselineError` when the runs share no question.
+    ``changed`` lists shared questions whose content was edited since the baseline
+    (:func:`~pytest_ragev.gate.baseline.check_compatible` finds them): they are left
+    out of the comparison and reported. Raises :class:`BaselineError` when the runs
+    share no unchanged question.
     """
     rules = rules or GateRules()
     before_qids = {s.qid for s in baseline_run.samples}
     after_qids = {s.qid for s in current_run.samples}
-    common = sorted(before_qids & after_qids)
+    edited = set(changed) & before_qids & after_qids
+    common = sorted((before_qids & after_qids) - edited)
     if not common:
         raise BaselineError(
             f"ragev: the baseline and the current run share no question "
@@ -159,7 +179,7 @@ def compare(
             "re-baseline on this dataset with --ragev-update-baseline"
         )
     names = list(metrics) if metrics is not None else _metric_order(current_run, baseline_run)
-    scores = {name: _paired_scores(baseline_run, current_run, name) for name in names}
+    scores = {name: _paired_scores(baseline_run, current_run, name, edited) for name in names}
     pairs = {name: _aligned(scores[name]) for name in names}
     stats = paired_stats(
         pairs,
@@ -207,6 +227,7 @@ def compare(
         added=sorted(after_qids - before_qids),
         removed=sorted(before_qids - after_qids),
         variant=current_run.variant,
+        changed=sorted(edited),
     )
 
 
@@ -273,6 +294,69 @@ def judge(
         ci_high=stats.ci_high, ci_level=stats.ci_level, p=p, n=stats.n, status=status,
         reason=reason, rule=rule, p_raw=raw, family=family, correction=correction,
     )
+
+
+def questions_for_drop(n: int, drop: float) -> int:
+    """The fewest questions that can carry a drop of ``drop`` in a mean over ``n``.
+
+    Metrics lie in [0, 1], so one question can move a mean by at most ``1/n``: a drop of
+    ``drop`` needs at least ``ceil(n * drop)`` questions (at least one, at most ``n``).
+    """
+    # n * drop is computed in floating point: 20 * 0.05 must give 1, not 2.
+    return min(n, max(1, math.ceil(n * drop - 1e-9)))
+
+
+def power_lines(comparisons: Sequence[Comparison], rules: GateRules) -> list[str]:
+    """Warnings, said once, when the paired test cannot flag a drop of the size that matters.
+
+    The size is ``[gate] min_detectable_drop`` (or a metric's tolerance when larger:
+    smaller drops never fail it). Such a drop may be carried by as few as
+    :func:`questions_for_drop` questions losing their whole score (a retrieval metric
+    whose relevant passage stopped being found); the sign-flip test's p-value for it
+    cannot go below :func:`~pytest_ragev.gate.stats.smallest_p` of that many questions,
+    times the family size under Holm's correction (max-T never adjusts p below the raw
+    value). When that floor is not below the metric's ``significance``, a mode
+    ``"significant"`` gate cannot fail on that drop however clear it is. Only metrics
+    whose verdict needs the test (enabled, mode ``significant``) are considered.
+    """
+    if rules.min_detectable_drop <= 0:
+        return []
+    gated: set[str] = set()
+    # (drop, alpha, holm family) -> (largest blind n, the metrics it concerns)
+    blind: dict[tuple[float, float, int], tuple[int, list[str]]] = {}
+    for comparison in comparisons:
+        for item in comparison.metrics:
+            rule = item.rule
+            if not rule.enabled or rule.mode != "significant" or item.baseline_mean is None:
+                continue
+            gated.add(item.metric)
+            drop = max(rules.min_detectable_drop, rule.tolerance(item.baseline_mean))
+            if drop > 1.0:
+                continue  # a tolerance beyond the metric's range: nothing can fail it
+            factor = item.family if item.correction == "holm" else 1
+            k = questions_for_drop(item.n, drop)
+            if min(1.0, factor * smallest_p(k, rules.resamples)) < rule.significance:
+                continue
+            key = (round(drop, 6), rule.significance, factor)
+            n, names = blind.get(key, (0, []))
+            if item.metric not in names:
+                names.append(item.metric)
+            blind[key] = (max(n, item.n), names)
+    lines = []
+    for (drop, alpha, factor), (n, names) in blind.items():
+        k = questions_for_drop(n, drop)
+        floor = min(1.0, factor * smallest_p(k, rules.resamples))
+        holm_text = f" (Holm, {factor} metrics)" if factor > 1 else ""
+        which = "" if set(names) == gated else f" for {', '.join(names)}"
+        carried = (f"{k} questions losing their whole score" if k > 1
+                   else "1 question losing its whole score")
+        lines.append(
+            f"ragev: warning: n={n} cannot detect a {drop:g} drop at alpha {alpha:g}"
+            f"{holm_text}{which} (such a drop can be {carried}, whose paired p-value cannot "
+            f"go below {floor:.2g}); consider mode = \"tolerance\" for a deterministic or "
+            "cached pipeline, or more questions"
+        )
+    return lines
 
 
 def _correction_text(correction: str, family: int) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -103,12 +103,15 @@ def top_regressions(
     current_run: RunResult,
     n: int = _DEFAULT_TOP,
     metric: str | None = None,
+    *,
+    skip: Collection[int] = (),
 ) -> list[QuestionDiff]:
     """The ``n`` shared questions that got worst, worst first (ties by qid).
 
     Only questions that actually got worse are listed. With ``metric`` the ranking uses
     that metric alone; otherwise the sum of all metrics' worse-direction changes.
-    A question that newly raised an error ranks first.
+    A question that newly raised an error ranks first. ``skip`` holds questions edited
+    since the baseline (not comparable, so never listed).
     """
     if n <= 0:
         return []
@@ -120,7 +123,7 @@ def top_regressions(
     diffs = []
     for sample in current_run.samples:
         old = before.get(sample.qid)
-        if old is None:
+        if old is None or sample.qid in skip:
             continue
         diff = question_diff(old, sample, directions, metric=metric)
         if diff.worsening > 1e-12:

@@ -67,7 +67,9 @@ class MetricRule:
 
 
 _RULE_KEYS = ("mode", "max_drop", "max_drop_pct", "significance", "enabled")
-_GATE_KEYS = (*_RULE_KEYS, "correction", "resamples", "seed", "top_regressions", "metrics")
+_GATE_KEYS = (*_RULE_KEYS, "correction", "resamples", "seed", "top_regressions", "metrics",
+              "strict_dataset", "require_all_variants", "min_detectable_drop")
+_DEFAULT_DETECTABLE = 0.05
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,13 @@ class GateRules:
     (Westfall–Young step-down max-T), which keeps most of the power when the metrics
     move together, as they do; ``"holm"`` uses Holm–Bonferroni, valid whatever the
     dependence but far less powerful here; ``"none"`` tests each metric on its own.
+
+    ``strict_dataset`` refuses a baseline recorded on another dataset fingerprint (by
+    default the unchanged questions are compared and the edited ones listed);
+    ``require_all_variants`` refuses a baseline without a run of every variant that ran
+    (by default a new variant is a warning, not compared); ``min_detectable_drop`` is
+    the drop of a metric's mean the gate should be able to see (a warning says when the
+    paired test cannot at the run's size; ``0`` turns it off).
     """
 
     default: MetricRule = field(default_factory=MetricRule)
@@ -89,6 +98,9 @@ class GateRules:
     seed: int = 0
     top_regressions: int = _DEFAULT_TOP
     correction: Correction = "maxt"
+    strict_dataset: bool = False
+    require_all_variants: bool = False
+    min_detectable_drop: float = _DEFAULT_DETECTABLE
 
     def rule_for(self, metric: str) -> MetricRule:
         """The rule of ``metric``: its own sub-table merged over the global keys."""
@@ -116,7 +128,12 @@ class GateRules:
         seed = gate.integer("seed", 0, low=0, example="0")
         top = gate.integer("top_regressions", _DEFAULT_TOP, low=0, example="10")
         correction = gate.choice("correction", "maxt", CORRECTIONS, what="correction")
+        strict = gate.boolean("strict_dataset", False)
+        require_all = gate.boolean("require_all_variants", False)
+        detectable = gate.number("min_detectable_drop", _DEFAULT_DETECTABLE, low=0.0,
+                                 high=1.0, example="0.05")
         assert resamples is not None and seed is not None and top is not None
+        assert strict is not None and require_all is not None and detectable is not None
         sub_tables = gate.sub("metrics", where="[gate.metrics]",
                               fix="write it as [gate.metrics.<metric>]")
         per_metric: dict[str, MetricRule] = {}
@@ -144,6 +161,8 @@ class GateRules:
         return cls(
             default=default, per_metric=per_metric, resamples=resamples, seed=seed,
             top_regressions=top, correction=correction,  # type: ignore[arg-type]
+            strict_dataset=strict, require_all_variants=require_all,
+            min_detectable_drop=detectable,
         )
 
 

@@ -160,6 +160,19 @@ def _resample(
     return (1.0 + at_or_below) / (resamples + 1.0), (1.0 + at_or_above) / (resamples + 1.0), boots
 
 
+def smallest_p(k: int, resamples: int = _DEFAULT_RESAMPLES) -> float:
+    """The smallest one-sided p-value the sign-flip test can return when ``k`` of the
+    paired differences are not zero.
+
+    Zero differences do not move under a sign flip, so only the ``k`` others count: of
+    their ``2**k`` equally likely sign assignments, the observed one is at least as
+    extreme as itself, so the exact p-value is at least ``2**-k`` (reached when all
+    ``k`` point the same way). The Monte-Carlo p-value counts the observed assignment
+    too, so it never goes below ``1 / (resamples + 1)`` either. No simulation needed.
+    """
+    return max(2.0 ** -max(k, 0), 1.0 / (resamples + 1.0))
+
+
 def holm(p_values: Mapping[str, float]) -> dict[str, float]:
     """Holm–Bonferroni adjusted p-values: ``adjusted < alpha`` iff Holm's step-down rejects.
 

@@ -6,31 +6,41 @@ write and what to say, and returns a :class:`GateOutcome`. It owns the baseline 
 ``*.obtained.json`` beside it after a regression, removes a stale one after a pass and
 writes the file on ``--ragev-update-baseline``. Everything else is a value.
 
+* ``--ragev-no-baseline``: nothing compared, a note says so (thresholds still apply).
 * No baseline path: nothing to compare (``--ragev-update-baseline`` then fails).
 * ``update``: write (or merge into) the baseline and pass.
 * The file is missing: write it and fail, asking to commit it.
-* Otherwise: compare every run with its own recorded run; a baseline that cannot be
-  compared raises :class:`~pytest_ragev.core.errors.BaselineError` (a usage error).
+* Otherwise: compare every run with its own recorded run, pairing questions by qid and
+  content hash. A baseline that cannot be used (unreadable, another metric profile, a
+  required variant missing, a dataset edit under ``strict_dataset``, nothing left to
+  pair) is not an exception: the outcome says "not compared" and why
+  (:attr:`GateOutcome.not_compared`), so the reports are still written; the shell then
+  exits with status 4.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pytest_ragev.core.errors import BaselineError
 from pytest_ragev.core.results import RunResult
 from pytest_ragev.gate.baseline import (
+    CorpusChange,
+    Overlap,
     Snapshot,
+    _profile_mismatch,
     check_compatible,
+    corpus_change,
     id_list,
     load_snapshot,
     merge_snapshot,
+    missing_variants_line,
     obtained_path,
     write_snapshot,
 )
-from pytest_ragev.gate.compare import Comparison, compare
+from pytest_ragev.gate.compare import Comparison, compare, power_lines
 from pytest_ragev.gate.diffs import QuestionDiff, VariantTable, compare_variants, top_regressions
 from pytest_ragev.gate.rules import GateRules
 
@@ -42,7 +52,11 @@ class GateInputs:
     ``configured`` lists every configuration of the config file (``None`` for the base
     one), whether it ran or not; ``every_qid`` the dataset's question ids (to say which
     questions a written baseline lacks); ``source_fingerprint`` the full dataset's
-    fingerprint of a ``--ragev-limit`` run (``None`` otherwise).
+    fingerprint of a ``--ragev-limit`` run (``None`` otherwise). ``hashes`` maps each
+    question of the dataset to its content hash (``Dataset.question_hashes``) and
+    ``corpus_fingerprint`` identifies its corpus: a baseline records both, so a later
+    run on an edited dataset compares the unchanged questions. ``no_baseline``
+    (``--ragev-no-baseline``) switches the baseline gate off for the run.
     """
 
     rules: GateRules = field(default_factory=GateRules)
@@ -54,13 +68,20 @@ class GateInputs:
     every_qid: tuple[int, ...] = ()
     limit: int | None = None
     source_fingerprint: str | None = None
+    hashes: Mapping[int, str] = field(default_factory=dict)
+    corpus_fingerprint: str | None = None
+    no_baseline: bool = False
 
 
 @dataclass(frozen=True)
 class GateOutcome:
     """What the gate found: comparisons, the most regressed questions, lines to print.
 
-    ``failures`` fail the verdict; ``notes`` are printed and reported.
+    ``failures`` fail the verdict; ``notes`` are printed and reported. ``not_compared``
+    is the reason the baseline could not be used (the run still reports its own
+    metrics; the shell exits with status 4); ``new_variants`` the variants that ran
+    but that the baseline has no run of (warned about, not compared);
+    ``corpus_change`` set when the corpus changed since the baseline.
     """
 
     rules: GateRules = field(default_factory=GateRules)
@@ -71,11 +92,25 @@ class GateOutcome:
     variant_table: VariantTable | None = None
     failures: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    not_compared: str | None = None
+    new_variants: tuple[str, ...] = ()
+    corpus_change: CorpusChange | None = None
 
     @property
     def passed(self) -> bool:
         """Whether the gate adds no failure."""
         return not self.failures
+
+
+def not_compared_line(reason: str) -> str:
+    """The failure line of a gate that could not use its baseline."""
+    return f"ragev: gate not compared: {reason.removeprefix('ragev: ')}"
+
+
+def _not_compared(outcome: GateOutcome, reason: str) -> GateOutcome:
+    # The reason is a failure line too, so every report lists it where failures go.
+    return replace(outcome, not_compared=reason.removeprefix("ragev: "),
+                   failures=(not_compared_line(reason),))
 
 
 def _name(variant: str | None) -> str:
@@ -149,6 +184,11 @@ def run_gate(runs: Sequence[RunResult], inputs: GateInputs) -> GateOutcome:
              if len(runs) > 1 and runs[0].variant is None else None)
     outcome = GateOutcome(rules=rules, variant_table=table, baseline_path=inputs.baseline_path)
     path = inputs.baseline_path
+    if inputs.no_baseline:
+        return replace(outcome, baseline_path=None, notes=(
+            "ragev: --ragev-no-baseline: not gated against a baseline this run (thresholds "
+            "still apply)",
+        ))
     if path is None:
         if inputs.update:
             return replace(outcome, failures=(
@@ -174,7 +214,10 @@ def run_gate(runs: Sequence[RunResult], inputs: GateInputs) -> GateOutcome:
                 f"ragev: baseline {path} not found, and the base configuration did not run "
                 "(only variants were selected); run without --ragev-variant to create it",
             ))
-        write_snapshot(path, Snapshot.from_runs(runs, plugin_version=inputs.plugin_version))
+        write_snapshot(path, Snapshot.from_runs(
+            runs, plugin_version=inputs.plugin_version, hashes=inputs.hashes,
+            corpus_fingerprint=inputs.corpus_fingerprint,
+        ))
         return replace(
             outcome,
             notes=tuple(_subset_notes(runs, path, inputs)),
@@ -200,7 +243,8 @@ def _update(runs: Sequence[RunResult], path: Path, inputs: GateInputs) -> list[s
                 "replace it)"
             ) from None
     merged = merge_snapshot(existing, runs, plugin_version=inputs.plugin_version,
-                            keep=inputs.configured)
+                            keep=inputs.configured, hashes=inputs.hashes,
+                            corpus_fingerprint=inputs.corpus_fingerprint)
     write_snapshot(path, merged.snapshot)
     message = f"ragev: baseline written to {path}"
     if not complete:
@@ -218,33 +262,78 @@ def _update(runs: Sequence[RunResult], path: Path, inputs: GateInputs) -> list[s
     return [*notes, *([stale] if stale else [])]
 
 
+def _pairings(
+    baseline: Snapshot, runs: Sequence[RunResult], inputs: GateInputs
+) -> tuple[list[tuple[RunResult, Overlap]], list[str], str | None]:
+    """Which runs can be compared and how their questions pair with the baseline's.
+
+    Returns the runs with their overlaps, the variants the baseline lacks, and the
+    reason the baseline cannot be used at all (``None`` when it can).
+    """
+    for run in runs:
+        profile = _profile_mismatch(baseline, run)
+        if profile is not None:
+            return [], [], profile
+    missing = [str(run.variant) for run in runs if baseline.run_for(run.variant) is None]
+    if missing and inputs.rules.require_all_variants:
+        return [], missing, missing_variants_line(
+            baseline, missing, required=True, because=" and [gate] require_all_variants = true"
+        )
+    pairs = []
+    for run in runs:
+        if run.variant in missing:
+            continue
+        try:
+            overlap = check_compatible(baseline, run, inputs.hashes,
+                                       strict=inputs.rules.strict_dataset)
+        except BaselineError as exc:
+            return [], missing, str(exc)
+        pairs.append((run, overlap))
+    return pairs, missing, None
+
+
 def _compare(
     runs: Sequence[RunResult], path: Path, inputs: GateInputs, outcome: GateOutcome
 ) -> GateOutcome:
-    baseline = load_snapshot(path)
-    overlaps = [check_compatible(baseline, run) for run in runs]  # BaselineError: exit 4
+    try:
+        baseline = load_snapshot(path)
+    except BaselineError as exc:
+        return _not_compared(outcome, str(exc))
+    pairs, missing, reason = _pairings(baseline, runs, inputs)
+    if reason is not None:
+        return _not_compared(outcome, reason)
     notes: list[str] = []
-    if all(o == overlaps[0] for o in overlaps):
-        notes += overlaps[0].lines()
-    else:
-        for run, overlap in zip(runs, overlaps, strict=True):
-            notes += overlap.lines(_label(run.variant))
+    if not baseline.has_hashes:
+        notes.append(
+            f"ragev: {path} has schema_version {baseline.schema_version} (no per-question "
+            "hashes), so any dataset edit voids it; rerun with --ragev-update-baseline to "
+            "upgrade it"
+        )
+    change = corpus_change(baseline, runs[0], inputs.corpus_fingerprint) if any(
+        baseline.fingerprint != run.fingerprint for run in runs) else None
+    if change is not None:
+        notes.append(change.line)
+    if missing:
+        notes.append(missing_variants_line(baseline, missing, required=False))
     baseline_runs: dict[str | None, RunResult] = {}
     comparisons: list[Comparison] = []
     regressions: list[QuestionDiff] = []
     failures: list[str] = []
-    for run in runs:
+    for run, overlap in pairs:
         before = baseline.run_for(run.variant)
-        assert before is not None  # check_compatible refused runs the file lacks
+        assert before is not None  # _pairings left out the runs the file lacks
         baseline_runs[run.variant] = before
-        comparison = compare(before, run, inputs.rules)
+        comparison = compare(before, run, inputs.rules, changed=overlap.changed)
         comparisons.append(comparison)
         failures += comparison.failure_lines
-        regressions += top_regressions(before, run, inputs.rules.top_regressions)
-    if any(not c.passed for c in comparisons):
+        regressions += top_regressions(before, run, inputs.rules.top_regressions,
+                                       skip=overlap.changed)
+    notes += power_lines(comparisons, inputs.rules)
+    if missing or any(not c.passed for c in comparisons):
         obtained = obtained_path(path)
         merged = merge_snapshot(baseline, runs, plugin_version=inputs.plugin_version,
-                                keep=inputs.configured)
+                                keep=inputs.configured, hashes=inputs.hashes,
+                                corpus_fingerprint=inputs.corpus_fingerprint)
         write_snapshot(obtained, merged.snapshot)
         notes.append(f"ragev: this run's snapshot written to {obtained}; diff it against {path}")
     else:
@@ -254,4 +343,5 @@ def _compare(
     return replace(
         outcome, baseline_runs=baseline_runs, comparisons=tuple(comparisons),
         regressions=tuple(regressions), failures=tuple(failures), notes=tuple(notes),
+        new_variants=tuple(missing), corpus_change=change,
     )

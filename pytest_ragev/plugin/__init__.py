@@ -60,6 +60,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False, help="write or replace the baseline with this run's results and pass.",
     )
     group.addoption(
+        "--ragev-no-baseline", dest="ragev_no_baseline", action="store_true", default=False,
+        help="do not gate against the baseline this run, for exploration (thresholds still "
+        "apply; the baseline file is neither read nor written).",
+    )
+    group.addoption(
+        "--ragev-summary", dest="ragev_summary", metavar="short|full", default="short",
+        choices=("short", "full"),
+        help="terminal summary: 'short' (default: one line per unchanged comparison, no "
+        "table the variants table already shows) or 'full' (every table).",
+    )
+    group.addoption(
         "--ragev-variant", dest="ragev_variant", metavar="NAME", action="append", default=[],
         help="run only this variant ('base' for the base config); repeatable.",
     )
@@ -184,6 +195,8 @@ def pytest_configure(config: pytest.Config) -> None:
         variants=tuple(config.getoption("ragev_variant") or ()),
         no_cache=bool(config.getoption("ragev_no_cache")),
         profile=config.getoption("ragev_profile"),
+        no_baseline=bool(config.getoption("ragev_no_baseline")),
+        summary=config.getoption("ragev_summary") or "short",
     )
     if from_cli and not explicit:
         # `pytest --ragev-config ragev.toml` with no test paths: run only the evaluation.

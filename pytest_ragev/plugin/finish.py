@@ -47,10 +47,13 @@ class _Crash:
 
 
 class _VerdictRepr(TerminalRepr):
-    """The failed verdict as pytest shows a failure: its lines, no traceback.
+    """The failed verdict as pytest shows a failure.
 
     ``reprcrash.message`` is what ``FAILED ... - <message>`` and JUnit's failure message
-    show: the first failure line.
+    show (the first failure line); ``str()`` (JUnit's failure text) holds every line. The
+    terminal's FAILURES section points at the ragev summary printed right below it,
+    which lists the lines beside the metrics they are about, instead of printing them
+    twice.
     """
 
     def __init__(self, lines: list[str]) -> None:
@@ -58,8 +61,12 @@ class _VerdictRepr(TerminalRepr):
         self.reprcrash = _Crash(lines[0] if lines else "ragev: verdict failed")
 
     def toterminal(self, tw: Any) -> None:
-        for line in self.lines:
-            tw.line(line, red=True, bold=True)
+        count = len(self.lines)
+        tw.line(f"the verdict failed: {count} reason(s), listed with the metrics in the ragev "
+                "summary below", red=True)
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines)
 
 
 class Finisher:
@@ -132,7 +139,8 @@ class Finisher:
             outcome = evaluate(self._inputs(interrupted))
             self._write_reports(outcome)
         except RagevError as exc:
-            # A baseline that cannot be compared is a usage error: say it, exit 4.
+            # A usage error found while evaluating (a baseline a partial update cannot
+            # merge into, a misbehaving custom metric): say it, exit 4.
             self._fail(_unprefixed(str(exc)), pytest.ExitCode.USAGE_ERROR)
             return
         except Exception as exc:
@@ -150,10 +158,16 @@ class Finisher:
             return
         if self.outcome is None:
             return
+        if self.outcome.gate.not_compared is not None:
+            # The baseline could not be used: the reports are written (metrics, "not
+            # compared: <reason>"), and the run is a usage error.
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+            return
         if session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and self._run.records.records:
             session.exitstatus = pytest.ExitCode.OK
         if self.outcome.failed and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
     def _report_verdict(self, outcome: Outcome) -> None:
         """The verdict as a test of its own, ``<config>::<dataset>::verdict``.
 
@@ -225,7 +239,9 @@ class Finisher:
             return
         try:
             verbose = self._run.config.option.verbose
-            for line, markup in terminal_lines(self.outcome, verbose=verbose):
+            summary = self._run.plan.options.summary
+            for line, markup in terminal_lines(self.outcome, verbose=verbose,
+                                               full=summary == "full"):
                 terminalreporter.write_line(line, **markup)
         except Exception as exc:  # never raise from the terminal summary
             terminalreporter.write_line(f"ragev: could not print the summary: {exc!r}", red=True)

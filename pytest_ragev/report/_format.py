@@ -58,3 +58,31 @@ def correction_note(comparison: Comparison) -> str:
         return ""
     name = CORRECTION_NAMES.get(adjusted[0].correction, adjusted[0].correction)
     return f" p is adjusted for the {adjusted[0].family} metrics tested together ({name})."
+
+
+#: Question ids a Markdown or HTML report lists per kind before "… (N more)"; the JSON
+#: report has them all.
+_IDS_SHOWN = 50
+
+
+def question_changes(comparison: Comparison) -> list[tuple[str, list[int]]]:
+    """``[("added", [61, 62]), ("removed", [3]), ("changed", [7])]``: the kinds with ids."""
+    kinds = [("added", comparison.added), ("removed", comparison.removed),
+             ("changed", comparison.changed)]
+    return [(kind, list(ids)) for kind, ids in kinds if ids]
+
+
+def id_text(ids: list[int]) -> str:
+    """``61, 62, … (48 more)``: at most 50 ids."""
+    shown = ", ".join(str(i) for i in ids[:_IDS_SHOWN])
+    rest = len(ids) - _IDS_SHOWN
+    return shown + (f", … ({rest} more)" if rest > 0 else "")
+
+
+#: What each kind of question change means, for the reports' legend.
+CHANGE_MEANINGS = {
+    "added": "not in the baseline",
+    "removed": "in the baseline, not in this run",
+    "changed": "question, relevant passages or reference answer edited since the baseline",
+}
+

@@ -45,6 +45,7 @@ ul.failures li{color:#c0392b;font-family:ui-monospace,monospace;font-size:13px}
 .answer{max-width:300px;font-size:12px;white-space:pre-wrap}
 .q{max-width:280px}.sig-better{color:#2e8b57;font-weight:700}.sig-worse{color:#c0392b;font-weight:700}
 .muted{color:#777}.change{white-space:nowrap}
+.notcompared{color:#c0392b;font-size:14px}.qchanges{font-size:13px;color:#555}
 .scroll{overflow-x:auto;max-width:100%}.fact{white-space:nowrap}
 .regressions th:nth-child(n+5){min-width:220px}
 .nochange{width:270px;height:150px;box-sizing:border-box;border:1px dashed #ccd;
@@ -118,17 +119,36 @@ def _summary_table(run: RunResult) -> str:
     return _table(["metric", "mean", "n", "better"], rows, numeric=[False, True, True, False])
 
 
+def _question_changes(comparison: Comparison) -> str:
+    """The questions left out of a comparison, by kind, with their ids."""
+    kinds = _format.question_changes(comparison)
+    if not kinds:
+        return ""
+    items = "".join(
+        f'<li class="{kind}"><b>{len(ids)} {kind}</b> '
+        f'<span class="muted">({_e(_format.CHANGE_MEANINGS[kind])})</span>: '
+        f'<span class="ids">{_e(_format.id_text(ids))}</span></li>'
+        for kind, ids in kinds
+    )
+    return f'<ul class="qchanges">Not compared: {items}</ul>'
+
+
 def _metrics_section(model: ReportModel) -> str:
     parts = ["<h2>Metrics</h2>"]
     comparison = model.comparison
+    if model.not_compared is not None:
+        parts.append(f'<p class="notcompared"><b>Gate not compared</b> with the baseline: '
+                     f"{_e(model.not_compared)}</p>")
     if comparison is not None:
         parts.append(
             f'<p class="meta">Against the baseline on {len(comparison.common_qids)} shared '
-            f"questions ({len(comparison.added)} added, {len(comparison.removed)} removed). "
+            f"questions ({len(comparison.added)} added, {len(comparison.removed)} removed, "
+            f"{len(comparison.changed)} changed). "
             "Δ = current − baseline; p: one-sided paired permutation test in the direction "
             f"of the change.{_e(_format.correction_note(comparison))}</p>"
         )
         parts.append(_comparison_table(comparison))
+        parts.append(_question_changes(comparison))
     elif model.base is not None:
         missing = _format.base_missing_note(model, value=_e)
         if missing is not None:
@@ -138,6 +158,7 @@ def _metrics_section(model: ReportModel) -> str:
     for other in model.variant_comparisons:
         parts.append(f"<h3>Variant {_e(other.variant)} against its baseline</h3>")
         parts.append(_comparison_table(other))
+        parts.append(_question_changes(other))
     return "".join(parts)
 
 
@@ -169,9 +190,12 @@ def _histogram_section(model: ReportModel) -> str:
     if base is None or baseline is None:
         return ""
     charts = []
+    # Only the compared questions: an edited question's change says nothing of the pipeline.
+    compared = set(model.comparison.common_qids) if model.comparison is not None else None
     for name, summary in base.summary.items():
         before, after = baseline.scores(name), base.scores(name)
-        shared = sorted(before.keys() & after.keys())
+        shared = sorted(q for q in before.keys() & after.keys()
+                        if compared is None or q in compared)
         if not shared:
             continue
         data = _svg.histogram([after[q] - before[q] for q in shared])

@@ -83,9 +83,13 @@ def final_report(
     facts = outcome.facts
     base = outcome.base
     interrupted = facts.interrupted is not None
+    gate = outcome.gate
     if interrupted:
         status = STATUS_FAILED
         err_msg = f"{facts.interrupted} before every question was answered"
+    elif gate.not_compared is not None:
+        # The metrics are all there, but the run's job (gating) could not be done.
+        status, err_msg = STATUS_FAILED, f"gate not compared: {gate.not_compared}"
     else:
         status, err_msg = STATUS_SUCCESS, ""
     data: dict[str, Any] = {
@@ -102,10 +106,17 @@ def final_report(
     }
     if outcome.warnings:
         data["warnings"] = list(outcome.warnings)
-    gate = outcome.gate
-    if gate.comparisons:
+    if gate.comparisons or gate.not_compared is not None or gate.new_variants:
+        change = gate.corpus_change
         data["baseline"] = {
             "path": str(gate.baseline_path),
+            "compared": gate.not_compared is None,
+            "not_compared": gate.not_compared,
+            "new_variants": list(gate.new_variants),
+            "corpus_changed": None if change is None else {
+                "passages_before": change.passages_before,
+                "passages_after": change.passages_after,
+            },
             "comparisons": [comparison_json(c) for c in gate.comparisons],
             "regressions": [diff_json(d) for d in gate.regressions],
         }
@@ -119,7 +130,7 @@ def final_report(
             }
             for run in variants
         }
-    return {"success": not interrupted, "data": data}
+    return {"success": status != STATUS_FAILED, "data": data}
 
 
 def _finite(value: float | None) -> float | None:
@@ -134,6 +145,7 @@ def comparison_json(comparison: Comparison) -> dict[str, Any]:
         "common_questions": len(comparison.common_qids),
         "added": list(comparison.added),
         "removed": list(comparison.removed),
+        "changed": list(comparison.changed),
         "metrics": {
             m.metric: {
                 "baseline": m.baseline_mean,

@@ -72,6 +72,16 @@ def _comparison_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]
     return header, rows
 
 
+def _question_changes(comparison: Comparison) -> list[str]:
+    """The questions left out of a comparison, by kind, with their ids."""
+    kinds = _format.question_changes(comparison)
+    if not kinds:
+        return []
+    parts = [f"{len(ids)} {kind} ({_format.id_text(ids)})" for kind, ids in kinds]
+    legend = "; ".join(f"{kind}: {_format.CHANGE_MEANINGS[kind]}" for kind, _ in kinds)
+    return ["", f"Not compared: {', '.join(parts)}. ({legend}.)"]
+
+
 def _metrics(model: ReportModel) -> list[str]:
     lines = ["", "### Metrics", ""]
     if model.comparison is not None:
@@ -83,7 +93,10 @@ def _metrics(model: ReportModel) -> list[str]:
             "one-sided paired permutation p-value in the direction of the change."
             + _format.correction_note(model.comparison),
         ]
+        lines += _question_changes(model.comparison)
         return lines
+    if model.not_compared is not None:
+        lines += [f"**Gate not compared** with the baseline: {cell(model.not_compared, 400)}", ""]
     base = model.base
     if base is None:
         return [*lines, "No run."]
@@ -103,6 +116,7 @@ def _variant_comparisons(comparisons: Sequence[Comparison]) -> list[str]:
         lines += ["", f"#### Variant {cell(str(comparison.variant))} against its baseline", ""]
         header, rows = _comparison_rows(comparison)
         lines += _table(header, rows, "lrrrlrrl")
+        lines += _question_changes(comparison)
     return lines
 
 

@@ -30,7 +30,9 @@ class ReportModel:
     for the base configuration); ``regressions`` the most regressed questions of all
     compared runs (each :class:`QuestionDiff` names its variant). ``notes`` carries extra
     lines such as the questions added or removed since the baseline. ``started_at`` is
-    ISO 8601 text, ``duration_s`` seconds.
+    ISO 8601 text, ``duration_s`` seconds. ``not_compared`` is the reason the baseline
+    could not be used (``None`` when it was, or when there is none); ``new_variants``
+    the variants the baseline has no run of (not compared).
     """
 
     runs: Sequence[RunResult]
@@ -48,6 +50,8 @@ class ReportModel:
     baseline_path: str | None = None
     notes: Sequence[str] = ()
     title: str = "pytest-ragev"
+    not_compared: str | None = None
+    new_variants: Sequence[str] = ()
 
     @classmethod
     def build(
@@ -68,6 +72,8 @@ class ReportModel:
         duration_s: float | None = None,
         baseline_path: str | os.PathLike[str] | None = None,
         notes: Sequence[str] = (),
+        not_compared: str | None = None,
+        new_variants: Sequence[str] = (),
     ) -> ReportModel:
         """The model from the session's pieces (copies the sequences).
 
@@ -96,6 +102,8 @@ class ReportModel:
             duration_s=duration_s,
             baseline_path=None if baseline_path is None else str(baseline_path),
             notes=list(notes),
+            not_compared=not_compared,
+            new_variants=list(new_variants),
         )
 
     @classmethod
@@ -117,6 +125,8 @@ class ReportModel:
             start_time=outcome.facts.start_time,
             baseline_path=gate.baseline_path,
             notes=outcome.notes,
+            not_compared=gate.not_compared,
+            new_variants=gate.new_variants,
         )
 
     @property

@@ -46,12 +46,31 @@ def table(
     return lines
 
 
-def render_comparison(comparison: Comparison) -> list[str]:
-    """The metrics table: baseline, current, Δ, CI, p, n and status per metric."""
+def question_counts(comparison: Comparison) -> str:
+    """`` (2 added, 0 removed, 1 changed)`` when the questions moved since the baseline."""
+    if not (comparison.added or comparison.removed or comparison.changed):
+        return ""
+    return (f" ({len(comparison.added)} added, {len(comparison.removed)} removed, "
+            f"{len(comparison.changed)} changed)")
+
+
+def render_comparison(comparison: Comparison, *, full: bool = True) -> list[str]:
+    """The metrics table: baseline, current, Δ, CI, p, n and status per metric.
+
+    Short (``full=False``): one line when no metric changed, else the metrics that did.
+    """
+    what = "base configuration" if comparison.variant is None else f"variant {comparison.variant}"
+    title = (f"ragev: {what} against the baseline, {len(comparison.common_qids)} shared "
+             f"questions{question_counts(comparison)}")
+    if not full and comparison.unchanged:
+        return [title + ": no metric changed"]
     level = fmt.level(comparison.metrics[0].ci_level) if comparison.metrics else "90%"
     header = ["metric", "baseline", "current", "Δ", f"{level} CI", "p", "n", "status"]
     rows = []
-    for item in comparison.metrics:
+    items = comparison.metrics if full else [
+        m for m in comparison.metrics if m.status not in ("unchanged", "no data")
+    ]
+    for item in items:
         status = item.status if item.rule.enabled else f"{item.status} (not gated)"
         rows.append([
             item.metric,
@@ -63,12 +82,12 @@ def render_comparison(comparison: Comparison) -> list[str]:
             str(item.n),
             status,
         ])
-    what = "base configuration" if comparison.variant is None else f"variant {comparison.variant}"
-    title = f"ragev: {what} against the baseline, {len(comparison.common_qids)} shared questions"
-    if comparison.added or comparison.removed:
-        title += f" ({len(comparison.added)} added, {len(comparison.removed)} removed)"
     body = table(header, rows, right=[False, True, True, True, False, True, True, False])
-    return [title + ":", *("  " + line for line in body)]
+    lines = [title + ":", *("  " + line for line in body)]
+    hidden = len(comparison.metrics) - len(items)
+    if hidden:
+        lines.append(f"  ({hidden} more metrics unchanged; --ragev-summary=full shows them)")
+    return lines
 
 
 def _metric_changes(diff: QuestionDiff, limit: int) -> str:
@@ -152,13 +171,28 @@ def render_variant_table(variants: VariantTable) -> list[str]:
 Markup = dict[str, bool]
 
 
-def terminal_lines(outcome: Outcome, *, verbose: int) -> Iterator[tuple[str, Markup]]:
+def terminal_lines(
+    outcome: Outcome, *, verbose: int, full: bool = False
+) -> Iterator[tuple[str, Markup]]:
     """The summary the terminal shows: a metrics table per run, counts, the variants
     table and the comparison (with ``-v``: the comparison tables and per-question
-    diffs), warnings and notes, then one red line per failure and the verdict."""
+    diffs), warnings and notes, then one red line per failure and the verdict.
+
+    Short (the default, ``full=False``, ``--ragev-summary=short``): a variant's own
+    metrics table is left out when the variants table shows its means, and a
+    comparison in which no metric changed is one line."""
     yield "", {}
     thresholds = outcome.thresholds
+    gate = outcome.gate
+    shown_in_table = (
+        set() if full or gate.variant_table is None
+        else {row.name for row in gate.variant_table.rows}
+    )
     for run in outcome.runs:
+        if run.variant is not None and run.variant in shown_in_table and not any(
+            t.variant == run.variant for t in thresholds
+        ):
+            continue
         label = f"variant {run.variant}" if run.variant else "base configuration"
         yield (
             f"ragev: {run.dataset_id} ({label}), {len(run.samples)} questions, "
@@ -178,12 +212,11 @@ def terminal_lines(outcome: Outcome, *, verbose: int) -> Iterator[tuple[str, Mar
     if facts.cache_hits or facts.cache_misses:
         counts.append(f"answer cache {facts.cache_hits} hits / {facts.cache_misses} misses")
     yield "ragev: " + ", ".join(counts), {}
-    gate = outcome.gate
     if gate.variant_table is not None:
         for line in render_variant_table(gate.variant_table):
             yield line, {}
     for comparison in gate.comparisons:
-        for line in render_comparison(comparison):
+        for line in render_comparison(comparison, full=full):
             yield line, {}
     if verbose > 0 and gate.regressions:
         for line in render_question_diffs(gate.regressions):
@@ -198,8 +231,12 @@ def terminal_lines(outcome: Outcome, *, verbose: int) -> Iterator[tuple[str, Mar
         yield "ragev: verdict passed", {"green": True, "bold": True}
         return
     reasons = []
-    if outcome.failures:
-        reasons.append(f"{len(outcome.failures)} checks")
+    # The not-compared line is a failure too, but it is not a check that failed.
+    checks = len(outcome.failures) - (gate.not_compared is not None)
+    if checks:
+        reasons.append(f"{checks} checks")
+    if gate.not_compared is not None:
+        reasons.append("gate not compared, exit status 4")
     if outcome.errors:
         reasons.append(f"{outcome.errors} errors")
     if facts.interrupted:

@@ -49,6 +49,18 @@ def assert_one_error_line(result: pytest.RunResult, *parts: str) -> str:
     return lines[0]
 
 
+def assert_gate_not_compared(result: pytest.RunResult, *parts: str) -> str:
+    """The baseline could not be used: exit 4, its reason in one line, no traceback."""
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()[-3000:]
+    output = result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in output and "INTERNALERROR" not in output
+    lines = [line for line in output.splitlines() if line.startswith("ragev: gate not compared:")]
+    assert len(lines) == 1, lines
+    for part in parts:
+        assert part in lines[0], lines[0]
+    return lines[0]
+
+
 def test_a_negative_passage_id_is_refused_not_matched_by_junk(
     pytester: pytest.Pytester, mini_data: dict[str, Any]
 ) -> None:
@@ -141,7 +153,7 @@ def test_a_hand_edited_baseline_value_outside_0_1_is_refused(
     edited = json.dumps(data, indent=2).replace('"MARK"', value)
     baseline.write_text(edited, encoding="utf-8")
     result = pytester.runpytest("--ragev-config", "ragev.toml")
-    assert_one_error_line(
+    assert_gate_not_compared(
         result, f"base.questions[1].metrics.mrr (qid 2) is {shown}, not a number in [0, 1]",
     )
     assert baseline.read_text(encoding="utf-8") == edited
@@ -155,5 +167,5 @@ def test_a_baseline_nested_100k_levels_deep_is_one_line(
     deep = "[" * 100_000 + "]" * 100_000
     baseline.write_text(deep, encoding="utf-8")
     result = pytester.runpytest("--ragev-config", "ragev.toml", "-p", "no:cacheprovider")
-    assert_one_error_line(result, "ragev-baseline.json nests arrays or objects too deeply")
+    assert_gate_not_compared(result, "ragev-baseline.json nests arrays or objects too deeply")
     assert baseline.read_text(encoding="utf-8") == deep

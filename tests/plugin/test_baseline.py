@@ -44,7 +44,8 @@ def test_life_cycle(pytester: pytest.Pytester, make_project: Project) -> None:
     )
     created = baseline.read_bytes()
     snapshot = json.loads(created)
-    assert snapshot["schema_version"] == 1 and snapshot["dataset"]["id"] == "mini"
+    assert snapshot["schema_version"] == 2 and snapshot["dataset"]["id"] == "mini"
+    assert all(len(q["hash"]) == 16 for q in snapshot["base"]["questions"])
 
     # 2. Rerun, nothing changed: passes, and the baseline is not rewritten.
     second = pytester.runpytest("--ragev-config", "ragev.toml")
@@ -84,21 +85,28 @@ def test_life_cycle(pytester: pytest.Pytester, make_project: Project) -> None:
     fifth.stdout.fnmatch_lines(["*recall*improved*"])
 
 
-def test_other_dataset_is_a_usage_error(
+def test_an_edited_corpus_is_compared_and_reported_as_such(
     pytester: pytest.Pytester, make_project: Project, mini_data: dict[str, Any]
 ) -> None:
     make_project(BASELINE)
     pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-update-baseline")
+    # Passage 7 is relevant to no question: every question is unchanged, the corpus is not.
     changed = {**mini_data["corpus"], 7: "Rust is a language that values memory safety."}
     write_dataset(pytester.path / "data", **dict(mini_data, corpus=changed))
     result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stdout.fnmatch_lines(["ragev: error: *fingerprint*--ragev-update-baseline*"])
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines([
+        "ragev: base configuration against the baseline, 5 shared questions: no metric changed",
+        "ragev: warning: the corpus changed since the baseline (7 passages, texts edited): "
+        "retrieval can move for every question*",
+    ])
     report = json.loads((pytester.path / "r.json").read_text())
-    assert report["data"]["task"]["status"] == 3
+    assert report["data"]["baseline"]["corpus_changed"] == {
+        "passages_before": 7, "passages_after": 7,
+    }
 
 
-def test_corrupt_baseline_is_a_usage_error_and_kept(
+def test_corrupt_baseline_is_not_compared_and_kept(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:
     make_project(BASELINE)
@@ -106,7 +114,8 @@ def test_corrupt_baseline_is_a_usage_error_and_kept(
     baseline.write_text("{not json", encoding="utf-8")
     result = pytester.runpytest("--ragev-config", "ragev.toml")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stdout.fnmatch_lines([f"ragev: error: *{baseline.name}*"])
+    result.stdout.fnmatch_lines([f"ragev: gate not compared: baseline *{baseline.name} is not "
+                                 "valid JSON*"])
     assert baseline.read_text(encoding="utf-8") == "{not json"
 
 

@@ -111,17 +111,29 @@ def test_maxt_correction_sees_what_every_metric_shows(
     )
 
 
-def test_other_metric_profile_is_a_usage_error(
+def test_other_metric_profile_is_not_compared_and_every_report_is_written(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:
     make_project(BASELINE)
     _run(pytester, "--ragev-update-baseline")
-    result = _run(pytester, "--ragev-profile", "standard")
+    result = _run(pytester, "--ragev-profile", "standard", "--ragev-report", "r.json",
+                  "--ragev-markdown", "r.md", "--ragev-html", "r.html")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stdout.fnmatch_lines(
-        ["ragev: error: *metric profile 'weknora'*'standard'*not comparable*"
-         "--ragev-update-baseline"]
-    )
+    result.stdout.fnmatch_lines([
+        "ragev: mini (base configuration), 5 questions, profile standard",
+        "  recall*1.000*5*",
+        "ragev: gate not compared: *metric profile 'weknora'*'standard'*not comparable*"
+        "--ragev-update-baseline",
+        "ragev: verdict FAILED (gate not compared, exit status 4)",
+    ])
+    report = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))["data"]
+    assert report["metric"]["retrieval_metrics"]["recall"] == 1.0
+    assert report["baseline"]["compared"] is False
+    assert "metric profile 'weknora'" in report["baseline"]["not_compared"]
+    assert report["task"]["err_msg"].startswith("gate not compared: ")
+    assert "**Gate not compared** with the baseline" in (pytester.path / "r.md").read_text(
+        encoding="utf-8")
+    assert "Gate not compared</b>" in (pytester.path / "r.html").read_text(encoding="utf-8")
 
 
 Edit = Callable[[dict[str, object]], None]
@@ -136,7 +148,7 @@ def _edit_baseline(pytester: pytest.Pytester, edit: Edit) -> None:
 
 
 def _bump_schema_version(data: dict[str, object]) -> None:
-    data["schema_version"] = 2
+    data["schema_version"] = 3
 
 
 def _shift_qids(data: dict[str, object]) -> None:
@@ -150,14 +162,15 @@ def _shift_qids(data: dict[str, object]) -> None:
     ("edit", "line"),
     [
         pytest.param(_bump_schema_version,
-                     "ragev: error: *schema_version 2*upgrade pytest-ragev or*",
+                     "ragev: gate not compared: *schema_version 3*upgrade pytest-ragev or*",
                      id="other_schema_version"),
         pytest.param(_shift_qids,
-                     "ragev: error: *share no question (5 in the baseline, 5 now)*",
+                     "ragev: gate not compared: *share no unchanged question (5 in the "
+                     "baseline, 5 now)*",
                      id="no_shared_question"),
     ],
 )
-def test_edited_baseline_is_a_usage_error(
+def test_edited_baseline_is_not_compared(
     pytester: pytest.Pytester, make_project: Project, edit: Edit, line: str
 ) -> None:
     make_project(BASELINE)

@@ -118,7 +118,7 @@ def test_variant_runs_alone_cannot_create_the_baseline(
     assert not baseline.exists()
 
 
-def test_a_variant_missing_from_the_baseline_is_a_usage_error_until_recorded(
+def test_a_variant_missing_from_the_baseline_is_new_until_recorded(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:
     config = make_project(GATED)
@@ -126,14 +126,19 @@ def test_a_variant_missing_from_the_baseline_is_a_usage_error_until_recorded(
     _run(pytester, "--ragev-update-baseline")
     config.write_text(config.read_text(encoding="utf-8") + VARIANT, encoding="utf-8")
     missing = _run(pytester)
-    assert missing.ret == pytest.ExitCode.USAGE_ERROR
+    assert missing.ret == pytest.ExitCode.OK
     missing.stdout.fnmatch_lines(
-        ["ragev: error: *has no run of variant 'alt'*--ragev-update-baseline --ragev-variant alt*"]
+        ["ragev: warning: variant 'alt' is new, not compared (*has no run of it); record it "
+         "with --ragev-update-baseline --ragev-variant alt*"]
     )
+    # Its snapshot is in the obtained file, ready to be recorded.
+    obtained = _load(pytester.path / "ragev-baseline.obtained.json")
+    assert obtained["variants"]["alt"]["metrics"]["recall"]["mean"] == 1.0
     before = _load(baseline)["base"]
     assert _run(pytester, "--ragev-variant", "alt", "--ragev-update-baseline").ret == 0
     assert _load(baseline)["base"] == before
-    assert _run(pytester).ret == pytest.ExitCode.OK
+    recorded = _run(pytester)
+    assert recorded.ret == pytest.ExitCode.OK and "new, not compared" not in recorded.stdout.str()
 
 
 def test_limit_is_compared_with_a_full_baseline_on_the_questions_it_ran(
@@ -147,7 +152,8 @@ def test_limit_is_compared_with_a_full_baseline_on_the_questions_it_ran(
     limited = _run(pytester, "--ragev-limit", "2")
     assert limited.ret == pytest.ExitCode.OK
     limited.stdout.fnmatch_lines(
-        ["ragev: 3 baseline question(s) missing from this run (removed, not compared): 3, 4, 5"]
+        ["ragev: base configuration against the baseline, 2 shared questions (0 added, "
+         "3 removed, 0 changed): no metric changed"]
     )
 
     _set_base_quality(config, "bad")

@@ -14,13 +14,19 @@ from pytest_ragev.core.errors import BaselineError
 from pytest_ragev.core.results import MetricSummary, RunResult, SampleResult
 from pytest_ragev.gate.baseline import (
     SCHEMA_VERSION,
+    CorpusChange,
     Snapshot,
     check_compatible,
+    corpus_change,
     load_snapshot,
     merge_snapshot,
+    missing_variants_line,
     obtained_path,
     write_snapshot,
 )
+
+#: Content hashes of questions 0..199, as Dataset.question_hashes gives them.
+HASHES = {qid: f"{qid:04d}c0ffee{qid:06d}" for qid in range(200)}
 
 
 def make_run(
@@ -67,7 +73,12 @@ def make_run(
 
 def snapshot(*variants: str) -> Snapshot:
     runs = [make_run(variant=name, shift=0.1) for name in variants]
-    return Snapshot.from_runs([*runs, make_run()], plugin_version="0.1.0")
+    return Snapshot.from_runs([*runs, make_run()], plugin_version="0.1.0", hashes=HASHES,
+                              corpus_fingerprint="c" * 64)
+
+
+def from_runs(*runs: RunResult) -> Snapshot:
+    return Snapshot.from_runs(runs, plugin_version="0.1.0", hashes=HASHES)
 
 
 def test_layout_and_key_order(tmp_path: Path) -> None:
@@ -82,6 +93,7 @@ def test_layout_and_key_order(tmp_path: Path) -> None:
     assert data["dataset"] == {
         "id": "samples",
         "fingerprint": "a" * 64,
+        "corpus_fingerprint": "c" * 64,
         "stats": {"answers": 5, "passages": 15, "questions": 5},
     }
     assert list(data["variants"]) == ["alpha", "zeta"]
@@ -91,13 +103,16 @@ def test_layout_and_key_order(tmp_path: Path) -> None:
     assert list(base["metrics"]) == ["recall", "ndcg10", "bleu4", "latency"]
     assert base["metrics"]["latency"] == {"mean": None, "n": 0, "direction": "lower"}
     question = base["questions"][0]
+    # Schema 2: the record's vocabulary (core.record.Record, the JSON report) and the hash.
     assert list(question) == [
-        "qid", "question", "metrics", "retrieved_ids", "relevant_ids", "generated_text", "error",
+        "qid", "hash", "question", "metrics", "retrieval_ids", "retrieval_gt", "generated_text",
+        "error",
     ]
-    assert question["relevant_ids"] == [10, 11]
+    assert question["retrieval_gt"] == [[10, 11]] and question["retrieval_ids"] == [11, 99, 10]
+    assert question["hash"] == HASHES[1]
     # Readable in review: indent 2, no \\u escapes for Chinese text, trailing newline.
     assert "第1个问题" in text and "\\u" not in text
-    assert text.endswith("}\n") and '\n  "schema_version": 1,' in text
+    assert text.endswith("}\n") and '\n  "schema_version": 2,' in text
     assert "latency_ms" not in text  # per-run noise stays out of the committed file
 
 
@@ -130,17 +145,16 @@ def test_same_runs_in_other_order_give_the_same_bytes() -> None:
         params={"pipeline": {"chat": {"api_key": "***"}, "top_k": 5, "name": "builtin"}},
         dataset_stats={"passages": 15, "answers": 5, "questions": 5},
     )
-    one = Snapshot.from_runs([run], plugin_version="0.1.0").to_json()
-    two = Snapshot.from_runs([shuffled], plugin_version="0.1.0").to_json()
-    assert one == two
+    assert from_runs(run).to_json() == from_runs(shuffled).to_json()
 
 
 def test_from_runs_rejects_programming_errors() -> None:
     with pytest.raises(ValueError, match="exactly one base run"):
-        Snapshot.from_runs([make_run(variant="a")], plugin_version="0")
+        from_runs(make_run(variant="a"))
     with pytest.raises(ValueError, match="appears twice"):
-        Snapshot.from_runs([make_run(), make_run(variant="a"), make_run(variant="a")],
-                           plugin_version="0")
+        from_runs(make_run(), make_run(variant="a"), make_run(variant="a"))
+    with pytest.raises(ValueError, match="questions without a hash: 4, 5"):
+        Snapshot.from_runs([make_run()], plugin_version="0", hashes={1: "a", 2: "b", 3: "c"})
 
 
 @pytest.mark.parametrize(
@@ -151,8 +165,10 @@ def test_from_runs_rejects_programming_errors() -> None:
         ("[]", "the top level must be an object"),
         ('{"schema": "other"}', "is not a pytest-ragev baseline"),
         ('{"schema": "pytest-ragev-baseline", "schema_version": 99}',
-         "schema_version 99, this pytest-ragev reads 1; numbers across versions are not "
+         "schema_version 99, this pytest-ragev reads 1 and 2; numbers across versions are not "
          "comparable: upgrade pytest-ragev or re-baseline"),
+        ('{"schema": "pytest-ragev-baseline", "schema_version": true}',
+         "schema_version True, this pytest-ragev reads 1 and 2"),
     ],
 )
 def test_corrupt_files_raise_and_are_not_touched(
@@ -195,30 +211,67 @@ def test_compatibility_errors() -> None:
     baseline = snapshot("v1")
     with pytest.raises(BaselineError, match=r"metric profile 'weknora-0.9'.*not comparable.*"
                        r"re-baseline on this version with --ragev-update-baseline"):
-        check_compatible(baseline, make_run(profile="weknora-1.0"))
+        check_compatible(baseline, make_run(profile="weknora-1.0"), HASHES)
     with pytest.raises(BaselineError, match=r"fingerprint bbbbbbbbbbbb.*the data changed"):
-        check_compatible(baseline, make_run(fingerprint="b" * 64))
+        check_compatible(baseline, make_run(fingerprint="b" * 64))  # no hashes to pair by
     with pytest.raises(BaselineError, match="no run of variant 'v2' \\(it has: v1\\)"):
-        check_compatible(baseline, make_run(variant="v2"))
-    with pytest.raises(BaselineError, match="share no question \\(5 in the baseline, 2 now\\)"):
-        check_compatible(baseline, make_run([100, 101]))
-    stale = dataclasses.replace(baseline, schema_version=0)
-    with pytest.raises(BaselineError, match="schema_version 0"):
-        check_compatible(stale, make_run())
+        check_compatible(baseline, make_run(variant="v2"), HASHES)
+    with pytest.raises(BaselineError, match="share no unchanged question \\(5 in the baseline, "
+                       "2 now\\)"):
+        check_compatible(baseline, make_run([100, 101]), HASHES)
 
 
-def test_overlap_lists_added_and_removed() -> None:
+def test_questions_pair_by_qid_and_content_hash_on_an_edited_dataset() -> None:
     baseline = snapshot("v1")
-    overlap = check_compatible(baseline, make_run([3, 4, 5, 6, 7]))
-    assert overlap.common_qids == [3, 4, 5]
-    assert overlap.added == [6, 7] and overlap.removed == [1, 2]
-    assert overlap.lines() == [
-        "ragev: 2 question(s) not in the baseline (added, not compared): 6, 7",
-        "ragev: 2 baseline question(s) missing from this run (removed, not compared): 1, 2",
-    ]
-    assert check_compatible(baseline, make_run(variant="v1")).added == []
-    many = check_compatible(baseline, make_run(range(1, 40)))
-    assert many.lines()[0].endswith(", … (14 more)")
+    edited = {**HASHES, 2: "edited-question2", 4: "edited-answer-4"}
+    current = make_run([3, 4, 5, 6, 7], fingerprint="b" * 64)
+    overlap = check_compatible(baseline, current, edited)
+    assert overlap.common_qids == [3, 5]
+    assert overlap.added == [6, 7] and overlap.removed == [1, 2] and overlap.changed == [4]
+    # On the baseline's own dataset the fingerprint vouches for every question.
+    same = check_compatible(baseline, make_run([3, 4, 5, 6, 7]), edited)
+    assert same.common_qids == [3, 4, 5] and same.changed == []
+    # Every shared question edited: nothing left to compare.
+    with pytest.raises(BaselineError, match=r"share no unchanged question .*2 of them edited"):
+        check_compatible(baseline, make_run([2, 4], fingerprint="b" * 64), edited)
+
+
+def test_strict_dataset_refuses_any_edit() -> None:
+    baseline = snapshot()
+    with pytest.raises(BaselineError, match=r"the data changed and \[gate\] strict_dataset = "
+                       r"true: re-baseline .*, or unset strict_dataset"):
+        check_compatible(baseline, make_run(fingerprint="b" * 64), HASHES, strict=True)
+    assert check_compatible(baseline, make_run(), HASHES, strict=True).common_qids == [1, 2, 3,
+                                                                                        4, 5]
+
+
+def test_missing_variants_are_named_in_one_line() -> None:
+    baseline = load_roundtrip(snapshot("k10"))
+    assert missing_variants_line(baseline, ["k20", "rerank"], required=False) == (
+        "ragev: warning: variant 'k20', 'rerank' are new, not compared (ragev-baseline.json has "
+        "no run of them); record them with --ragev-update-baseline --ragev-variant k20 "
+        "--ragev-variant rerank (the other runs in the file are kept)"
+    )
+    assert missing_variants_line(baseline, ["k20"], required=True, because=" (because)") == (
+        "ragev: ragev-baseline.json has no run of variant 'k20' (it has: k10) (because); record "
+        "it with --ragev-update-baseline --ragev-variant k20 (the other runs in the file are kept)"
+    )
+
+
+def test_a_corpus_change_is_reported_with_the_passage_counts() -> None:
+    baseline = snapshot()
+    grown = dataclasses.replace(make_run(), dataset_stats={"passages": 17})
+    assert corpus_change(baseline, grown, "c" * 64) is None
+    change = corpus_change(baseline, grown, "d" * 64)
+    assert change == CorpusChange(passages_before=15, passages_after=17)
+    assert change.line.startswith(
+        "ragev: warning: the corpus changed since the baseline (15 → 17 passages): retrieval "
+        "can move for every question"
+    )
+    edited = corpus_change(baseline, make_run(), "d" * 64)
+    assert edited is not None and "(15 passages, texts edited)" in edited.line
+    # A schema 1 file does not know its corpus.
+    assert corpus_change(load_roundtrip(V1_SNAPSHOT), grown, "d" * 64) is None
 
 
 def test_merge_keeps_configured_runs_that_did_not_run() -> None:
@@ -237,17 +290,16 @@ def test_merge_keeps_configured_runs_that_did_not_run() -> None:
 
 def test_merge_of_a_complete_session_equals_its_own_snapshot() -> None:
     runs = [make_run(), make_run(variant="a", shift=0.2)]
-    merged = merge_snapshot(snapshot("a", "b"), runs, plugin_version="0.1.0", keep=[None, "a"])
-    assert merged.snapshot.to_json() == Snapshot.from_runs(runs, plugin_version="0.1.0").to_json()
+    merged = merge_snapshot(snapshot("a", "b"), runs, plugin_version="0.1.0", keep=[None, "a"],
+                            hashes=HASHES)
+    assert merged.snapshot.to_json() == from_runs(*runs).to_json()
     assert merged.kept == [] and merged.dropped == ["b"]
 
 
 def test_merge_drops_runs_recorded_on_other_data_and_needs_a_base() -> None:
-    other = Snapshot.from_runs(
-        [make_run(fingerprint="b" * 64), make_run(variant="a", fingerprint="b" * 64)],
-        plugin_version="0.1.0",
-    )
-    merged = merge_snapshot(other, [make_run()], plugin_version="0.1.0", keep=[None, "a"])
+    other = from_runs(make_run(fingerprint="b" * 64), make_run(variant="a", fingerprint="b" * 64))
+    merged = merge_snapshot(other, [make_run()], plugin_version="0.1.0", keep=[None, "a"],
+                            hashes=HASHES)
     assert merged.snapshot.variants == {} and merged.dropped == ["a"]
     with pytest.raises(BaselineError, match="needs the base configuration's run"):
         merge_snapshot(other, [make_run(variant="a")], plugin_version="0.1.0", keep=[None, "a"])
@@ -292,7 +344,7 @@ def test_any_run_round_trips_byte_identically(
         samples=records,
         summary={"recall": MetricSummary("recall", 0.5, 1)},
     )
-    text = Snapshot.from_runs([run], plugin_version="0").to_json()
+    text = Snapshot.from_runs([run], plugin_version="0", hashes=HASHES).to_json()
     again = Snapshot.from_data(json.loads(text)).to_json()
     assert again == text
     loaded = Snapshot.from_data(json.loads(text)).base
@@ -363,3 +415,96 @@ def test_json_nested_100k_levels_deep_is_one_line(tmp_path: Path, deep: str) -> 
         f"ragev: baseline {path} nests arrays or objects too deeply to read (Python's JSON "
         "parser stops near ")
     assert "\n" not in str(caught.value) and path.read_text(encoding="utf-8") == deep
+
+# ----------------------------------------------------------------- schema 1 files
+
+def _v1_question(qid: int) -> dict[str, object]:
+    return {
+        "qid": qid, "question": f"Wie hoch ist der Turm {qid}? 塔有多高？",
+        "metrics": {"recall": 0.5, "ndcg10": 1 / 3, "bleu4": 0.25},
+        "retrieved_ids": [qid * 10 + 1, 99, qid * 10], "relevant_ids": [qid * 10, qid * 10 + 1],
+        "generated_text": "Er ist 330 Meter hoch.", "error": None,
+    }
+
+
+def _v1_run(qids: range) -> dict[str, object]:
+    return {
+        "settings_hash": "d" * 64, "settings": {"pipeline": {"top_k": 5}},
+        "metrics": {"recall": {"mean": 0.5, "n": len(qids), "direction": "higher"}},
+        "questions": [_v1_question(qid) for qid in qids],
+    }
+
+
+#: A file as pytest-ragev 0.1 (schema 1) wrote it: no hashes, no corpus fingerprint.
+V1_DATA: dict[str, object] = {
+    "schema": "pytest-ragev-baseline", "schema_version": 1, "plugin_version": "0.1.0",
+    "profile": "weknora-0.9",
+    "dataset": {"id": "samples", "fingerprint": "a" * 64, "stats": {"passages": 15}},
+    "base": _v1_run(range(1, 6)), "variants": {"k10": _v1_run(range(1, 6))},
+}
+V1_SNAPSHOT = Snapshot.from_data(V1_DATA, source="ragev-baseline.json")
+
+
+def test_a_schema_1_file_is_read_in_its_own_names_and_round_trips(tmp_path: Path) -> None:
+    path = tmp_path / "ragev-baseline.json"
+    path.write_text(json.dumps(V1_DATA, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    loaded = load_snapshot(path)
+    assert loaded.schema_version == 1 and not loaded.has_hashes and loaded.hashes == {}
+    assert loaded.corpus_fingerprint is None
+    first = loaded.base.samples[0]
+    assert first.retrieval_ids == [11, 99, 10] and first.retrieval_gt == [[10, 11]]
+    # Written back unchanged, it keeps its own layout (never half v1, half v2).
+    assert json.loads(loaded.to_json()) == V1_DATA
+
+
+def test_a_schema_1_file_compares_on_its_own_dataset_and_says_how_to_upgrade() -> None:
+    assert check_compatible(V1_SNAPSHOT, make_run(), HASHES).common_qids == [1, 2, 3, 4, 5]
+    with pytest.raises(BaselineError) as info:
+        check_compatible(V1_SNAPSHOT, make_run(fingerprint="b" * 64), HASHES)
+    assert str(info.value) == (
+        "ragev: ragev-baseline.json was computed on dataset 'samples' (fingerprint "
+        "aaaaaaaaaaaa), this run on 'samples' (fingerprint bbbbbbbbbbbb); the data changed and "
+        "this schema_version 1 file has no per-question hashes to pair the unchanged "
+        "questions: rerun with --ragev-update-baseline to upgrade it (later dataset edits then "
+        "compare the unchanged questions)"
+    )
+
+
+def test_a_partial_update_upgrades_a_schema_1_file_and_keeps_its_runs() -> None:
+    merged = merge_snapshot(V1_SNAPSHOT, [make_run()], plugin_version="0.2.0",
+                            keep=[None, "k10"], hashes=HASHES, corpus_fingerprint="c" * 64)
+    assert merged.kept == ["k10"] and merged.dropped == []
+    data = merged.snapshot.to_data()
+    assert data["schema_version"] == 2 and data["dataset"]["corpus_fingerprint"] == "c" * 64
+    kept = data["variants"]["k10"]["questions"][0]
+    assert kept["hash"] == HASHES[1] and kept["retrieval_gt"] == [[10, 11]]
+    # A recorded run whose questions this dataset cannot hash (--ragev-limit) is dropped.
+    limited = merge_snapshot(V1_SNAPSHOT, [make_run(range(1, 3))], plugin_version="0.2.0",
+                             keep=[None, "k10"], hashes={1: HASHES[1], 2: HASHES[2]})
+    assert limited.kept == [] and limited.dropped == ["k10"]
+
+
+def test_a_schema_2_file_needs_every_hash_and_runs_that_agree(tmp_path: Path) -> None:
+    path = tmp_path / "b.json"
+    data = snapshot("k10").to_data()
+    del data["variants"]["k10"]["questions"][1]["hash"]
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(BaselineError, match=r"variants\.k10\.questions\[1\]\.hash is missing"):
+        load_snapshot(path)
+    data = snapshot("k10").to_data()
+    data["variants"]["k10"]["questions"][0]["hash"] = "something else"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(BaselineError, match=r"questions\[0\]\.hash is 'something else', "
+                       r"another run records '0001c0ffee000001' for qid 1"):
+        load_snapshot(path)
+    data = snapshot().to_data()
+    data["base"]["questions"][0]["retrieval_gt"] = [10, 11]
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(BaselineError, match=r"questions\[0\]\.retrieval_gt\[0\] must be a list "
+                       r"of integers"):
+        load_snapshot(path)
+    data = snapshot().to_data()
+    del data["dataset"]["corpus_fingerprint"]
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(BaselineError, match=r"dataset\.corpus_fingerprint is missing"):
+        load_snapshot(path)

@@ -6,8 +6,11 @@ import math
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_ragev.core.errors import BaselineError
+from pytest_ragev.core.results import RunResult
 from pytest_ragev.gate import (
     GateRules,
     MetricRule,
@@ -15,6 +18,8 @@ from pytest_ragev.gate import (
     paired_stats,
     step_down_maxt,
 )
+from pytest_ragev.gate.compare import power_lines, questions_for_drop
+from pytest_ragev.gate.stats import smallest_p
 from tests.unit.gate._runs import FAST, METRICS, make_run, noisy, runs, twelve
 
 
@@ -225,3 +230,84 @@ def test_speed_path_handles_twelve_metrics_of_four_hundred() -> None:
     assert all(0 < s.p_lower <= 1 and 0 < s.p_higher <= 1 for s in stats.values())
     # The two one-sided tails overlap only at ties: they sum to 1 plus a tiny tie mass.
     assert all(1 <= s.p_lower + s.p_higher <= 1.01 for s in stats.values())
+
+
+# ----------------------------------------------------------------- power: can it see a drop?
+
+def _concentrated_drop(n: int, k: int) -> tuple[RunResult, RunResult]:
+    """n questions scoring 1; afterwards k of them lose their whole score."""
+    before = make_run({"recall": dict.fromkeys(range(n), 1.0)})
+    after = make_run({"recall": {q: 0.0 if q < k else 1.0 for q in range(n)}})
+    return before, after
+
+
+def test_power_line_at_twenty_questions() -> None:
+    rules = GateRules(resamples=2000, correction="none")
+    before, after = _concentrated_drop(20, 1)
+    comparison = compare(before, after, rules)
+    assert power_lines([comparison], rules) == [
+        'ragev: warning: n=20 cannot detect a 0.05 drop at alpha 0.05 (such a drop can be 1 '
+        "question losing its whole score, whose paired p-value cannot go below 0.5); consider "
+        'mode = "tolerance" for a deterministic or cached pipeline, or more questions'
+    ]
+    # The gate indeed cannot fail on it, although the drop is 0.05 exactly.
+    assert comparison.metrics[0].delta == pytest.approx(-0.05) and comparison.passed
+
+
+def test_power_line_counts_holm_and_names_only_the_blind_metrics() -> None:
+    # Twelve metrics at 100 questions: alone each could see a 0.05 drop (2^-5 < 0.05),
+    # Holm multiplies the smallest p by twelve.
+    names = [f"m{i}" for i in range(12)]
+    before = make_run(dict.fromkeys(names, dict.fromkeys(range(100), 1.0)))
+    after = make_run({m: {q: 0.5 if q < 10 else 1.0 for q in range(100)} for m in names})
+    holm_rules = GateRules(resamples=2000, correction="holm")
+    lines = power_lines([compare(before, after, holm_rules)], holm_rules)
+    assert len(lines) == 1 and lines[0].startswith(
+        "ragev: warning: n=100 cannot detect a 0.05 drop at alpha 0.05 (Holm, 12 metrics) "
+        "(such a drop can be 5 questions losing their whole score, whose paired p-value cannot "
+        "go below 0.38)"
+    )
+    maxt = GateRules(resamples=2000)
+    assert power_lines([compare(before, after, maxt)], maxt) == []
+    # A metric in "tolerance" mode does not need the test; only m0 is left blind.
+    mixed = GateRules(resamples=2000, correction="none", per_metric={
+        **{n: MetricRule(mode="tolerance") for n in names[1:]},
+    })
+    small_before, small_after = (make_run(dict.fromkeys(names, dict.fromkeys(range(20), 1.0))),
+                                 make_run(dict.fromkeys(names, dict.fromkeys(range(20), 1.0))))
+    assert power_lines([compare(small_before, small_after, mixed)], mixed)[0].startswith(
+        "ragev: warning: n=20 cannot detect a 0.05 drop at alpha 0.05 (such"
+    )
+    # Generation metrics on 20 answered questions, retrieval on 200: only rougel is blind.
+    uneven = {"recall": dict.fromkeys(range(200), 1.0), "rougel": dict.fromkeys(range(20), 0.5)}
+    none = GateRules(resamples=2000, correction="none")
+    assert power_lines([compare(make_run(uneven), make_run(uneven), none)], none)[0].startswith(
+        "ragev: warning: n=20 cannot detect a 0.05 drop at alpha 0.05 for rougel (such"
+    )
+    off = GateRules(resamples=2000, min_detectable_drop=0.0)
+    assert power_lines([compare(small_before, small_after, off)], off) == []
+
+
+def test_power_line_uses_the_tolerance_when_it_is_larger() -> None:
+    rules = GateRules(resamples=2000, correction="none", default=MetricRule(max_drop=0.2))
+    before, after = _concentrated_drop(20, 4)
+    # 0.2 of 20 questions is 4 questions: p >= 1/16, still blind at alpha 0.05.
+    assert "cannot detect a 0.2 drop" in power_lines([compare(before, after, rules)], rules)[0]
+    before, after = _concentrated_drop(40, 8)
+    assert power_lines([compare(before, after, rules)], rules) == []
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 160), drop=st.sampled_from([0.02, 0.05, 0.1, 0.25]))
+def test_the_power_line_is_right_about_a_drop_carried_by_whole_questions(
+    n: int, drop: float
+) -> None:
+    # The warning says a drop of `drop` carried by the fewest questions cannot fail the
+    # gate; the gate's own verdict on exactly that drop agrees, whatever n.
+    rules = GateRules(resamples=2000, correction="none", min_detectable_drop=drop)
+    k = questions_for_drop(n, drop)
+    before, after = _concentrated_drop(n, k)
+    comparison = compare(before, after, rules)
+    warned = bool(power_lines([comparison], rules))
+    assert warned == comparison.passed
+    assert smallest_p(k, 2000) == max(2.0 ** -k, 1 / 2001)

@@ -33,6 +33,19 @@ def test_from_table_defaults_and_per_metric_merge() -> None:
     assert GateRules.from_table({}, source="x", metric_names=METRICS) == GateRules()
 
 
+def test_dataset_variant_and_power_keys() -> None:
+    defaults = GateRules()
+    assert (defaults.strict_dataset, defaults.require_all_variants,
+            defaults.min_detectable_drop) == (False, False, 0.05)
+    rules = GateRules.from_table(
+        {"strict_dataset": True, "require_all_variants": True, "min_detectable_drop": 0.1},
+        source="ragev.toml", metric_names=METRICS,
+    )
+    assert (rules.strict_dataset, rules.require_all_variants, rules.min_detectable_drop) == (
+        True, True, 0.1,
+    )
+
+
 @pytest.mark.parametrize(
     ("table", "fragment"),
     [
@@ -50,6 +63,11 @@ def test_from_table_defaults_and_per_metric_merge() -> None:
         ({"metrics": {"recall": 0.1}}, "[gate.metrics.recall] must be a table, got float"),
         ({"enabled": "no"}, "enabled = 'no' is invalid; write true or false"),
         ({"correction": "bonferroni"}, "correction = 'bonferroni' is invalid; not a correction"),
+        ({"strict_dataset": 1}, "strict_dataset = 1 is invalid; write true or false"),
+        ({"require_all_variants": "yes"}, "require_all_variants = 'yes' is invalid; write true"),
+        ({"min_detectable_drop": 1.5}, "min_detectable_drop = 1.5 is invalid; use a number in "
+                                       "[0, 1]"),
+        ({"strict_datset": True}, "did you mean 'strict_dataset'?"),
         ({"significance": 0.00005}, "significance = 5e-05 can never be reached with "
                                    "resamples = 10000"),
         ({"resamples": 100, "metrics": {"recall": {"significance": 0.005}}},

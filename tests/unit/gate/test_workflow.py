@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -16,6 +17,8 @@ from pytest_ragev.gate.workflow import GateInputs, run_gate
 
 RULES = GateRules(resamples=2_000)
 QIDS = tuple(range(1, 31))
+#: The dataset's content hashes (Dataset.question_hashes) for every qid the tests use.
+HASHES = {qid: f"hash-of-{qid}" for qid in range(1, 100)}
 
 
 def run(
@@ -44,9 +47,14 @@ def run(
 
 def inputs(path: Path | None, **kw: object) -> GateInputs:
     base = {"rules": RULES, "baseline_path": path, "configured": (None,), "plugin_version": "0.1.0",
-            "every_qid": QIDS}
+            "every_qid": QIDS, "hashes": HASHES, "corpus_fingerprint": "c" * 64}
     base.update(kw)
     return GateInputs(**base)  # type: ignore[arg-type]
+
+
+def snap(*runs: RunResult) -> Snapshot:
+    return Snapshot.from_runs(runs, plugin_version="0.1.0", hashes=HASHES,
+                              corpus_fingerprint="c" * 64)
 
 
 def test_without_a_baseline_path_nothing_is_compared_and_update_fails(tmp_path: Path) -> None:
@@ -77,14 +85,14 @@ def test_a_missing_baseline_is_not_created_from_variants_alone(tmp_path: Path) -
 
 def test_an_unchanged_run_passes_and_removes_a_stale_obtained_file(tmp_path: Path) -> None:
     path = tmp_path / "ragev-baseline.json"
-    write_snapshot(path, Snapshot.from_runs([run()], plugin_version="0.1.0"))
+    write_snapshot(path, snap(run()))
     written = path.read_bytes()
     obtained = obtained_path(path)
     obtained.write_text("{}", encoding="utf-8")
     outcome = run_gate([run()], inputs(path))
     assert outcome.passed and len(outcome.comparisons) == 1
     assert outcome.comparisons[0].metrics[0].status == "unchanged"
-    assert outcome.notes == (f"ragev: removed the stale {obtained} (this run passed)",)
+    assert outcome.notes[-1] == f"ragev: removed the stale {obtained} (this run passed)"
     assert not obtained.exists() and path.read_bytes() == written
 
 
@@ -92,7 +100,7 @@ def test_a_regression_fails_writes_the_obtained_snapshot_and_leaves_the_baseline
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "ragev-baseline.json"
-    write_snapshot(path, Snapshot.from_runs([run(0.8)], plugin_version="0.1.0"))
+    write_snapshot(path, snap(run(0.8)))
     written = path.read_bytes()
     outcome = run_gate([run(0.0)], inputs(path))
     assert len(outcome.failures) == 1 and outcome.failures[0].startswith("ragev: recall 0.000 <")
@@ -131,14 +139,17 @@ def test_a_partial_update_refuses_a_damaged_file_a_full_one_replaces_it(tmp_path
     assert set(load_snapshot(path).variants) == {"k10"}
 
 
-def test_a_damaged_baseline_is_a_usage_error_and_stays_as_it_was(tmp_path: Path) -> None:
+def test_a_damaged_baseline_is_not_compared_and_stays_as_it_was(tmp_path: Path) -> None:
     path = tmp_path / "ragev-baseline.json"
-    data = Snapshot.from_runs([run()], plugin_version="0.1.0").to_data()
+    data = snap(run()).to_data()
     data["base"]["questions"][0]["metrics"]["recall"] = "hoch"
     text = json.dumps(data)
     path.write_text(text, encoding="utf-8")
-    with pytest.raises(BaselineError, match=r"base\.questions\[0\]\.metrics\.recall"):
-        run_gate([run()], inputs(path))
+    outcome = run_gate([run()], inputs(path))
+    assert outcome.not_compared is not None
+    assert "base.questions[0].metrics.recall" in outcome.not_compared
+    assert outcome.failures == (f"ragev: gate not compared: {outcome.not_compared}",)
+    assert not outcome.comparisons
     assert path.read_text(encoding="utf-8") == text
     assert not obtained_path(path).exists()
 
@@ -159,14 +170,13 @@ def test_an_update_with_no_question_run_fails_and_writes_nothing(tmp_path: Path)
 
 def test_a_limit_run_is_compared_with_the_full_baseline(tmp_path: Path) -> None:
     path = tmp_path / "ragev-baseline.json"
-    write_snapshot(path, Snapshot.from_runs([run(fingerprint="full" * 16)], plugin_version="0.1.0"))
+    write_snapshot(path, snap(run(fingerprint="full" * 16)))
     # --ragev-limit 5: the limited dataset has a fingerprint of its own.
     limited = run(qids=QIDS[:5], fingerprint="part" * 16)
     outcome = run_gate([limited], inputs(path, limit=5, source_fingerprint="full" * 16))
     assert outcome.passed and outcome.comparisons[0].common_qids == list(QIDS[:5])
-    assert outcome.notes[0].startswith(
-        "ragev: 25 baseline question(s) missing from this run (removed, not compared): 6, 7"
-    )
+    assert outcome.comparisons[0].removed == list(QIDS[5:])
+    assert outcome.comparisons[0].changed == []
     updated = run_gate([limited], inputs(path, update=True, limit=5,
                                          source_fingerprint="full" * 16))
     assert any("holds only the first 5 questions" in note for note in updated.notes)
@@ -175,12 +185,9 @@ def test_a_limit_run_is_compared_with_the_full_baseline(tmp_path: Path) -> None:
 
 def test_a_variant_run_alone_is_gated_against_its_own_recorded_run(tmp_path: Path) -> None:
     path = tmp_path / "ragev-baseline.json"
-    write_snapshot(path, Snapshot.from_runs([run(0.8), run(0.0, variant="k10")],
-                                            plugin_version="0.1.0"))
+    write_snapshot(path, snap(run(0.8), run(0.0, variant="k10")))
     outcome = run_gate([run(0.0, variant="k10")], inputs(path, configured=(None, "k10")))
     assert outcome.passed and outcome.comparisons[0].variant == "k10"
-    with pytest.raises(BaselineError, match="has no run of variant 'k20'"):
-        run_gate([run(variant="k20")], inputs(path, configured=(None, "k10", "k20")))
 
 
 def test_the_variants_table_compares_each_variant_with_the_base_run(tmp_path: Path) -> None:
@@ -188,3 +195,144 @@ def test_the_variants_table_compares_each_variant_with_the_base_run(tmp_path: Pa
     assert outcome.variant_table is not None
     cell = outcome.variant_table.rows[0].cells["recall"]
     assert cell.delta == pytest.approx(-0.6) and cell.marker == "▼"
+
+
+# ------------------------------------------------------------- an edited dataset
+
+def test_an_edited_dataset_compares_the_unchanged_questions_and_lists_the_others(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "ragev-baseline.json"
+    write_snapshot(path, snap(run(0.8)))
+    # Question 30 removed, 31 and 32 added, 7 edited (its answer): a new dataset fingerprint.
+    qids = (*QIDS[:-1], 31, 32)
+    edited = {**HASHES, 7: "hash-of-7-edited"}
+    current = run(0.8, qids=qids, fingerprint="e" * 64)
+    outcome = run_gate([current], inputs(path, hashes=edited))
+    assert outcome.passed and outcome.not_compared is None
+    comparison = outcome.comparisons[0]
+    assert comparison.added == [31, 32] and comparison.removed == [30]
+    assert comparison.changed == [7]
+    assert 7 not in comparison.common_qids and len(comparison.common_qids) == 28
+    assert comparison.metrics[0].n == 28
+    # Same corpus: nothing to say about retrieval.
+    assert not any("corpus changed" in note for note in outcome.notes)
+
+
+def test_an_edited_question_is_neither_compared_nor_listed_as_regressed(tmp_path: Path) -> None:
+    path = tmp_path / "ragev-baseline.json"
+    write_snapshot(path, snap(run(0.8)))
+    worse = run(0.8, fingerprint="e" * 64)
+    # Question 3's reference answer was rewritten and its score collapsed: not a regression.
+    samples = [s if s.qid != 3 else dataclasses.replace(s, metrics={"recall": 0.0})
+               for s in worse.samples]
+    current = dataclasses.replace(worse, samples=samples)
+    outcome = run_gate([current], inputs(path, hashes={**HASHES, 3: "new"}))
+    assert outcome.passed and outcome.regressions == ()
+    assert outcome.comparisons[0].metrics[0].status == "unchanged"
+
+
+def test_a_corpus_change_is_reported_as_such(tmp_path: Path) -> None:
+    path = tmp_path / "ragev-baseline.json"
+    write_snapshot(path, snap(run(0.8)))
+    current = run(0.8, fingerprint="e" * 64)
+    outcome = run_gate([current], inputs(path, corpus_fingerprint="d" * 64))
+    assert outcome.corpus_change is not None
+    assert any(note.startswith("ragev: warning: the corpus changed since the baseline")
+               for note in outcome.notes)
+    assert outcome.passed
+
+
+def test_strict_dataset_is_not_compared_on_an_edited_dataset(tmp_path: Path) -> None:
+    path = tmp_path / "ragev-baseline.json"
+    write_snapshot(path, snap(run(0.8)))
+    strict = GateRules(resamples=2_000, strict_dataset=True)
+    outcome = run_gate([run(0.8, fingerprint="e" * 64)], inputs(path, rules=strict))
+    assert outcome.not_compared is not None
+    assert "strict_dataset = true" in outcome.not_compared
+    assert not outcome.comparisons and not obtained_path(path).exists()
+    # The same dataset passes under the strict rule.
+    assert run_gate([run(0.8)], inputs(path, rules=strict)).not_compared is None
+
+
+def test_another_metric_profile_is_not_compared(tmp_path: Path) -> None:
+    path = tmp_path / "ragev-baseline.json"
+    write_snapshot(path, snap(run(0.8)))
+    other = dataclasses.replace(run(0.8), profile="standard")
+    outcome = run_gate([other], inputs(path))
+    assert outcome.not_compared is not None and "metric profile 'weknora'" in outcome.not_compared
+    assert outcome.failures[0].startswith("ragev: gate not compared: ")
+
+
+def test_a_schema_1_baseline_says_how_to_upgrade(tmp_path: Path) -> None:
+    path = tmp_path / "ragev-baseline.json"
+    data = snap(run(0.8)).to_data()
+    data["schema_version"] = 1
+    del data["dataset"]["corpus_fingerprint"]
+    for question in data["base"]["questions"]:
+        del question["hash"]
+        question["retrieved_ids"] = question.pop("retrieval_ids")
+        question["relevant_ids"] = question.pop("retrieval_gt")[0]
+    path.write_text(json.dumps(data), encoding="utf-8")
+    outcome = run_gate([run(0.8)], inputs(path))
+    assert outcome.passed and outcome.comparisons
+    assert outcome.notes[0] == (
+        f"ragev: {path} has schema_version 1 (no per-question hashes), so any dataset edit "
+        "voids it; rerun with --ragev-update-baseline to upgrade it"
+    )
+    edited = run_gate([run(0.8, fingerprint="e" * 64)], inputs(path))
+    assert edited.not_compared is not None
+    assert "rerun with --ragev-update-baseline to upgrade it" in edited.not_compared
+    # The upgrade: an update writes schema 2 with every hash.
+    run_gate([run(0.8)], inputs(path, update=True))
+    assert load_snapshot(path).has_hashes
+
+
+# ------------------------------------------------------------- variants the baseline lacks
+
+def test_new_variants_are_warned_about_in_one_line_and_go_to_the_obtained_file(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "ragev-baseline.json"
+    write_snapshot(path, snap(run(0.8)))
+    configured = (None, "k10", "k20")
+    runs = [run(0.8), run(0.5, variant="k10"), run(0.4, variant="k20")]
+    outcome = run_gate(runs, inputs(path, configured=configured))
+    assert outcome.passed and outcome.not_compared is None
+    assert outcome.new_variants == ("k10", "k20")
+    assert [c.variant for c in outcome.comparisons] == [None]
+    warnings = [note for note in outcome.notes if "new, not compared" in note]
+    assert warnings == [
+        f"ragev: warning: variant 'k10', 'k20' are new, not compared ({path} has no run of "
+        "them); record them with --ragev-update-baseline --ragev-variant k10 --ragev-variant "
+        "k20 (the other runs in the file are kept)"
+    ]
+    obtained = load_snapshot(obtained_path(path))
+    assert set(obtained.variants) == {"k10", "k20"}
+    assert obtained.variants["k10"].summary["recall"].mean == 0.5
+
+
+def test_require_all_variants_makes_a_missing_variant_not_compared(tmp_path: Path) -> None:
+    path = tmp_path / "ragev-baseline.json"
+    write_snapshot(path, snap(run(0.8)))
+    rules = GateRules(resamples=2_000, require_all_variants=True)
+    runs = [run(0.8), run(0.5, variant="k10"), run(0.4, variant="k20")]
+    outcome = run_gate(runs, inputs(path, rules=rules, configured=(None, "k10", "k20")))
+    assert outcome.not_compared == (
+        f"{path} has no run of variant 'k10', 'k20' (it has: none) and [gate] "
+        "require_all_variants = true; record them with --ragev-update-baseline --ragev-variant "
+        "k10 --ragev-variant k20 (the other runs in the file are kept)"
+    )
+    assert not outcome.comparisons and not obtained_path(path).exists()
+
+
+def test_no_baseline_switches_the_gate_off(tmp_path: Path) -> None:
+    path = tmp_path / "ragev-baseline.json"
+    write_snapshot(path, snap(run(0.8)))
+    outcome = run_gate([run(0.0)], inputs(path, no_baseline=True))
+    assert outcome.passed and not outcome.comparisons and outcome.baseline_path is None
+    assert outcome.notes == (
+        "ragev: --ragev-no-baseline: not gated against a baseline this run (thresholds still "
+        "apply)",
+    )
+    assert not obtained_path(path).exists()
