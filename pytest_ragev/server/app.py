@@ -22,6 +22,7 @@ from urllib.parse import parse_qs, urlencode
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from pytest_ragev.core.errors import RagevError
@@ -364,8 +365,9 @@ def make_task_id(tenant: int, dataset_id: str) -> tuple[str, int]:
 
 
 def _field_of(loc: tuple[Any, ...]) -> str:
+    # ("body", "variant", "list[str]", 0) -> "variant": the request's own field name.
     parts = [str(p) for p in loc if p not in ("body", "query", "header", "path")]
-    return ".".join(parts) or "body"
+    return parts[0] if parts else "body"
 
 
 def _validation_message(exc: RequestValidationError) -> tuple[str, str]:
@@ -426,8 +428,14 @@ def create_app(settings: ServerSettings) -> FastAPI:
         if exc.status_code == 404:
             return error_response(404, f"no route {request.url.path}")
         if exc.status_code == 405:
-            return error_response(405, f"{request.method} is not allowed on {request.url.path}",
-                                  headers=dict(exc.headers or {}))
+            allowed = sorted({
+                method for route in app.router.routes
+                if isinstance(route, APIRoute) and route.path_regex.match(request.url.path)
+                for method in route.methods
+            })
+            return error_response(405, f"{request.method} is not allowed on {request.url.path}; "
+                                       f"use {', '.join(allowed)}",
+                                  headers={"Allow": ", ".join(allowed)})
         return error_response(exc.status_code, str(exc.detail))
 
     # --------------------------------------------------------------- the API

@@ -229,6 +229,7 @@ class Catalog:
         document = _read(config_entry.path)
         kb_document = document if kb_entry.path == config_entry.path else _read(kb_entry.path)
         pipeline = copy.deepcopy(kb_document.get("pipeline", {}))
+        kb_variants = copy.deepcopy(kb_document.get("variants"))
         if not isinstance(pipeline, dict):
             pipeline = {}
         if chat is not None:
@@ -237,8 +238,8 @@ class Catalog:
             pipeline.update(copy.deepcopy(dict(rerank)))
         document["pipeline"] = pipeline
         document.pop("variants", None)
-        if kb_document.get("variants"):
-            document["variants"] = copy.deepcopy(kb_document["variants"])
+        if kb_variants:
+            document["variants"] = kb_variants
         own_dataset = config_entry.dataset_path is not None and (
             config_entry.dataset_path == dataset.path)
         document["dataset"] = {"path": str(dataset.path), "id": dataset.dataset_id}

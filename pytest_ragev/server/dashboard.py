@@ -34,7 +34,7 @@ main{max-width:1200px;margin:0 auto;padding:16px 24px}
 h1{font-size:20px;margin:8px 0 12px}h2{font-size:16px;margin:22px 0 8px}
 table{border-collapse:collapse;background:#fff;font-size:13px;width:100%}
 th,td{border-bottom:1px solid #e3e6ea;padding:6px 8px;text-align:left;vertical-align:middle}
-th{background:#eef1f4;font-weight:600}td.num{text-align:right;font-variant-numeric:tabular-nums}
+th{background:#eef1f4;font-weight:600}td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
 .badge{display:inline-block;padding:1px 9px;border-radius:10px;color:#fff;font-size:12px}
 .s0{background:#7f8c8d}.s1{background:#2d6cdf}.s2{background:#2e8b57}.s3{background:#c0392b}
 .bar{width:120px;height:10px;background:#e3e6ea;border-radius:5px;overflow:hidden;
