@@ -431,7 +431,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
             allowed = sorted({
                 method for route in app.router.routes
                 if isinstance(route, APIRoute) and route.path_regex.match(request.url.path)
-                for method in route.methods
+                for method in route.methods or ()
             })
             return error_response(405, f"{request.method} is not allowed on {request.url.path}; "
                                        f"use {', '.join(allowed)}",

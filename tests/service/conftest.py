@@ -7,6 +7,7 @@ dataset (so a run is long enough to poll, cancel and kill), and two broken confi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -212,10 +213,8 @@ class Server:
         try:
             for row in store.unfinished():
                 if row["pid"]:
-                    try:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
                         os.kill(int(row["pid"]), signal.SIGKILL)
-                    except (ProcessLookupError, PermissionError):
-                        pass
         finally:
             store.close()
 

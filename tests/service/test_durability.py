@@ -22,7 +22,7 @@ def _running_pid(server: Server, task_id: str) -> int:
 
 
 def _mid_run(data: dict) -> bool:
-    return bool(data["task"]["status"] == 1 and 3 <= data["task"]["finished"]
+    return bool((data["task"]["status"] == 1 and data["task"]["finished"] >= 3)
                 or finished(data))
 
 

@@ -48,8 +48,8 @@ def test_running_mean_while_the_task_runs(shared_server: Server) -> None:
     admin = shared_server.client(shared_server.keys.admin)
     task = create(admin, config="slow")
     assert task["dataset_id"] == "multi"
-    data = wait_for(admin, task["id"], lambda d: d["task"]["status"] == 1
-                    and d["task"]["finished"] >= 4 or finished(d))
+    data = wait_for(admin, task["id"], lambda d: (d["task"]["status"] == 1
+                    and d["task"]["finished"] >= 4) or finished(d))
     assert data["task"]["status"] == 1, "the slow task ended before it could be polled"
     assert data["task"]["total"] == 48  # 24 questions, base config and one variant
     running = data["metric"]
