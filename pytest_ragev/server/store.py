@@ -113,8 +113,8 @@ class Store:
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
-        conn = self._conn()
         try:
+            conn = self._conn()
             with conn:
                 conn.executescript(_SCHEMA)
                 row = conn.execute("SELECT value FROM meta WHERE name = 'schema'").fetchone()
@@ -161,6 +161,10 @@ class Store:
                     conn.close()
             self._all.clear()
         self._local = threading.local()
+
+    def journal_mode(self) -> str:
+        """The journal mode in force (``wal``)."""
+        return str(self._conn().execute("PRAGMA journal_mode").fetchone()[0])
 
     # ------------------------------------------------------------------ keys
     def add_key(self, key: StoredKey) -> None:
