@@ -21,7 +21,7 @@ def test_a_new_key_verifies_and_only_its_digest_is_kept() -> None:
     assert verify(stored, secret)
     assert not verify(stored, secret[:-1] + ("A" if secret[-1] != "A" else "B"))
     assert not verify(None, secret)
-    other_text, other = new_key(role="admin", capability="run_evaluations", tenant=3)
+    _, other = new_key(role="admin", capability="run_evaluations", tenant=3)
     assert other.salt != stored.salt  # the same secret would hash differently
 
 

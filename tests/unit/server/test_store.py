@@ -22,7 +22,7 @@ def test_tasks_keys_and_sessions_persist(tmp_path: Path) -> None:
     for i in range(5):
         store.add_task(_task(f"t{i}", 1 if i < 4 else 2, 1000 + i))
     store.update_task("t1", status=2, metric={"retrieval_metrics": {"recall": 0.5}})
-    text, key = new_key(role="viewer", capability="none", tenant=1)
+    _, key = new_key(role="viewer", capability="none", tenant=1)
     store.add_key(key)
     store.add_session("token", key.key_id, 60)
     store.close()

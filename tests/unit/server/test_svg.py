@@ -15,7 +15,7 @@ def test_points_gaps_and_escaping() -> None:
     svg = ET.fromstring(line_chart(points, title="recall & co"))
     dots = svg.findall(f"{NS}circle")
     assert len(dots) == 3
-    assert [d.find(f"{NS}title").text for d in dots][0] == "run <1>: 0.200"
+    assert dots[0].find(f"{NS}title").text == "run <1>: 0.200"
     lines = svg.findall(f"{NS}polyline")
     assert len(lines) == 1 and len(lines[0].get("points", "").split()) == 2  # gap after run 1
     ys = [float(d.get("cy", "0")) for d in dots]
