@@ -494,9 +494,11 @@ def create_app(settings: ServerSettings) -> FastAPI:
     ) -> Response:
         principal = service.reader(request)
         where = TaskFilter(principal.tenant, status, dataset_id or None, config or None)
-        total, rows = service.store.tasks(where, offset=(page - 1) * page_size, limit=page_size)
-        return ok({"total": total, "page": page, "page_size": page_size,
-                   "items": [summary_json(row) for row in rows]})
+        total, items = service.store.summaries_json(where, offset=(page - 1) * page_size,
+                                                    limit=page_size)
+        head = f'{{"success":true,"data":{{"total":{total},"page":{page},"page_size":{page_size},'
+        body = head + '"items":[' + ",".join(items) + "]}}"
+        return Response(body.encode("utf-8"), media_type="application/json")
 
     @app.post("/api/v1/evaluation/cancel", response_model=TaskEnvelope, responses=_ERRORS,
               tags=["evaluation"], summary="stop a running task (SIGTERM) or drop a queued one")
