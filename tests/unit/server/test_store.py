@@ -54,3 +54,24 @@ def test_a_database_of_another_schema(tmp_path: Path) -> None:
         conn.execute("UPDATE meta SET value = '99' WHERE name = 'schema'")
     with pytest.raises(StoreError, match="schema 99"):
         Store(path)
+
+
+def test_list_rows_built_by_sqlite_equal_the_parsed_rows(tmp_path: Path) -> None:
+    import json
+
+    store = Store(tmp_path / "db.sqlite")
+    store.add_task(_task("t1", 1, 1, variants=["k256"], limit_n=5, profile="standard",
+                         metric={"retrieval_metrics": {"recall": 0.25}}, duration=1.5,
+                         verdict={"passed": False, "failures": ["ragev: 召回率 fiel"]}))
+    total, items = store.summaries_json(TaskFilter(1))
+    _, rows = store.tasks(TaskFilter(1))
+    row = rows[0]
+    item = json.loads(items[0])
+    assert total == 1
+    assert item["metric"] == row["metric"] and item["verdict"] == row["verdict"]
+    assert item["request"] == {"config": "c", "knowledge_base_id": "c", "chat_id": None,
+                               "rerank_id": None, "variant": ["k256"], "limit": 5,
+                               "profile": "standard"}
+    assert item["task"] == {k: row[k] for k in ("id", "tenant_id", "dataset_id", "start_time",
+                                                "status", "err_msg", "total", "finished",
+                                                "end_time", "duration")}
