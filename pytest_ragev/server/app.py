@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
@@ -637,7 +638,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
         return html(dashboard.run_page(
             summary_json(row), params=row["params"],
             has_report=(folder / "report.html").is_file() and row["status"] in (2, 3),
-            log_tail=_log_tail(folder) if row["status"] == 3 else None,
+            log_tail=(_log_tail(folder) or "").replace(str(service.catalog.configs) + os.sep, "")
+            if row["status"] == 3 else None,
             previous=previous[-1]["id"] if previous else None, principal=principal))
 
     @app.get("/runs/{task_id}/report.html", include_in_schema=False)

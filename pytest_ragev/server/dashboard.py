@@ -262,7 +262,10 @@ def run_page(
     ]
     parts.append('<table class="meta"><tbody>')
     for name, value in meta:
-        shown = value if name in ("started", "ended") else escape(str(value))
+        if name in ("started", "ended"):
+            shown = value
+        else:
+            shown = '<span class="muted">—</span>' if value is None else escape(str(value))
         parts.append(f"<tr><td>{name}</td><td>{shown}</td></tr>")
     parts.append("</tbody></table>")
     running = " (running mean)" if task["status"] == 1 else ""

@@ -106,6 +106,7 @@ class _Job:
     process: subprocess.Popen[bytes] | None = None
     derived: Path | None = None
     cancel_at: float | None = None
+    shown_config: str = ""
     report_stamp: tuple[int, int] | None = None
     records_offset: int = 0
     means: _Means = field(default_factory=_Means)
@@ -293,8 +294,10 @@ class Runner:
             )
         self.store.update_task(task_id, status=1, pid=process.pid, attempts=attempt)
         log.info("task %s: started (attempt %d, pid %d)", task_id, attempt, process.pid)
+        named = (f"{plan.config}.toml" if plan.config == plan.knowledge_base_id else
+                 f"the task's config (from {plan.config}.toml and {plan.knowledge_base_id}.toml)")
         job = _Job(task_id, folder, process.pid, attempt, _shown_variant(list(plan.variants)),
-                   process=process, derived=derived)
+                   process=process, derived=derived, shown_config=named)
         self._watch(job)
 
     def _watch(self, job: _Job) -> None:
@@ -452,8 +455,16 @@ class Runner:
         if cancelled:
             fields["status"] = 3
             fields["err_msg"] = "cancelled: " + (fields.get("err_msg") or "stopped")
+        fields["err_msg"] = self._readable(job, str(fields.get("err_msg") or ""))
         self._end(job.task_id, row, fields)
         log.info("task %s: finished with status %d", job.task_id, fields["status"])
+
+    def _readable(self, job: _Job, message: str) -> str:
+        """``message`` with the hidden task config named as the user knows it and no path
+        of the server's configs folder."""
+        if job.derived is not None and job.shown_config:
+            message = message.replace(str(job.derived), job.shown_config)
+        return message.replace(str(self.catalog.configs) + os.sep, "")
 
     def _fail(self, row: Mapping[str, Any], message: str) -> None:
         self._end(row["id"], row, {"status": 3, "err_msg": message, "pid": None})

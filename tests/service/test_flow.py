@@ -70,7 +70,8 @@ def test_failing_configs_end_with_status_3_and_the_reason(shared_server: Server)
     bad_toml = create(admin, config="typo")
     data = wait_for(admin, bad_knob["id"], finished)
     assert data["task"]["status"] == 3
-    assert "chunk_size" in data["task"]["err_msg"]
+    assert data["task"]["err_msg"].startswith("broken.toml: [pipeline] chunk_size = -3")
+    assert str(shared_server.configs) not in data["task"]["err_msg"]
     data = wait_for(admin, bad_toml["id"], finished)
     assert data["task"]["status"] == 3
     assert "not valid TOML" in data["task"]["err_msg"]
