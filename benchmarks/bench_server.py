@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from pytest_ragev.server.catalog import SAMPLE  # noqa: E402
 from pytest_ragev.server.keys import new_key  # noqa: E402
+from pytest_ragev.server.settings import ENV, ServerSettings  # noqa: E402
 from pytest_ragev.server.store import Store  # noqa: E402
 
 
@@ -176,10 +177,19 @@ async def _main(args: argparse.Namespace) -> None:
     key = _seed(workspace, 1000)
     port = _free_port()
     log = open(base / "server.log", "wb")  # noqa: SIM115 - open for the server's lifetime
-    server = subprocess.Popen(
-        [sys.executable, "-m", "pytest_ragev.cli", "serve", "--workspace", str(workspace),
-         "--configs", str(configs), "--port", str(port)],
-        stdout=log, stderr=subprocess.STDOUT, cwd=base)
+    if args.stack == "ragev":
+        command = [sys.executable, "-m", "pytest_ragev.cli", "serve", "--workspace",
+                   str(workspace), "--configs", str(configs), "--port", str(port)]
+        env = dict(os.environ)
+    else:
+        # The same app under uvicorn's own command, to compare event loops and parsers.
+        loop, http = args.stack.split("+")
+        settings = ServerSettings(workspace=workspace, configs=configs, port=port)
+        env = {**os.environ, ENV: settings.to_env()}
+        command = [sys.executable, "-m", "uvicorn", "--factory", "--port", str(port),
+                   "--loop", loop, "--http", http, "--log-level", "warning",
+                   "--no-access-log", "pytest_ragev.server.app:app_from_environment"]
+    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=base, env=env)
     print(f"machine: {os.cpu_count()} cores, load average before "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     try:
@@ -240,6 +250,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--pollers", type=int, default=50)
+    parser.add_argument("--stack", default="ragev",
+                        help="'ragev' (ragev serve) or LOOP+HTTP for uvicorn, e.g. "
+                             "asyncio+h11 or uvloop+httptools")
     parser.add_argument("--rate", type=float, default=10.0,
                         help="requests a second per poller in the paced run (default 10)")
     asyncio.run(_main(parser.parse_args()))

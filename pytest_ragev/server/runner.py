@@ -48,6 +48,8 @@ log = logging.getLogger("ragev.server")
 
 #: Seconds a cancelled run may take to write its report before it is killed.
 CANCEL_GRACE = 30.0
+#: The evaluations' niceness (their own children inherit it).
+EVALUATION_NICENESS = 10
 #: Environment variables of the server that must not reach the task's pytest.
 _DROPPED_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTEST_XDIST_AUTO_NUM_WORKERS")
 
@@ -292,6 +294,9 @@ class Runner:
                 args, cwd=folder, stdout=output, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, env=env, start_new_session=True,
             )
+        # Evaluations are batch work: when the CPU is short, the API's answers go first.
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, process.pid, EVALUATION_NICENESS)
         self.store.update_task(task_id, status=1, pid=process.pid, attempts=attempt)
         log.info("task %s: started (attempt %d, pid %d)", task_id, attempt, process.pid)
         named = (f"{plan.config}.toml" if plan.config == plan.knowledge_base_id else
