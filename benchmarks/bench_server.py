@@ -139,6 +139,12 @@ async def _timed(client: Client, method: str, path: str, body: bytes = b"",
     return times
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _seed(workspace: Path, count: int) -> str:
     """1,000 finished tasks with real-sized params and metrics; returns an admin key."""
     store = Store(workspace / "ragev-server.db")
@@ -212,7 +218,9 @@ async def _main(args: argparse.Namespace) -> None:
         running = json.loads(raw)["data"]["items"][0]["task"]["id"]
         detail = f"/api/v1/evaluation?task_id={running}"
         floor_a = await _load(port, key, "/healthz", args.pollers, args.seconds / 2)
+        cpu_before = _cpu_seconds(server.pid)
         paced = await _load(port, key, detail, args.pollers, args.seconds, rate=args.rate)
+        cpu_paced = _cpu_seconds(server.pid) - cpu_before
         polls = await _load(port, key, detail, args.pollers, args.seconds)
         _, raw = await client.request("GET", "/api/v1/evaluations?page_size=50&status=1")
         still = len(json.loads(raw)["data"]["items"])
@@ -229,6 +237,9 @@ async def _main(args: argparse.Namespace) -> None:
           f"while an evaluation ran: {paced['per_s']:.0f} req/s, p50 {paced['p50_ms']:.1f} ms, "
           f"p99 {paced['p99_ms']:.1f} ms, max {paced['max_ms']:.1f} ms, {paced['errors']} errors "
           f"of {paced['requests']}")
+    print(f"  server CPU in the paced run: {cpu_paced:.2f} s over {args.seconds:.0f} s "
+          f"({100 * cpu_paced / args.seconds:.0f}% of one core), "
+          f"{1000 * cpu_paced / max(paced['requests'], 1):.2f} ms per request")
     print(f"GET detail, {args.pollers} pollers as fast as answered, {args.seconds:.0f} s while an "
           f"evaluation ran (still running at the end: {bool(still)}): {polls['per_s']:.0f} req/s, "
           f"p50 {polls['p50_ms']:.1f} ms, p99 {polls['p99_ms']:.1f} ms, "
