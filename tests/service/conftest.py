@@ -90,6 +90,11 @@ def configs_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
         '[pipeline]\nname = "slowpipe:build"\ndelay = 0.15\n\n'
         '[run]\ncache = true\nconcurrency = 1\n\n'
         '[[variants]]\nname = "faster"\npipeline.delay = 0.05\n', encoding="utf-8")
+    # Long enough that a killed server restarts while its evaluation still runs.
+    (folder / "slow-long.toml").write_text(
+        '[dataset]\npath = "data/multi"\nid = "multi"\n\n'
+        '[pipeline]\nname = "slowpipe:build"\ndelay = 0.5\n\n'
+        '[run]\ncache = true\nconcurrency = 1\n', encoding="utf-8")
     (folder / "broken.toml").write_text(
         '[dataset]\npath = "data/multi"\n\n[pipeline]\nname = "builtin"\nchunk_size = -3\n',
         encoding="utf-8")

@@ -61,7 +61,7 @@ def test_killed_server_adopts_the_evaluation_that_kept_running(
 ) -> None:
     server = make_server()
     admin = server.client(server.keys.admin)
-    task = create(admin, config="slow", variant="base")
+    task = create(admin, config="slow-long")
     wait_for(admin, task["id"], _mid_run)
     pid = _running_pid(server, task["id"])
     server.kill()
