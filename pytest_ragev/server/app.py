@@ -440,6 +440,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
         return error_response(exc.status_code, str(exc.detail))
 
     # --------------------------------------------------------------- the API
+    # The original's routes end in a slash (`/api/v1/evaluation/`); both spellings answer.
+    @app.post("/api/v1/evaluation/", include_in_schema=False)
     @app.post("/api/v1/evaluation", response_model=TaskEnvelope, responses=_ERRORS,
               tags=["evaluation"], summary="create an evaluation task (returns at once)")
     async def create(body: CreateEvaluation, request: Request) -> Response:
@@ -469,6 +471,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
         assert stored is not None
         return ok(_task_json(stored))
 
+    @app.get("/api/v1/evaluation/", include_in_schema=False)
     @app.get("/api/v1/evaluation", response_model=DetailEnvelope, responses=_ERRORS,
              tags=["evaluation"], summary="an evaluation task's status, params and metrics")
     async def detail(request: Request,

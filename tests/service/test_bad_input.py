@@ -76,6 +76,12 @@ def test_body_too_large(shared_server: Server) -> None:
     assert response.status_code == 413
 
 
+def test_create_answers_on_the_originals_path(shared_server: Server) -> None:
+    admin = shared_server.client(shared_server.keys.admin)
+    response = admin.post("/api/v1/evaluation/", json={"config": "nope"})
+    assert response.status_code == 400 and response.json()["error"]["details"]["field"] == "config"
+
+
 def test_unknown_route_and_wrong_method(shared_server: Server) -> None:
     viewer = shared_server.client(shared_server.keys.viewer)
     response = viewer.get("/api/v1/nothing-here")

@@ -38,6 +38,9 @@ def test_create_poll_success_on_the_sample(shared_server: Server) -> None:
     assert data["task"]["end_time"] and data["task"]["duration"] > 0
     assert data["request"]["config"] == "default"
 
+    # The original's spelling of the routes, with the trailing slash, answers the same.
+    again = viewer.get("/api/v1/evaluation/", params={"task_id": task["id"]}).json()["data"]
+    assert again["task"] == data["task"]
     page = viewer.get("/api/v1/evaluation/samples",
                       params={"task_id": task["id"], "page": 2, "page_size": 40}).json()["data"]
     assert page["total"] == 87 and len(page["items"]) == 40
