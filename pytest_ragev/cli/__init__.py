@@ -33,8 +33,13 @@ Handler = Callable[[argparse.Namespace], int]
 class CommandAdder:
     """Handed to a group's ``configure`` function to add the group's commands."""
 
-    def __init__(self, subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    def __init__(
+        self,
+        subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+        group_parser: argparse.ArgumentParser | None = None,
+    ) -> None:
         self._subparsers = subparsers
+        self._group_parser = group_parser
 
     def add(
         self, name: str, *, help: str, handler: Handler, description: str | None = None
@@ -45,6 +50,14 @@ class CommandAdder:
         )
         parser.set_defaults(_ragev_handler=handler)
         return parser
+
+    def run_group(self, handler: Handler) -> argparse.ArgumentParser:
+        """Make ``ragev <group>`` itself a command (``ragev serve --port 8000``) beside its
+        sub-commands; returns the group's parser for its options."""
+        if self._group_parser is None:
+            raise RuntimeError("run_group needs the group's parser")
+        self._group_parser.set_defaults(_ragev_handler=handler)
+        return self._group_parser
 
 
 #: ``configure`` may be the function itself or a lazy ``"module:function"`` reference.
@@ -81,14 +94,15 @@ def register_group(name: str, *, help: str, configure: Configure) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The full ``ragev`` parser with every registered group."""
     parser = argparse.ArgumentParser(
-        prog="ragev", description="Tools of pytest-ragev: inspect and prepare RAG datasets."
+        prog="ragev", description="Tools of pytest-ragev: inspect and prepare RAG datasets, "
+        "serve the evaluation API."
     )
     groups = parser.add_subparsers(title="command groups", metavar="GROUP")
     for group in _GROUPS.values():
         group_parser = groups.add_parser(group.name, help=group.help, description=group.help)
         group_parser.set_defaults(_ragev_group_parser=group_parser)
         commands = group_parser.add_subparsers(title="commands", metavar="COMMAND")
-        group.resolve()(CommandAdder(commands))
+        group.resolve()(CommandAdder(commands, group_parser))
     parser.set_defaults(_ragev_group_parser=parser)
     return parser
 
@@ -135,6 +149,8 @@ def warn(message: str) -> None:
 BUILTIN_GROUPS: tuple[CommandGroup, ...] = (
     CommandGroup("dataset", "inspect, validate, sample and convert datasets",
                  "pytest_ragev.cli.dataset:configure"),
+    CommandGroup("serve", "run the evaluation API and dashboard (needs pytest-ragev[server])",
+                 "pytest_ragev.server.cli:configure"),
 )
 for _group in BUILTIN_GROUPS:
     register_group(_group.name, help=_group.help, configure=_group.configure)

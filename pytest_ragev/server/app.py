@@ -1,0 +1,717 @@
+"""The ASGI application of ``ragev serve``: the evaluation API and the dashboard (FastAPI).
+
+``uvicorn`` imports :func:`app_from_environment` by name (``ragev serve`` passes the
+settings in ``$RAGEV_SERVE_SETTINGS``); tests and embedders call :func:`create_app`.
+Every answer is JSON in the original's envelope (``{"success": true, "data": ...}``
+or ``{"success": false, "error": {"code", "message", "details"}}``) except the
+dashboard's HTML pages; bad input is a 4xx naming the field, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlencode
+
+from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from pytest_ragev.core.errors import RagevError
+from pytest_ragev.core.redact import is_secret_key
+from pytest_ragev.core.tables import suggest
+from pytest_ragev.report.reader import runs_from_report
+from pytest_ragev.server import dashboard
+from pytest_ragev.server.catalog import Catalog, FieldError
+from pytest_ragev.server.keys import Principal, StoredKey, key_from_headers, split_key, verify
+from pytest_ragev.server.runner import Conflict, Runner
+from pytest_ragev.server.schemas import (
+    CancelEvaluation,
+    CreateEvaluation,
+    DetailEnvelope,
+    ErrorEnvelope,
+    ListEnvelope,
+    PageEnvelope,
+    TaskEnvelope,
+)
+from pytest_ragev.server.settings import ServerSettings
+from pytest_ragev.server.store import Store, TaskFilter, now_iso
+
+access_log = logging.getLogger("ragev.access")
+log = logging.getLogger("ragev.server")
+
+#: The original's error codes (``internal/errors``), by HTTP status.
+_CODES = {400: 1000, 401: 1001, 403: 1002, 404: 1003, 405: 1004, 409: 1005, 413: 1000,
+          422: 1010, 500: 1007}
+_SESSION_COOKIE = "ragev_session"
+_KEY_TTL = 2.0
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorEnvelope} for status in (400, 401, 403, 404)
+}
+_CREATE_FIELDS = tuple(CreateEvaluation.model_fields)
+_PAGE_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'unsafe-inline'; script-src 'self'; connect-src 'self'; "
+        "img-src 'self' data:; frame-src 'self'; form-action 'self'; frame-ancestors 'none'; "
+        "base-uri 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+_REPORT_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'self'; "
+        "sandbox"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-store",
+}
+
+
+class ApiError(Exception):
+    """An answer other than 200: the status, one line, and the field it is about."""
+
+    def __init__(self, status: int, message: str, *, field: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.field = field
+        self.headers = headers
+
+
+def error_response(status: int, message: str, *, field: str | None = None,
+                   headers: dict[str, str] | None = None) -> JSONResponse:
+    """The original's error envelope."""
+    details = {"field": field} if field else None
+    body = {"success": False,
+            "error": {"code": _CODES.get(status, 1000), "message": message, "details": details}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def ok(data: Any) -> JSONResponse:
+    """``{"success": true, "data": data}``."""
+    return JSONResponse({"success": True, "data": data})
+
+
+# ------------------------------------------------------------------ middleware
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class Guard:
+    """Outermost layer: body-size limit, one log line per request, no traceback ever.
+
+    Bodies are read here in full (they are small: ``max_body`` bytes at most), so a
+    too-large one is answered 413 before any handler runs, whether or not the client
+    sent a ``Content-Length``.
+    """
+
+    def __init__(self, app: ASGIApp, *, max_body: int) -> None:
+        self.app = app
+        self.max_body = max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status: list[int] = []
+        scope.setdefault("state", {})
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status.append(int(message["status"]))
+            await send(message)
+
+        try:
+            body = await self._body(scope, receive)
+            if body is None:
+                await _send_json(sending, 413, f"request body larger than {self.max_body} bytes")
+            else:
+                replayed = False
+
+                async def replay() -> Message:
+                    nonlocal replayed
+                    if not replayed:
+                        replayed = True
+                        return {"type": "http.request", "body": body, "more_body": False}
+                    return await receive()
+
+                await self.app(scope, replay, sending)
+        except Exception as exc:  # a bug: answer 500 once, log one line, never a traceback
+            log.error("%s %s: internal error %s: %s", scope.get("method"), scope.get("path"),
+                      type(exc).__name__, str(exc)[:200])
+            if not status:
+                await _send_json(sending, 500, "internal error; the server log has one line "
+                                               "about it")
+        finally:
+            key_id = scope["state"].get("key_id") or "-"
+            access_log.info(
+                '%s "%s %s" %s %.1fms key=%s', _client(scope), scope.get("method"),
+                _logged_path(scope), status[0] if status else "-",
+                (time.perf_counter() - started) * 1000.0, key_id,
+            )
+
+    async def _body(self, scope: Scope, receive: Receive) -> bytes | None:
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                try:
+                    if int(value) > self.max_body:
+                        return None
+                except ValueError:
+                    pass
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body:
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        return b"".join(chunks)
+
+
+async def _send_json(send: Send, status: int, message: str) -> None:
+    response = error_response(status, message)
+    await send({"type": "http.response.start", "status": status,
+                "headers": response.raw_headers})
+    await send({"type": "http.response.body", "body": response.body})
+
+
+def _client(scope: Scope) -> str:
+    client = scope.get("client")
+    return str(client[0]) if client else "-"
+
+
+def _logged_path(scope: Scope) -> str:
+    """The path and query, with the value of any secret-looking parameter hidden."""
+    path = str(scope.get("path", ""))
+    query = scope.get("query_string", b"").decode("latin-1")
+    if not query:
+        return path
+    pairs = parse_qs(query, keep_blank_values=True)
+    shown = [(name, "***" if is_secret_key(name) else value)
+             for name, values in pairs.items() for value in values]
+    return f"{path}?{urlencode(shown)}"
+
+
+# ---------------------------------------------------------------------- server
+class Service:
+    """The objects behind the routes: settings, database, catalog, runner, key cache."""
+
+    def __init__(self, settings: ServerSettings) -> None:
+        self.settings = settings
+        settings.tasks_dir.mkdir(parents=True, exist_ok=True)
+        self.store = Store(settings.database)
+        self.catalog = Catalog(settings.configs)
+        self.runner = Runner(settings, self.store, self.catalog)
+        self._keys: dict[str, tuple[float, StoredKey | None]] = {}
+        self._samples: dict[str, tuple[tuple[int, int], list[dict[str, Any]]]] = {}
+
+    # ------------------------------------------------------------- identity
+    def stored_key(self, key_id: str) -> StoredKey | None:
+        # Keys change rarely (`ragev serve keys ...` in another process): a revoked key
+        # stops working within _KEY_TTL seconds, and a request costs no database read.
+        now = time.monotonic()
+        cached = self._keys.get(key_id)
+        if cached is not None and now - cached[0] < _KEY_TTL:
+            return cached[1]
+        stored = self.store.key(key_id)
+        if len(self._keys) > 10_000:
+            self._keys.clear()
+        self._keys[key_id] = (now, stored)
+        return stored
+
+    def principal(self, request: Request, *, cookie: bool) -> Principal:
+        """Who sent ``request``; 401 without a valid key (or, for reads, a dashboard login)."""
+        text = key_from_headers(request.headers.get("x-api-key"),
+                                request.headers.get("authorization"))
+        if text is None and cookie:
+            token = request.cookies.get(_SESSION_COOKIE)
+            key_id = self.store.session_key(token) if token else None
+            stored = self.stored_key(key_id) if key_id else None
+            if stored is not None and not stored.revoked:
+                request.scope["state"]["key_id"] = stored.key_id
+                return stored.principal
+        if text is None:
+            raise ApiError(401, "missing API key; send it as X-API-Key or "
+                                "Authorization: Bearer <key>",
+                           headers={"WWW-Authenticate": "Bearer"})
+        parts = split_key(text)
+        stored = self.stored_key(parts[0]) if parts else None
+        if parts is None or not verify(stored, parts[1]) or stored is None:
+            raise ApiError(401, "invalid or revoked API key",
+                           headers={"WWW-Authenticate": "Bearer"})
+        request.scope["state"]["key_id"] = stored.key_id
+        return stored.principal
+
+    def reader(self, request: Request) -> Principal:
+        principal = self.principal(request, cookie=True)
+        if not principal.may("read"):
+            raise ApiError(403, f"key {principal.key_id} may not read evaluations")
+        return principal
+
+    def runner_key(self, request: Request) -> Principal:
+        principal = self.principal(request, cookie=False)
+        if not principal.may("run"):
+            raise ApiError(
+                403, f"key {principal.key_id} ({principal.role}, capability "
+                     f"{principal.capability}) may not run evaluations; that needs an admin key "
+                     "with run_evaluations or full_access")
+        return principal
+
+    def own_task(self, principal: Principal, task_id: str) -> dict[str, Any]:
+        # Another tenant's task answers exactly like a task that does not exist.
+        row = self.store.task(task_id, tenant=principal.tenant)
+        if row is None:
+            raise ApiError(404, f"no evaluation task {task_id!r}", field="task_id")
+        return row
+
+    # ------------------------------------------------------------- samples
+    def samples(self, row: dict[str, Any], variant: str | None) -> list[dict[str, Any]]:
+        """The task's per-question records: the final report's, or the probe's so far."""
+        folder = self.settings.tasks_dir / row["id"]
+        final = row["status"] in (2, 3)
+        path = folder / ("report.json" if final else "records.jsonl")
+        try:
+            info = path.stat()
+        except OSError:
+            return []
+        stamp = (info.st_mtime_ns, info.st_size)
+        key = f"{row['id']}:{variant}"
+        cached = self._samples.get(key)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        items: list[dict[str, Any]] = []
+        try:
+            text = path.read_text(encoding="utf-8")
+            if final:
+                data = json.loads(text).get("data") or {}
+                if variant is None:
+                    items = list(data.get("samples") or [])
+                else:
+                    items = list(((data.get("variants") or {}).get(variant) or {})
+                                 .get("samples") or [])
+            else:
+                for line in text.splitlines():
+                    sample = json.loads(line)
+                    if sample.get("variant") == variant:
+                        items.append(sample)
+                items.sort(key=lambda s: int(s.get("qid", 0)))
+        except (OSError, ValueError, AttributeError):
+            items = []
+        if len(self._samples) > 32:
+            self._samples.clear()
+        self._samples[key] = (stamp, items)
+        return items
+
+    def report_runs(self, row: dict[str, Any]) -> list[Any]:
+        path = self.settings.tasks_dir / row["id"] / "report.json"
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ApiError(404, f"evaluation {row['id']!r} has no report ({exc})") from None
+        try:
+            return runs_from_report(data, source=f"report of {row['id']}")
+        except RagevError as exc:
+            raise ApiError(404, str(exc)) from None
+
+
+def _task_json(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": row["id"], "tenant_id": row["tenant_id"], "dataset_id": row["dataset_id"],
+        "start_time": row["start_time"], "status": row["status"], "err_msg": row["err_msg"],
+        "total": row["total"], "finished": row["finished"], "end_time": row["end_time"],
+        "duration": row["duration"],
+    }
+
+
+def _request_json(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "config": row["config"], "knowledge_base_id": row["knowledge_base_id"],
+        "chat_id": row["chat_id"], "rerank_id": row["rerank_id"],
+        "variant": row["variants"] or [], "limit": row["limit_n"], "profile": row["profile"],
+    }
+
+
+def summary_json(row: dict[str, Any]) -> dict[str, Any]:
+    """One row of the list endpoint."""
+    return {"task": _task_json(row), "metric": row["metric"], "request": _request_json(row),
+            "verdict": row["verdict"]}
+
+
+def make_task_id(tenant: int, dataset_id: str) -> tuple[str, int]:
+    """``evaluation_{tenant}_{unix_ms}_{8 hex}_{dataset}`` as the original names tasks."""
+    now_ms = int(time.time() * 1000)
+    return f"evaluation_{tenant}_{now_ms}_{secrets.token_hex(4)}_{dataset_id}", now_ms
+
+
+def _field_of(loc: tuple[Any, ...]) -> str:
+    # ("body", "variant", "list[str]", 0) -> "variant": the request's own field name.
+    parts = [str(p) for p in loc if p not in ("body", "query", "header", "path")]
+    return parts[0] if parts else "body"
+
+
+def _validation_message(exc: RequestValidationError) -> tuple[str, str]:
+    first = exc.errors()[0]
+    kind = str(first.get("type", ""))
+    field = _field_of(tuple(first.get("loc", ())))
+    if kind == "json_invalid":
+        where = first.get("ctx", {}).get("error", "")
+        return "body", f"body: not valid JSON ({where}); send a JSON object"
+    if kind == "extra_forbidden":
+        name = field.rsplit(".", 1)[-1]
+        return field, (f"{field}: unknown field; "
+                       f"{suggest(name, _CREATE_FIELDS, noun='fields')}")
+    if kind == "missing" and field == "body":
+        return "body", "body: a JSON object is required"
+    if kind == "model_attributes_type" or (field == "body" and kind.endswith("_type")):
+        return "body", "body: send a JSON object"
+    message = str(first.get("msg", "invalid value"))
+    return field, f"{field}: {message[:1].lower()}{message[1:]}"
+
+
+# ------------------------------------------------------------------------- app
+def create_app(settings: ServerSettings) -> FastAPI:
+    """The application for ``settings`` (the runner starts with the app's lifespan)."""
+    service = Service(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        service.runner.start()
+        log.info("ragev serve: workspace %s, configs %s, max %d parallel",
+                 settings.workspace, settings.configs, settings.max_parallel)
+        try:
+            yield
+        finally:
+            service.runner.stop()
+            service.store.close()
+
+    app = FastAPI(
+        title="pytest-ragev evaluation service",
+        description="WeKnora's evaluation API on pytest-ragev: durable, with roles.",
+        version="1",
+        docs_url=None, redoc_url=None,  # their pages load scripts from a CDN
+        lifespan=lifespan,
+    )
+    app.state.service = service
+
+    @app.exception_handler(ApiError)
+    async def _api_error(request: Request, exc: ApiError) -> Response:
+        return error_response(exc.status, exc.message, field=exc.field, headers=exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> Response:
+        field, message = _validation_message(exc)
+        return error_response(400, message, field=field)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code == 404:
+            return error_response(404, f"no route {request.url.path}")
+        if exc.status_code == 405:
+            allowed = sorted({
+                method for route in app.router.routes
+                if isinstance(route, APIRoute) and route.path_regex.match(request.url.path)
+                for method in route.methods or ()
+            })
+            return error_response(405, f"{request.method} is not allowed on {request.url.path}; "
+                                       f"use {', '.join(allowed)}",
+                                  headers={"Allow": ", ".join(allowed)})
+        return error_response(exc.status_code, str(exc.detail))
+
+    # --------------------------------------------------------------- the API
+    # The original's routes end in a slash (`/api/v1/evaluation/`); both spellings answer.
+    @app.post("/api/v1/evaluation/", include_in_schema=False)
+    @app.post("/api/v1/evaluation", response_model=TaskEnvelope, responses=_ERRORS,
+              tags=["evaluation"], summary="create an evaluation task (returns at once)")
+    async def create(body: CreateEvaluation, request: Request) -> Response:
+        principal = service.runner_key(request)
+        try:
+            plan = service.catalog.plan(
+                dataset_id=body.dataset_id, knowledge_base_id=body.knowledge_base_id,
+                chat_id=body.chat_id, rerank_id=body.rerank_id, config=body.config,
+                variants=body.variants(), limit=body.limit, profile=body.profile,
+            )
+        except FieldError as exc:
+            raise ApiError(400, exc.message, field=exc.field) from None
+        except RagevError as exc:
+            raise ApiError(400, f"the server's catalog is invalid: {exc}") from None
+        task_id, created_ms = make_task_id(principal.tenant, plan.dataset_id)
+        row = {
+            "id": task_id, "tenant_id": principal.tenant, "dataset_id": plan.dataset_id,
+            "config": plan.config, "knowledge_base_id": plan.knowledge_base_id,
+            "chat_id": plan.chat_id, "rerank_id": plan.rerank_id,
+            "variants": list(plan.variants), "limit_n": plan.limit, "profile": plan.profile,
+            "status": 0, "err_msg": "", "total": 0, "finished": 0, "created_ms": created_ms,
+            "start_time": now_iso(), "created_by": principal.key_id,
+        }
+        service.store.add_task(row)
+        service.runner.wake()
+        stored = service.store.task(task_id)
+        assert stored is not None
+        return ok(_task_json(stored))
+
+    @app.get("/api/v1/evaluation/", include_in_schema=False)
+    @app.get("/api/v1/evaluation", response_model=DetailEnvelope, responses=_ERRORS,
+             tags=["evaluation"], summary="an evaluation task's status, params and metrics")
+    async def detail(request: Request,
+                     task_id: str = Query(..., min_length=1, max_length=300)) -> Response:
+        principal = service.reader(request)
+        row = service.own_task(principal, task_id)
+        data = {
+            "task": _task_json(row), "params": row["params"], "metric": row["metric"],
+            "request": _request_json(row), "verdict": row["verdict"],
+            "queue_position": service.runner.queue_position(task_id)
+            if row["status"] == 0 else None,
+        }
+        return ok(data)
+
+    @app.get("/api/v1/evaluations", response_model=PageEnvelope, responses=_ERRORS,
+             tags=["evaluation"], summary="the tenant's tasks, newest first")
+    async def listing(
+        request: Request,
+        page: int = Query(1, ge=1, le=1_000_000),
+        page_size: int = Query(20, ge=1, le=1000),
+        status: int | None = Query(None, ge=0, le=3),
+        dataset_id: str | None = Query(None, max_length=200),
+        config: str | None = Query(None, max_length=200),
+    ) -> Response:
+        principal = service.reader(request)
+        where = TaskFilter(principal.tenant, status, dataset_id or None, config or None)
+        total, items = service.store.summaries_json(where, offset=(page - 1) * page_size,
+                                                    limit=page_size)
+        head = f'{{"success":true,"data":{{"total":{total},"page":{page},"page_size":{page_size},'
+        body = head + '"items":[' + ",".join(items) + "]}}"
+        return Response(body.encode("utf-8"), media_type="application/json")
+
+    @app.post("/api/v1/evaluation/cancel", response_model=TaskEnvelope, responses=_ERRORS,
+              tags=["evaluation"], summary="stop a running task (SIGTERM) or drop a queued one")
+    async def cancel(body: CancelEvaluation, request: Request) -> Response:
+        principal = service.runner_key(request)
+        service.own_task(principal, body.task_id)
+        try:
+            service.runner.cancel(body.task_id)
+        except Conflict:
+            raise ApiError(409, f"evaluation {body.task_id!r} has already finished",
+                           field="task_id") from None
+        row = service.own_task(principal, body.task_id)
+        return ok(_task_json(row))
+
+    @app.get("/api/v1/evaluation/samples", response_model=PageEnvelope, responses=_ERRORS,
+             tags=["evaluation"], summary="per-question records of a task, by qid")
+    async def samples(
+        request: Request,
+        task_id: str = Query(..., min_length=1, max_length=300),
+        page: int = Query(1, ge=1, le=1_000_000),
+        page_size: int = Query(50, ge=1, le=500),
+        variant: str | None = Query(None, max_length=200),
+    ) -> Response:
+        principal = service.reader(request)
+        row = service.own_task(principal, task_id)
+        shown = None if variant in (None, "", "base") else variant
+        items = service.samples(row, shown)
+        start = (page - 1) * page_size
+        return ok({"total": len(items), "page": page, "page_size": page_size,
+                   "items": items[start:start + page_size]})
+
+    @app.get("/api/v1/datasets", response_model=ListEnvelope, responses=_ERRORS,
+             tags=["catalog"], summary="the registered datasets")
+    async def datasets(request: Request) -> Response:
+        service.reader(request)
+        try:
+            entries = service.catalog.datasets()
+        except RagevError as exc:
+            raise ApiError(400, f"the server's catalog is invalid: {exc}") from None
+        return ok([{"id": e.dataset_id, "source": e.source, "available": e.path.is_dir()}
+                   for e in entries.values()])
+
+    @app.get("/api/v1/configs", response_model=ListEnvelope, responses=_ERRORS,
+             tags=["catalog"], summary="the configs the server may run, and its models")
+    async def configs(request: Request) -> Response:
+        service.reader(request)
+        entries = [entry.to_json() for entry in service.catalog.configs_list()]
+        try:
+            chat = sorted(service.catalog.models("chat"))
+            rerank = sorted(service.catalog.models("rerank"))
+        except RagevError as exc:
+            raise ApiError(400, f"the server's catalog is invalid: {exc}") from None
+        for entry in entries:
+            entry["chat_ids"], entry["rerank_ids"] = chat, rerank
+        return ok(entries)
+
+    @app.get("/healthz", tags=["service"], summary="liveness, no key needed")
+    async def healthz() -> Response:
+        return ok({"status": "ok", "running": service.runner.running(),
+                   "queued": len(service.store.pending_ids())})
+
+    # ---------------------------------------------------------- the dashboard
+    def page_principal(request: Request) -> Principal | None:
+        try:
+            return service.reader(request)
+        except ApiError:
+            return None
+
+    def html(text: str, status: int = 200) -> HTMLResponse:
+        return HTMLResponse(text, status_code=status, headers=_PAGE_HEADERS)
+
+    def login_redirect(request: Request) -> Response:
+        target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        return RedirectResponse("/login?" + urlencode({"next": target}), status_code=303)
+
+    @app.get("/", include_in_schema=False)
+    async def home(request: Request, page: int = Query(1, ge=1, le=1_000_000),
+                   dataset_id: str | None = Query(None, max_length=200),
+                   config: str | None = Query(None, max_length=200),
+                   status: int | None = Query(None, ge=0, le=3)) -> Response:
+        principal = page_principal(request)
+        if principal is None:
+            return login_redirect(request)
+        where = TaskFilter(principal.tenant, status, dataset_id or None, config or None)
+        size = 50
+        total, rows = service.store.tasks(where, offset=(page - 1) * size, limit=size)
+        return html(dashboard.runs_page(
+            [summary_json(r) for r in rows], total=total, page=page, page_size=size,
+            principal=principal, filters={"dataset_id": dataset_id, "config": config,
+                                          "status": status},
+            series=service.store.series_names(principal.tenant)))
+
+    @app.get("/login", include_in_schema=False)
+    async def login_form(next: str | None = Query(None, max_length=2000)) -> Response:
+        return html(dashboard.login_page(next_path=next))
+
+    @app.post("/login", include_in_schema=False)
+    async def login(request: Request) -> Response:
+        form = parse_qs((await request.body()).decode("utf-8", "replace"))
+        text = (form.get("key") or [""])[0].strip()
+        next_path = dashboard.safe_next((form.get("next") or ["/"])[0])
+        parts = split_key(text)
+        stored = service.stored_key(parts[0]) if parts else None
+        if parts is None or stored is None or not verify(stored, parts[1]):
+            return html(dashboard.login_page("That key is not valid (or was revoked).",
+                                             next_path), 401)
+        request.scope["state"]["key_id"] = stored.key_id
+        token = secrets.token_urlsafe(32)
+        lifetime = settings.session_hours * 3600.0
+        service.store.add_session(token, stored.key_id, lifetime)
+        response = RedirectResponse(next_path, status_code=303)
+        response.set_cookie(_SESSION_COOKIE, token, max_age=int(lifetime), httponly=True,
+                            samesite="strict", path="/")
+        return response
+
+    @app.post("/logout", include_in_schema=False)
+    async def logout(request: Request) -> Response:
+        token = request.cookies.get(_SESSION_COOKIE)
+        if token:
+            service.store.drop_session(token)
+        response = RedirectResponse("/login", status_code=303)
+        response.delete_cookie(_SESSION_COOKIE, path="/")
+        return response
+
+    @app.get("/runs/{task_id}", include_in_schema=False)
+    async def run_page(request: Request, task_id: str) -> Response:
+        principal = page_principal(request)
+        if principal is None:
+            return login_redirect(request)
+        row = service.store.task(task_id, tenant=principal.tenant)
+        if row is None:
+            return html(dashboard.not_found(f"No evaluation task {task_id!r}."), 404)
+        folder = settings.tasks_dir / task_id
+        previous = [r for r in service.store.history(principal.tenant, row["dataset_id"],
+                                                     row["config"]) if r["id"] != task_id]
+        return html(dashboard.run_page(
+            summary_json(row), params=row["params"],
+            has_report=(folder / "report.html").is_file() and row["status"] in (2, 3),
+            log_tail=(_log_tail(folder) or "").replace(str(service.catalog.configs) + os.sep, "")
+            if row["status"] == 3 else None,
+            previous=previous[-1]["id"] if previous else None, principal=principal))
+
+    @app.get("/runs/{task_id}/report.html", include_in_schema=False)
+    async def run_report(request: Request, task_id: str) -> Response:
+        principal = page_principal(request)
+        if principal is None:
+            return error_response(401, "log in first")
+        row = service.store.task(task_id, tenant=principal.tenant)
+        path = settings.tasks_dir / task_id / "report.html"
+        if row is None or not path.is_file():
+            return html(dashboard.not_found("This run has no HTML report."), 404)
+        return HTMLResponse(path.read_text(encoding="utf-8"), headers=_REPORT_HEADERS)
+
+    @app.get("/trends", include_in_schema=False)
+    async def trends(request: Request, dataset_id: str | None = Query(None, max_length=200),
+                     config: str | None = Query(None, max_length=200)) -> Response:
+        principal = page_principal(request)
+        if principal is None:
+            return login_redirect(request)
+        names = service.store.series_names(principal.tenant)
+        if dataset_id and config:
+            names = [(d, c) for d, c in names if d == dataset_id and c == config]
+        series = [(d, c, service.store.history(principal.tenant, d, c)) for d, c in names]
+        return html(dashboard.trends_page(series, principal))
+
+    @app.get("/compare", include_in_schema=False)
+    async def compare_page(request: Request, a: str = Query(..., min_length=1, max_length=300),
+                           b: str = Query(..., min_length=1, max_length=300)) -> Response:
+        principal = page_principal(request)
+        if principal is None:
+            return login_redirect(request)
+        rows = []
+        for task_id in (a, b):
+            row = service.store.task(task_id, tenant=principal.tenant)
+            if row is None:
+                return html(dashboard.not_found(f"No evaluation task {task_id!r}."), 404)
+            rows.append(row)
+        try:
+            before, after = (service.report_runs(row)[0] for row in rows)
+        except ApiError as exc:
+            return html(dashboard.not_found(exc.message), 404)
+        return html(dashboard.compare_page(summary_json(rows[0]), summary_json(rows[1]),
+                                           before, after, principal))
+
+    @app.get("/assets/dashboard.js", include_in_schema=False)
+    async def script() -> Response:
+        return Response(dashboard.SCRIPT, media_type="text/javascript",
+                        headers={"Cache-Control": "max-age=300",
+                                 "X-Content-Type-Options": "nosniff"})
+
+    return app
+
+
+def _log_tail(folder: Path, lines: int = 30) -> str | None:
+    logs = sorted(folder.glob("pytest-*.log"), key=lambda p: int(p.stem.split("-")[-1]))
+    if not logs:
+        return None
+    try:
+        text = logs[-1].read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def asgi(settings: ServerSettings) -> ASGIApp:
+    """:func:`create_app` inside the :class:`Guard` (what uvicorn serves)."""
+    return Guard(create_app(settings), max_body=settings.max_body)
+
+
+def app_from_environment() -> ASGIApp:
+    """The factory uvicorn calls: the settings come from ``$RAGEV_SERVE_SETTINGS``."""
+    return asgi(ServerSettings.from_env())

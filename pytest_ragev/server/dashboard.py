@@ -1,0 +1,404 @@
+"""The dashboard's pages as HTML text: runs, one run, trends, and a compare view.
+
+Pure functions of the rows the API answers with. Every page is self-contained: the
+CSS is inline, the one script (progress polling) is served by the same server at
+``/assets/dashboard.js``, and charts are inline SVG, so nothing loads from elsewhere.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from html import escape
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from pytest_ragev.core import fmt
+from pytest_ragev.core.results import RunResult
+from pytest_ragev.core.types import METRIC_NAMES, RETRIEVAL_METRICS
+from pytest_ragev.gate import GateRules, compare, top_regressions
+from pytest_ragev.server.keys import Principal
+from pytest_ragev.server.svg import Point, line_chart
+
+#: The metrics the runs list shows.
+KEY_METRICS = ("recall", "ndcg10", "mrr", "bleu4", "rougel")
+STATUS_NAMES = {0: "pending", 1: "running", 2: "success", 3: "failed"}
+
+_CSS = """
+body{font-family:system-ui,-apple-system,'Segoe UI','Noto Sans CJK SC','PingFang SC',sans-serif;
+margin:0;color:#1d2430;background:#f6f7f9;line-height:1.4}
+header{background:#1d2430;color:#fff;padding:10px 24px;display:flex;gap:20px;align-items:center}
+header a{color:#fff;text-decoration:none;font-weight:600}header .who{margin-left:auto;
+font-size:13px;color:#c9d1dc}header form{margin:0}
+main{max-width:1200px;margin:0 auto;padding:16px 24px}
+h1{font-size:20px;margin:8px 0 12px}h2{font-size:16px;margin:22px 0 8px}
+table{border-collapse:collapse;background:#fff;font-size:13px;width:100%}
+th,td{border-bottom:1px solid #e3e6ea;padding:6px 8px;text-align:left;vertical-align:middle}
+th{background:#eef1f4;font-weight:600}td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
+.badge{display:inline-block;padding:1px 9px;border-radius:10px;color:#fff;font-size:12px}
+.s0{background:#7f8c8d}.s1{background:#2d6cdf}.s2{background:#2e8b57}.s3{background:#c0392b}
+.bar{width:120px;height:10px;background:#e3e6ea;border-radius:5px;overflow:hidden;
+display:inline-block;vertical-align:middle}.bar span{display:block;height:100%;
+background:#2d6cdf}.count{font-size:12px;color:#555;margin-left:6px}
+.err{background:#fdecea;border:1px solid #f5c6cb;color:#8a1f11;padding:8px 12px;
+border-radius:4px;white-space:pre-wrap;font-family:ui-monospace,monospace;font-size:12px}
+.meta td:first-child{width:180px;color:#555}.muted{color:#777}
+.filters{display:flex;gap:10px;margin:0 0 12px;align-items:end;flex-wrap:wrap}
+.filters label{font-size:12px;color:#555;display:flex;flex-direction:column}
+.grid{display:flex;flex-wrap:wrap;gap:8px}.card{background:#fff;border:1px solid #e3e6ea;
+border-radius:4px;padding:4px}
+svg.trend .t{font-size:11px;font-weight:600}svg.trend .tick{font-size:9px;fill:#777}
+svg.trend .last{font-size:11px;fill:#2d6cdf}svg.trend .grid{stroke:#e3e6ea}
+svg.trend .line{fill:none;stroke:#2d6cdf;stroke-width:1.5}svg.trend .dot{fill:#2d6cdf}
+iframe{width:100%;height:900px;border:1px solid #e3e6ea;background:#fff}
+tr.regressed td{background:#fdecea}tr.improved td{background:#eaf7ef}
+.pager{margin:10px 0;font-size:13px}pre.log{max-height:300px;overflow:auto}
+button,input[type=submit]{font:inherit;padding:3px 10px}
+"""
+
+#: Polls the running tasks shown on a page and reloads it when one finishes.
+SCRIPT = """
+(function () {
+  // A login link (/login?next=/trends#key=...): the key stays in the fragment, which
+  // browsers never send, so no server log sees it; it is posted once and dropped.
+  if (location.pathname === '/login' && location.hash.indexOf('#key=') === 0) {
+    var key = decodeURIComponent(location.hash.slice(5));
+    history.replaceState(null, '', location.pathname + location.search);
+    var next = new URLSearchParams(location.search).get('next') || '/';
+    if (next.charAt(0) !== '/' || next.charAt(1) === '/') { next = '/'; }
+    fetch('/login', {method: 'POST', credentials: 'same-origin', redirect: 'manual',
+                     headers: {'Content-Type': 'application/x-www-form-urlencoded'},
+                     body: 'key=' + encodeURIComponent(key)})
+      .then(function () { location.replace(next); });
+    return;
+  }
+  var bars = document.querySelectorAll('[data-running]');
+  if (!bars.length) { return; }
+  function poll() {
+    var pending = 0;
+    bars.forEach(function (bar) {
+      if (bar.getAttribute('data-running') !== '1') { return; }
+      pending += 1;
+      var id = bar.getAttribute('data-task');
+      fetch('/api/v1/evaluation?task_id=' + encodeURIComponent(id),
+            {credentials: 'same-origin', headers: {'Accept': 'application/json'}})
+        .then(function (r) { return r.json(); })
+        .then(function (body) {
+          if (!body.success) { return; }
+          var task = body.data.task;
+          var share = task.total ? Math.min(100, 100 * task.finished / task.total) : 0;
+          bar.querySelector('span').style.width = share.toFixed(1) + '%';
+          var count = bar.parentNode.querySelector('.count');
+          if (count) { count.textContent = task.finished + '/' + task.total; }
+          if (task.status >= 2) { bar.setAttribute('data-running', '0'); location.reload(); }
+        })
+        .catch(function () {});
+    });
+    if (pending) { setTimeout(poll, 1000); }
+  }
+  setTimeout(poll, 1000);
+})();
+"""
+
+
+def _page(title: str, body: str, principal: Principal | None = None) -> str:
+    nav = ""
+    if principal is not None:
+        nav = (
+            '<a href="/">Runs</a><a href="/trends">Trends</a>'
+            f'<span class="who">tenant {principal.tenant} · key {escape(principal.key_id)} '
+            f"({escape(principal.role)})</span>"
+            '<form method="post" action="/logout"><button type="submit">Log out</button></form>'
+        )
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        f"<title>{escape(title)} · pytest-ragev</title><style>{_CSS}</style></head><body>"
+        f"<header><strong>pytest-ragev</strong>{nav}</header><main>{body}</main>"
+        '<script src="/assets/dashboard.js"></script></body></html>\n'
+    )
+
+
+def _badge(status: int) -> str:
+    return f'<span class="badge s{status}">{STATUS_NAMES.get(status, str(status))}</span>'
+
+
+def _num(value: Any) -> str:
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return f"{value:.3f}"
+    return '<span class="muted">—</span>'
+
+
+def _metric(metric: Mapping[str, Any] | None, name: str) -> Any:
+    if not metric:
+        return None
+    block = "retrieval_metrics" if name in RETRIEVAL_METRICS else "generation_metrics"
+    return (metric.get(block) or {}).get(name)
+
+
+def _progress(task: Mapping[str, Any]) -> str:
+    total, finished = int(task["total"] or 0), int(task["finished"] or 0)
+    share = min(100.0, 100.0 * finished / total) if total else 0.0
+    running = "1" if task["status"] in (0, 1) else "0"
+    return (
+        f'<span class="bar" data-task="{escape(task["id"])}" data-running="{running}">'
+        f'<span style="width:{share:.1f}%"></span></span>'
+        f'<span class="count">{finished}/{total}</span>'
+    )
+
+
+def _when(text: str | None) -> str:
+    if not text:
+        return '<span class="muted">—</span>'
+    return escape(text.replace("T", " ")[:19])
+
+
+def _run_link(task_id: str) -> str:
+    return f'<a href="/runs/{quote(task_id, safe="")}">{escape(task_id)}</a>'
+
+
+def runs_page(
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    total: int,
+    page: int,
+    page_size: int,
+    principal: Principal,
+    filters: Mapping[str, Any],
+    series: Sequence[tuple[str, str]] = (),
+) -> str:
+    """The runs list: newest first, a progress bar per running task, and compare pickers."""
+    datasets = sorted({d for d, _ in series})
+    configs = sorted({c for _, c in series})
+
+    def options(values: Sequence[str], chosen: Any) -> str:
+        out = ['<option value="">all</option>']
+        for value in values:
+            mark = " selected" if value == chosen else ""
+            out.append(f'<option value="{escape(value)}"{mark}>{escape(value)}</option>')
+        return "".join(out)
+
+    status_options = ['<option value="">all</option>'] + [
+        f'<option value="{code}"{" selected" if filters.get("status") == code else ""}>'
+        f"{name}</option>" for code, name in STATUS_NAMES.items()
+    ]
+    head = (
+        '<form class="filters" method="get" action="/">'
+        f'<label>dataset<select name="dataset_id">{options(datasets, filters.get("dataset_id"))}'
+        "</select></label>"
+        f'<label>config<select name="config">{options(configs, filters.get("config"))}'
+        "</select></label>"
+        f'<label>status<select name="status">{"".join(status_options)}</select></label>'
+        '<input type="submit" value="Filter"></form>'
+    )
+    cells = "".join(f'<th class="num">{name}</th>' for name in KEY_METRICS)
+    lines = [
+        '<form method="get" action="/compare">',
+        f"<table class=\"runs\"><thead><tr><th>status</th><th>task</th><th>dataset</th>"
+        f"<th>config</th><th>started</th><th class=\"num\">duration</th><th>progress</th>"
+        f"{cells}<th>A</th><th>B</th></tr></thead><tbody>",
+    ]
+    for row in rows:
+        task, request = row["task"], row["request"]
+        metrics = "".join(f'<td class="num">{_num(_metric(row["metric"], name))}</td>'
+                          for name in KEY_METRICS)
+        tid = escape(task["id"])
+        pick = task["status"] in (2, 3)
+        duration = fmt.seconds(task["duration"]) if task["duration"] is not None else "—"
+        radio_a = f'<input type="radio" name="a" value="{tid}" aria-label="A">' if pick else ""
+        radio_b = f'<input type="radio" name="b" value="{tid}" aria-label="B">' if pick else ""
+        lines.append(
+            f'<tr data-status="{task["status"]}"><td>{_badge(task["status"])}</td>'
+            f"<td>{_run_link(task['id'])}</td><td>{escape(task['dataset_id'])}</td>"
+            f"<td>{escape(request['config'])}</td><td>{_when(task['start_time'])}</td>"
+            f'<td class="num">{escape(duration)}</td>'
+            f"<td>{_progress(task)}</td>{metrics}<td>{radio_a}</td><td>{radio_b}</td></tr>"
+        )
+    if not rows:
+        lines.append(f'<tr><td colspan="{9 + len(KEY_METRICS)}" class="muted">No evaluation '
+                     "tasks yet: POST /api/v1/evaluation creates one.</td></tr>")
+    lines.append('</tbody></table><p><input type="submit" value="Compare A with B"></p></form>')
+    pages = max(1, math.ceil(total / page_size))
+    pager = [f'<div class="pager">{total} tasks · page {page} of {pages}']
+    query = {k: v for k, v in filters.items() if v not in (None, "")}
+    if page > 1:
+        pager.append(f' · <a href="/?{escape(urlencode({**query, "page": page - 1}))}">newer</a>')
+    if page < pages:
+        pager.append(f' · <a href="/?{escape(urlencode({**query, "page": page + 1}))}">older</a>')
+    pager.append("</div>")
+    body = "<h1>Evaluation runs</h1>" + head + "".join(lines) + "".join(pager)
+    return _page("Runs", body, principal)
+
+
+def run_page(
+    row: Mapping[str, Any],
+    *,
+    params: Mapping[str, Any] | None,
+    has_report: bool,
+    log_tail: str | None,
+    previous: str | None,
+    principal: Principal | None = None,
+) -> str:
+    """One run: its state, settings and metrics, errors, and the plugin's HTML report."""
+    task, request, metric = row["task"], row["request"], row["metric"]
+    quoted = quote(task["id"], safe="")
+    parts = [f"<h1>{escape(task['id'])} {_badge(task['status'])}</h1>"]
+    if task["status"] in (0, 1):
+        parts.append(f"<p>{_progress(task)}</p>")
+    if task["err_msg"]:
+        parts.append(f'<div class="err">{escape(task["err_msg"])}</div>')
+    pipeline = (params or {}).get("pipeline") or {}
+    meta = [
+        ("dataset", task["dataset_id"]), ("config", request["config"]),
+        ("knowledge base", request["knowledge_base_id"]), ("pipeline", pipeline.get("name")),
+        ("chat model", request["chat_id"] or "(the config's)"),
+        ("rerank model", request["rerank_id"] or "(the config's)"),
+        ("variants", ", ".join(request["variant"]) or "all"),
+        ("limit", request["limit"] or "none"),
+        ("profile", request["profile"] or ((params or {}).get("metrics") or {}).get("profile")),
+        ("started", _when(task["start_time"])), ("ended", _when(task["end_time"])),
+        ("duration", fmt.seconds(task["duration"]) if task["duration"] is not None else "—"),
+        ("questions", f"{task['finished']}/{task['total']}"),
+    ]
+    parts.append('<table class="meta"><tbody>')
+    for name, value in meta:
+        if name in ("started", "ended"):
+            shown = value
+        else:
+            shown = '<span class="muted">—</span>' if value is None else escape(str(value))
+        parts.append(f"<tr><td>{name}</td><td>{shown}</td></tr>")
+    parts.append("</tbody></table>")
+    running = " (running mean)" if task["status"] == 1 else ""
+    parts.append(f"<h2>Metrics{running}</h2>")
+    counts = (metric or {}).get("counts") or {}
+    parts.append('<table><thead><tr><th>metric</th><th class="num">mean</th>'
+                 '<th class="num">n</th></tr></thead><tbody>')
+    for name in METRIC_NAMES:
+        parts.append(f'<tr><td>{name}</td><td class="num">{_num(_metric(metric, name))}</td>'
+                     f'<td class="num">{escape(str(counts.get(name, "—")))}</td></tr>')
+    parts.append("</tbody></table>")
+    verdict = row.get("verdict") or {}
+    if verdict.get("failures"):
+        items = "".join(f"<li>{escape(str(f))}</li>" for f in verdict["failures"])
+        parts.append(f"<h2>Verdict: failed</h2><ul>{items}</ul>")
+    elif verdict:
+        parts.append("<h2>Verdict: passed</h2>")
+    links = [f'<a href="/api/v1/evaluation/samples?task_id={quoted}">samples (JSON)</a>']
+    if previous is not None and task["status"] == 2:
+        links.append(
+            f'<a href="/compare?{escape(urlencode({"a": previous, "b": task["id"]}))}">'
+            "compare with the previous run</a>")
+    parts.append(f"<p>{' · '.join(links)}</p>")
+    if log_tail:
+        parts.append(f'<h2>Log (last lines)</h2><pre class="err log">{escape(log_tail)}</pre>')
+    if has_report:
+        parts.append(f'<h2>Report</h2><iframe title="HTML report" sandbox '
+                     f'src="/runs/{quoted}/report.html"></iframe>')
+    return _page(task["id"], "".join(parts), principal)
+
+
+def trends_page(
+    series: Sequence[tuple[str, str, Sequence[Mapping[str, Any]]]],
+    principal: Principal | None = None,
+) -> str:
+    """Per dataset and config, each metric's mean over the finished runs, oldest left."""
+    parts = ["<h1>Trends</h1>"]
+    if not series:
+        parts.append('<p class="muted">No finished runs yet.</p>')
+    for dataset_id, config, rows in series:
+        query = urlencode({"dataset_id": dataset_id, "config": config, "status": 2})
+        parts.append(
+            f'<h2 data-series="{escape(dataset_id)}/{escape(config)}">dataset '
+            f"{escape(dataset_id)} · config {escape(config)} · "
+            f'<a href="/?{escape(query)}">{len(rows)} runs</a></h2><div class="grid">')
+        for name in METRIC_NAMES:
+            points = [Point(f"{row['id']} ({(row['start_time'] or '')[:19]})",
+                            _metric(row["metric"], name)) for row in rows]
+            parts.append(f'<div class="card">{line_chart(points, title=name)}</div>')
+        parts.append("</div>")
+    return _page("Trends", "".join(parts), principal)
+
+
+def compare_page(
+    a: Mapping[str, Any],
+    b: Mapping[str, Any],
+    before: RunResult,
+    after: RunResult,
+    principal: Principal | None = None,
+) -> str:
+    """Run B against run A with the gate's paired comparison over their shared questions."""
+    ta, tb = a["task"], b["task"]
+    parts = [f"<h1>Compare</h1><p>A: {_run_link(ta['id'])} ({escape(a['request']['config'])}, "
+             f"{_when(ta['start_time'])})<br>B: {_run_link(tb['id'])} "
+             f"({escape(b['request']['config'])}, {_when(tb['start_time'])})</p>"]
+    try:
+        comparison = compare(before, after, GateRules())
+    except Exception as exc:  # BaselineError: no shared question
+        parts.append(f'<div class="err">{escape(str(exc))}</div>')
+        return _page("Compare", "".join(parts), principal)
+    parts.append(
+        f"<p>{len(comparison.common_qids)} shared questions; "
+        f"{len(comparison.added)} only in B, {len(comparison.removed)} only in A. "
+        "Paired bootstrap over the shared questions, one-sided p adjusted over the metrics "
+        "(the gate's defaults).</p>")
+    parts.append('<table class="compare"><thead><tr><th>metric</th><th class="num">A</th>'
+                 '<th class="num">B</th><th class="num">Δ (B − A)</th><th>CI</th>'
+                 '<th class="num">p</th><th class="num">n</th><th>status</th></tr></thead>'
+                 "<tbody>")
+    for item in comparison.metrics:
+        css = {"regressed": "regressed", "improved": "improved"}.get(item.status, "")
+        parts.append(
+            f'<tr class="{css}"><td>{escape(item.metric)}</td>'
+            f'<td class="num">{fmt.num(item.baseline_mean)}</td>'
+            f'<td class="num">{fmt.num(item.current_mean)}</td>'
+            f'<td class="num">{fmt.num(item.delta, signed=True)}</td>'
+            f"<td>{escape(fmt.ci(item.ci_low, item.ci_high))}</td>"
+            f'<td class="num">{fmt.p_value(item.p)}</td><td class="num">{item.n}</td>'
+            f"<td>{escape(item.status)}</td></tr>")
+    parts.append("</tbody></table>")
+    worst = top_regressions(before, after, 10)
+    if worst:
+        parts.append("<h2>Questions that got worse</h2><table><thead><tr><th>qid</th>"
+                     "<th>question</th><th>changed metrics</th><th>retrieved A → B</th>"
+                     "</tr></thead><tbody>")
+        for diff in worst:
+            changes = ", ".join(
+                f"{name} {fmt.num(d.delta, signed=True)}" for name, d in diff.metrics.items()
+                if d.delta is not None and d.delta != 0)
+            parts.append(
+                f"<tr><td>{diff.qid}</td><td>{escape(fmt.shorten(diff.question, 90))}</td>"
+                f"<td>{escape(changes or (diff.error_after or ''))}</td>"
+                f"<td>{escape(fmt.ids(diff.retrieved_before, diff.relevant))} → "
+                f"{escape(fmt.ids(diff.retrieved_after, diff.relevant))}</td></tr>")
+        parts.append("</tbody></table>")
+    return _page("Compare", "".join(parts), principal)
+
+
+def safe_next(path: str | None) -> str:
+    """Where to go after logging in: a path on this server, else ``/``."""
+    if not path or not path.startswith("/") or path.startswith("//") or "\\" in path:
+        return "/"
+    return path
+
+
+def login_page(message: str | None = None, next_path: str | None = None) -> str:
+    """The key form: the dashboard needs a viewer (or admin) key, kept in a session cookie."""
+    note = f'<div class="err">{escape(message)}</div>' if message else ""
+    body = (
+        "<h1>Log in</h1>" + note +
+        '<form method="post" action="/login">'
+        f'<input type="hidden" name="next" value="{escape(safe_next(next_path))}">'
+        '<p><label>API key (viewer or admin)<br>'
+        '<input type="password" name="key" size="70" autocomplete="off" required></label></p>'
+        '<p><input type="submit" value="Log in"></p></form>'
+        '<p class="muted">Create a key with <code>ragev serve keys create --role viewer'
+        "</code>. The page keeps a session cookie, never the key.</p>"
+    )
+    return _page("Log in", body)
+
+
+def not_found(message: str) -> str:
+    """A page for a run that does not exist (or belongs to another tenant)."""
+    return _page("Not found", f'<h1>Not found</h1><p>{escape(message)}</p><p><a href="/">'
+                              "All runs</a></p>")
+

@@ -1,0 +1,142 @@
+"""Request and response bodies of the HTTP API (pydantic): validation and the OpenAPI document.
+
+Request models are strict (``"5"`` is not a number) and forbid unknown fields, so a
+typo is a 400 naming the field instead of a silently ignored option. Response models
+describe the shapes for ``/openapi.json``; handlers send plain JSON of these shapes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class CreateEvaluation(BaseModel):
+    """``POST /api/v1/evaluation``: the original's four fields plus this server's extensions."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    dataset_id: str | None = Field(None, max_length=200,
+                                   description="a registered dataset (default: 'default')")
+    knowledge_base_id: str | None = Field(
+        None, max_length=200, description="the config whose [pipeline] the evaluation copies")
+    chat_id: str | None = Field(None, max_length=200,
+                                description="a chat model of the server's model table")
+    rerank_id: str | None = Field(None, max_length=200,
+                                  description="a rerank model of the server's model table")
+    config: str | None = Field(None, max_length=200,
+                               description="the config to run (default: knowledge_base_id)")
+    variant: list[str] | str | None = Field(None, description="run only these variants")
+    limit: int | None = Field(None, ge=1, le=10_000_000,
+                              description="only the first N questions")
+    profile: Literal["weknora", "standard"] | None = Field(None, description="metric profile")
+
+    @field_validator("dataset_id", "knowledge_base_id", "chat_id", "rerank_id", "config")
+    @classmethod
+    def _empty_is_unset(cls, value: str | None) -> str | None:
+        # The original's clients send "" for a field they leave unset (Go's zero value).
+        return value or None
+
+    def variants(self) -> list[str]:
+        """``variant`` as a list."""
+        if self.variant is None:
+            return []
+        return [self.variant] if isinstance(self.variant, str) else list(self.variant)
+
+
+class CancelEvaluation(BaseModel):
+    """``POST /api/v1/evaluation/cancel``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    task_id: str = Field(..., min_length=1, max_length=300)
+
+
+class Task(BaseModel):
+    """The original's ``EvaluationTask`` plus ``end_time`` and ``duration`` (seconds)."""
+
+    id: str
+    tenant_id: int
+    dataset_id: str
+    start_time: str
+    status: int = Field(..., description="0 pending, 1 running, 2 success, 3 failed")
+    err_msg: str
+    total: int
+    finished: int
+    end_time: str | None = None
+    duration: float | None = None
+
+
+class Request(BaseModel):
+    """What the task was created with (an extension)."""
+
+    config: str
+    knowledge_base_id: str
+    chat_id: str | None
+    rerank_id: str | None
+    variant: list[str]
+    limit: int | None
+    profile: str | None
+
+
+class Detail(BaseModel):
+    """The original's ``EvaluationDetail``; ``metric`` is the running mean while status 1."""
+
+    task: Task
+    params: dict[str, Any] | None
+    metric: dict[str, Any] | None
+    request: Request
+    verdict: dict[str, Any] | None = None
+    queue_position: int | None = None
+
+
+class Summary(BaseModel):
+    """One row of ``GET /api/v1/evaluations``."""
+
+    task: Task
+    metric: dict[str, Any] | None
+    request: Request
+    verdict: dict[str, Any] | None = None
+
+
+class Page(BaseModel):
+    """A page of a list, newest first."""
+
+    total: int
+    page: int
+    page_size: int
+    items: list[Any]
+
+
+class TaskEnvelope(BaseModel):
+    success: bool = True
+    data: Task
+
+
+class DetailEnvelope(BaseModel):
+    success: bool = True
+    data: Detail
+
+
+class PageEnvelope(BaseModel):
+    success: bool = True
+    data: Page
+
+
+class ListEnvelope(BaseModel):
+    success: bool = True
+    data: list[dict[str, Any]]
+
+
+class ErrorBody(BaseModel):
+    """The original's error object; ``details.field`` names the bad field when there is one."""
+
+    code: int
+    message: str
+    details: dict[str, Any] | None = None
+
+
+class ErrorEnvelope(BaseModel):
+    success: Literal[False] = False
+    error: ErrorBody

@@ -1,0 +1,77 @@
+"""The SQLite store: tasks survive a new connection, lists page newest first per tenant."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from pytest_ragev.server.keys import new_key
+from pytest_ragev.server.store import Store, StoreError, TaskFilter
+
+
+def _task(task_id: str, tenant: int, created: int, **extra: object) -> dict[str, object]:
+    return {"id": task_id, "tenant_id": tenant, "dataset_id": "d", "config": "c",
+            "knowledge_base_id": "c", "variants": [], "status": 0, "created_ms": created,
+            "start_time": "t", **extra}
+
+
+def test_tasks_keys_and_sessions_persist(tmp_path: Path) -> None:
+    store = Store(tmp_path / "db.sqlite")
+    for i in range(5):
+        store.add_task(_task(f"t{i}", 1 if i < 4 else 2, 1000 + i))
+    store.update_task("t1", status=2, metric={"retrieval_metrics": {"recall": 0.5}})
+    _, key = new_key(role="viewer", capability="none", tenant=1)
+    store.add_key(key)
+    store.add_session("token", key.key_id, 60)
+    store.close()
+
+    again = Store(tmp_path / "db.sqlite")
+    assert again.journal_mode() == "wal"
+    total, rows = again.tasks(TaskFilter(1), offset=1, limit=2)
+    assert total == 4 and [r["id"] for r in rows] == ["t2", "t1"]
+    assert rows[1]["metric"] == {"retrieval_metrics": {"recall": 0.5}}
+    assert again.task("t4", tenant=1) is None and again.task("t4", tenant=2) is not None
+    assert again.tasks(TaskFilter(1, status=2))[0] == 1
+    assert again.key(key.key_id) == key
+    assert again.session_key("token") == key.key_id and again.session_key("other") is None
+    assert again.revoke_key(key.key_id) and not again.revoke_key(key.key_id)
+    assert again.pending_ids() == ["t0", "t2", "t3", "t4"]
+
+
+def test_a_file_that_is_not_a_database(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    path.write_bytes(b"not sqlite" * 100)
+    with pytest.raises(StoreError, match="not a usable SQLite database"):
+        Store(path)
+
+
+def test_a_database_of_another_schema(tmp_path: Path) -> None:
+    path = tmp_path / "db.sqlite"
+    Store(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE meta SET value = '99' WHERE name = 'schema'")
+    with pytest.raises(StoreError, match="schema 99"):
+        Store(path)
+
+
+def test_list_rows_built_by_sqlite_equal_the_parsed_rows(tmp_path: Path) -> None:
+    import json
+
+    store = Store(tmp_path / "db.sqlite")
+    store.add_task(_task("t1", 1, 1, variants=["k256"], limit_n=5, profile="standard",
+                         metric={"retrieval_metrics": {"recall": 0.25}}, duration=1.5,
+                         verdict={"passed": False, "failures": ["ragev: 召回率 fiel"]}))
+    total, items = store.summaries_json(TaskFilter(1))
+    _, rows = store.tasks(TaskFilter(1))
+    row = rows[0]
+    item = json.loads(items[0])
+    assert total == 1
+    assert item["metric"] == row["metric"] and item["verdict"] == row["verdict"]
+    assert item["request"] == {"config": "c", "knowledge_base_id": "c", "chat_id": None,
+                               "rerank_id": None, "variant": ["k256"], "limit": 5,
+                               "profile": "standard"}
+    assert item["task"] == {k: row[k] for k in ("id", "tenant_id", "dataset_id", "start_time",
+                                                "status", "err_msg", "total", "finished",
+                                                "end_time", "duration")}
