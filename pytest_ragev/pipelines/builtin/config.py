@@ -24,11 +24,12 @@ from pytest_ragev.pipelines.builtin.chunking import (
 from pytest_ragev.pipelines.builtin.models import BUILTIN_EMBEDDERS, check_model
 
 RETRIEVAL_MODES = ("keyword", "vector", "hybrid")
+FUSION_METHODS = ("convex", "rrf")
 _PIPELINE_KEYS = (
     "chunk_size", "chunk_overlap", "separators", "retrieval", "embedding_top_k",
     "keyword_threshold", "vector_threshold", "embedding_model", "vector_weight",
-    "keyword_weight", "rrf_k", "fusion_pool", "query_prefix", "passage_prefix", "rerank_model",
-    "rerank_top_k", "rerank_threshold", "bm25_k1", "bm25_b", "chat",
+    "keyword_weight", "fusion", "rrf_k", "fusion_pool", "query_prefix", "passage_prefix",
+    "rerank_model", "rerank_top_k", "rerank_threshold", "bm25_k1", "bm25_b", "chat",
 )
 _EXTRACTIVE_KEYS = ("model", "max_tokens", "fallback_response", "context_chunks")
 DEFAULT_FALLBACK = "Sorry, I cannot answer this question from the knowledge base."
@@ -47,14 +48,15 @@ class BuiltinConfig:
     keyword_threshold: float = 0.0
     vector_threshold: float = 0.0
     embedding_model: str | None = None
-    vector_weight: float = 0.7
-    keyword_weight: float = 0.3
-    rrf_k: int = 60
+    vector_weight: float = 0.8
+    keyword_weight: float = 0.2
+    fusion: str = "convex"
+    rrf_k: int = 2
     fusion_pool: int = 100
     query_prefix: str | None = None
     passage_prefix: str | None = None
     rerank_model: str | None = None
-    rerank_top_k: int = 5
+    rerank_top_k: int = 10
     rerank_threshold: float = 0.0
     bm25_k1: float = 1.5
     bm25_b: float = 0.75
@@ -171,6 +173,13 @@ def _parse_config(settings: PipelineSettings, *, source: Path | str) -> BuiltinC
         return value
 
     assert max_tokens is not None and fallback is not None and context_chunks is not None
+    fusion = opts.string("fusion", "convex")
+    if fusion not in FUSION_METHODS:
+        raise opts.fail("fusion", fusion, 'use "convex" or "rrf"')
+    vector_weight, keyword_weight = number("vector_weight", 0.8), number("keyword_weight", 0.2)
+    if retrieval == "hybrid" and vector_weight + keyword_weight <= 0:
+        raise opts.fail("keyword_weight", keyword_weight,
+                        "hybrid retrieval needs a positive weight on at least one list")
     return BuiltinConfig(
         chunk_size=chunk_size,
         chunk_overlap=chunk_overlap,
@@ -180,14 +189,15 @@ def _parse_config(settings: PipelineSettings, *, source: Path | str) -> BuiltinC
         keyword_threshold=number("keyword_threshold", 0.0, high=1.0),
         vector_threshold=number("vector_threshold", 0.0, high=1.0),
         embedding_model=embedding_model,
-        vector_weight=number("vector_weight", 0.7),
-        keyword_weight=number("keyword_weight", 0.3),
-        rrf_k=integer("rrf_k", 60, low=0),
+        vector_weight=vector_weight,
+        keyword_weight=keyword_weight,
+        fusion=fusion,
+        rrf_k=integer("rrf_k", 2, low=0),
         fusion_pool=integer("fusion_pool", 100),
         query_prefix=prefixes["query_prefix"],
         passage_prefix=prefixes["passage_prefix"],
         rerank_model=rerank_model,
-        rerank_top_k=integer("rerank_top_k", 5),
+        rerank_top_k=integer("rerank_top_k", 10),
         rerank_threshold=number("rerank_threshold", 0.0, high=1.0),
         bm25_k1=number("bm25_k1", 1.5),
         bm25_b=number("bm25_b", 0.75, high=1.0),

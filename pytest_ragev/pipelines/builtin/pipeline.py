@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 class _Hit:
     chunk: int
     score: float
+    #: The retriever's unnormalised score (raw BM25) when ``score`` is clipped; for fusion.
+    raw: float | None = None
 
 
 #: A reranker: ``(kb, question, chunk texts) -> scores``, or ``None`` when it cannot score.
@@ -144,6 +146,8 @@ class BuiltinPipeline:
     def _embed(
         self, texts: list[str], progress: Progress | None, total: int
     ) -> npt.NDArray[np.float16]:
+        import numpy as np
+
         embedder = self.embedder()
         if progress is None or not texts:
             return vector_search.stored(embedder.encode_passages(texts))
@@ -154,8 +158,6 @@ class BuiltinPipeline:
             done = total - len(texts) + min(start + batch, len(texts))
             if done < total:
                 progress(done, total)
-        import numpy as np
-
         return np.concatenate(parts)
 
     def embedder(self) -> Embedder:
@@ -176,7 +178,7 @@ class BuiltinPipeline:
         for chunk, raw in kb.index.search(query, top_k):
             normalised = kb.index.normalised(raw, query)
             if normalised >= self.config.keyword_threshold:
-                hits.append(_Hit(chunk, normalised))
+                hits.append(_Hit(chunk, normalised, raw))
         return hits
 
     def vector_hits(self, kb: KnowledgeBase, question: str, top_k: int) -> list[_Hit]:
@@ -200,14 +202,13 @@ class BuiltinPipeline:
         # Fuse deep pools, not the final top k: a chunk ranked 12th by both lists belongs
         # above one ranked 1st by one list and absent from the other.
         pool = max(config.fusion_pool, top_k)
-        return reciprocal_rank_fusion(
-            [
-                (self.vector_hits(kb, question, pool), config.vector_weight),
-                (self.keyword_hits(kb, question, pool), config.keyword_weight),
-            ],
-            k=config.rrf_k,
-            top_k=top_k,
-        )
+        rankings = [
+            (self.vector_hits(kb, question, pool), config.vector_weight),
+            (self.keyword_hits(kb, question, pool), config.keyword_weight),
+        ]
+        if config.fusion == "rrf":
+            return reciprocal_rank_fusion(rankings, k=config.rrf_k, top_k=top_k)
+        return convex_fusion(rankings, top_k=top_k)
 
     def rerank(self, kb: KnowledgeBase, question: str, hits: list[_Hit]) -> list[_Hit]:
         config = self.config
@@ -275,6 +276,32 @@ def reciprocal_rank_fusion(
     for hits, weight in rankings:
         for rank, hit in enumerate(hits, start=1):
             fused[hit.chunk] = fused.get(hit.chunk, 0.0) + weight / (k + rank)
+    order = sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:top_k]
+    return [_Hit(chunk, score) for chunk, score in order]
+
+
+def convex_fusion(
+    rankings: Sequence[tuple[Sequence[_Hit], float]], *, top_k: int = 10
+) -> list[_Hit]:
+    """A convex combination of min-max normalised scores (Bruch et al., TOIS 2023).
+
+    Each list's scores (raw BM25 where a hit carries one, else its score) are mapped to
+    [0, 1] by ``(s - min) / (max - min)`` over the list (all 1 when they are equal); a
+    list gives 0 to a chunk it did not return. ``score(d) = Σ weight · norm(d) / Σ weight``
+    over the lists, in [0, 1]; ties break on chunk order. Unlike RRF it keeps how far
+    apart the scores are, so a keyword list of weak matches moves little and one clear
+    keyword match moves much.
+    """
+    total = sum(weight for hits, weight in rankings)
+    fused: dict[int, float] = {}
+    for hits, weight in rankings:
+        if not hits or weight <= 0:
+            continue
+        values = [hit.raw if hit.raw is not None else hit.score for hit in hits]
+        low, high = min(values), max(values)
+        for hit, value in zip(hits, values, strict=True):
+            norm = (value - low) / (high - low) if high > low else 1.0
+            fused[hit.chunk] = fused.get(hit.chunk, 0.0) + weight * norm / total
     order = sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:top_k]
     return [_Hit(chunk, score) for chunk, score in order]
 
