@@ -16,7 +16,8 @@ languages. The text is read from the installed packages and written under
 
     apt-get install debian-faq debian-faq-zh-cn debian-faq-ru debian-faq-ja perl-doc python3-doc
 
-and build the Parquet folders (also done on demand by ``bench_retrieval_quality.py``)::
+``bench_retrieval_quality.py`` reads them straight from the packages; to evaluate one with
+the plugin itself, write the Parquet folders (``benchmarks/.data/<name>/``) with::
 
     .venv/bin/python benchmarks/faq_datasets.py
 """

@@ -48,10 +48,10 @@ class BuiltinConfig:
     keyword_threshold: float = 0.0
     vector_threshold: float = 0.0
     embedding_model: str | None = None
-    vector_weight: float = 0.8
-    keyword_weight: float = 0.2
+    vector_weight: float = 0.9
+    keyword_weight: float = 0.1
     fusion: str = "convex"
-    rrf_k: int = 2
+    rrf_k: int = 5
     fusion_pool: int = 100
     query_prefix: str | None = None
     passage_prefix: str | None = None
@@ -176,7 +176,7 @@ def _parse_config(settings: PipelineSettings, *, source: Path | str) -> BuiltinC
     fusion = opts.string("fusion", "convex")
     if fusion not in FUSION_METHODS:
         raise opts.fail("fusion", fusion, 'use "convex" or "rrf"')
-    vector_weight, keyword_weight = number("vector_weight", 0.8), number("keyword_weight", 0.2)
+    vector_weight, keyword_weight = number("vector_weight", 0.9), number("keyword_weight", 0.1)
     if retrieval == "hybrid" and vector_weight + keyword_weight <= 0:
         raise opts.fail("keyword_weight", keyword_weight,
                         "hybrid retrieval needs a positive weight on at least one list")
@@ -192,7 +192,7 @@ def _parse_config(settings: PipelineSettings, *, source: Path | str) -> BuiltinC
         vector_weight=vector_weight,
         keyword_weight=keyword_weight,
         fusion=fusion,
-        rrf_k=integer("rrf_k", 2, low=0),
+        rrf_k=integer("rrf_k", 5, low=0),
         fusion_pool=integer("fusion_pool", 100),
         query_prefix=prefixes["query_prefix"],
         passage_prefix=prefixes["passage_prefix"],

@@ -118,12 +118,12 @@ def test_hybrid_fuses_both_lists_with_the_configured_weights(
 def test_default_fusion_is_convex_over_min_max_scores(monkeypatch: pytest.MonkeyPatch) -> None:
     default = pipeline(retrieval="hybrid", embedding_model="hashing")
     assert (default.config.fusion, default.config.vector_weight,
-            default.config.keyword_weight) == ("convex", 0.8, 0.2)
+            default.config.keyword_weight) == ("convex", 0.9, 0.1)
     kb = kb_of(default)
     _fixed_lists(default, monkeypatch)
     fused = {hit.chunk: hit.score for hit in default.retrieve(kb, "q")}
     # Vector 0.9, 0.8 -> 1, 0; keyword 0.9, 0.5, 0.4 -> 1, 0.2, 0.
-    assert fused == pytest.approx({0: 0.8, 1: 0.2 * 0.2, 2: 0.2, 3: 0.0})
+    assert fused == pytest.approx({0: 0.9, 1: 0.1 * 0.2, 2: 0.1, 3: 0.0})
     even = pipeline(retrieval="hybrid", embedding_model="hashing", vector_weight=1.0,
                     keyword_weight=1.0)
     _fixed_lists(even, monkeypatch)

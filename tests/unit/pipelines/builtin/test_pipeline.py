@@ -79,7 +79,7 @@ def test_snapshot_has_every_default_and_keys_separate_kb_from_answer_knobs() -> 
     assert snapshot["retrieval"] == "keyword" and snapshot["embedding_top_k"] == 10
     # The measured defaults (docs/pipelines.md, benchmarks/bench_retrieval_quality.py).
     assert (snapshot["fusion"], snapshot["vector_weight"], snapshot["keyword_weight"],
-            snapshot["fusion_pool"], snapshot["rrf_k"]) == ("convex", 0.8, 0.2, 100, 2)
+            snapshot["fusion_pool"], snapshot["rrf_k"]) == ("convex", 0.9, 0.1, 100, 5)
     assert snapshot["rerank_model"] is None and snapshot["rerank_top_k"] == 10
     assert snapshot["chat"]["model"] == "extractive"
     # A retrieval knob changes the answers but not the knowledge base.
