@@ -10,6 +10,7 @@ seed, drawn with numpy, so a million passages take seconds.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,7 +48,7 @@ class Corpus:
         words = self.words
         flat = [words[r] for r in self.ranks.tolist()]
         bounds = self.offsets.tolist()
-        return [flat[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+        return [flat[a:b] for a, b in itertools.pairwise(bounds)]
 
     def text(self, i: int) -> str:
         """Passage ``i`` as sentences: capitalised first word, a period after each."""

@@ -226,7 +226,7 @@ class BM25Index:
                     break
                 docs = self.indices[starts[i]:ends[i]]
                 weight = self.data[starts[i]:ends[i]]
-                acc[docs] += weight if repeats[i] == 1 else weight * float(repeats[i])
+                acc[docs] += _times(weight, int(repeats[i]))
                 added.append(docs)
                 if i + 1 == len(terms):
                     break
@@ -250,6 +250,7 @@ class BM25Index:
                 theta = max(theta, _kth(pool_docs, pool_scores, top_k))
             floor = theta * (1.0 - _SLACK) - rest[split]
             touched = sum(len(docs) for docs in added)
+            candidates: npt.NDArray[np.integer[Any]]
             if touched * 4 > self.n_docs:
                 # Many documents touched: one pass over the accumulator (sorted, distinct;
                 # a touched document has a positive partial score, an untouched one 0).
@@ -289,8 +290,8 @@ class BM25Index:
         weights = np.concatenate([self.data[a:e].astype(np.float64) * float(c)
                                   for a, e, c in zip(starts, ends, repeats, strict=True)])
         candidates, inverse = np.unique(hits, return_inverse=True)
-        values = np.bincount(inverse, weights=weights, minlength=len(candidates))
-        return _top(candidates, values, top_k)
+        sums = np.bincount(inverse, weights=weights, minlength=len(candidates))
+        return _top(candidates, sums.astype(np.float64), top_k)
 
     def _probe(
         self,
@@ -305,7 +306,7 @@ class BM25Index:
         out = np.zeros(len(docs), dtype=np.float64)
         for a, e, c in zip(starts, ends, repeats, strict=True):
             found, weight = self._lookup(docs, int(a), int(e))
-            out[found] += weight if c == 1 else weight * float(c)
+            out[found] += _times(weight, int(c))
         return out
 
     def _lookup(
@@ -352,16 +353,16 @@ class BM25Index:
             alive = values + reach >= theta * (1.0 - _SLACK)
             if not alive.all():
                 candidates, values = candidates[alive], values[alive]
-            a, e, c = int(starts[j]), int(ends[j]), float(repeats[j])
+            a, e, c = int(starts[j]), int(ends[j]), int(repeats[j])
             if len(candidates) * 16 > e - a:
                 before = acc[candidates]
                 docs = self.indices[a:e]
-                acc[docs] += self.data[a:e] if c == 1 else self.data[a:e] * c
+                acc[docs] += _times(self.data[a:e], c)
                 added.append(docs)
                 values += acc[candidates] - before
             else:
                 found, weight = self._lookup(candidates, a, e)
-                values[found] += weight if c == 1 else weight * c
+                values[found] += _times(weight, c)
             reach -= float(bounds[j])
         return candidates, values
 
@@ -374,6 +375,13 @@ class BM25Index:
         """``raw`` as a fraction of the query's reference score, clipped to [0, 1]."""
         scale = self.normaliser(tokens)
         return min(1.0, raw / scale) if scale > 0.0 else 0.0
+
+
+def _times(weight: npt.NDArray[np.float32], count: int) -> npt.NDArray[Any]:
+    """``weight * count`` in float64 (exact); a float32 product would round."""
+    import numpy as np
+
+    return weight if count == 1 else np.multiply(weight, count, dtype=np.float64)
 
 
 def _union(lists: list[npt.NDArray[np.int32]]) -> npt.NDArray[np.int32]:
