@@ -41,8 +41,33 @@ BLOCK_TOKENS = 1 << 22
 _SMALL_QUERY = 4096
 #: The refresh of θ scans at most about this many postings of the short lists.
 _REFRESH_SCAN = 16384
+#: Terms in at least this share of the documents also get a dense column of impacts (one
+#: float32 per document), so probing one is a gather instead of a binary search ...
+DENSE_SHARE = 0.25
+#: ... for at most this many terms (the most frequent: stop words, in real text).
+DENSE_MAX = 32
 #: Relative slack on every pruning comparison, so rounding can only keep a document.
 _SLACK = 1e-9
+
+
+class _Lists:
+    """The query's posting lists, rarest first: slices, repeats, bounds, suffix bounds."""
+
+    def __init__(
+        self,
+        starts: npt.NDArray[np.int64],
+        ends: npt.NDArray[np.int64],
+        repeats: npt.NDArray[np.int64],
+        bounds: npt.NDArray[np.float64],
+        rows: list[int],
+    ) -> None:
+        import numpy as np
+
+        self.starts, self.ends, self.repeats, self.bounds = starts, ends, repeats, bounds
+        #: rows[i]: the list's row in the index's dense columns, or -1.
+        self.rows = rows
+        #: rest[i]: the most the lists i, i+1, ... can add to any document.
+        self.rest = np.append(np.cumsum(bounds[::-1])[::-1], 0.0)
 
 
 class BM25Index:
@@ -63,6 +88,8 @@ class BM25Index:
         k1: float,
         b: float,
         max_impact: npt.NDArray[np.float64] | None = None,
+        dense_terms: npt.NDArray[np.int64] | None = None,
+        columns: npt.NDArray[np.float32] | None = None,
     ) -> None:
         self.vocab = vocab
         self.idf = idf
@@ -75,6 +102,11 @@ class BM25Index:
         #: Per term, its largest impact on any document (the pruning bound).
         self.max_impact = (_max_per_term(indptr, data) if max_impact is None
                            else max_impact)
+        if dense_terms is None or columns is None:
+            dense_terms, columns = _dense_columns(indptr, indices, data, n_docs)
+        #: The most frequent terms (ascending ids) and their impacts on every document.
+        self.dense_terms, self.columns = dense_terms, columns
+        self._rows = {int(term): row for row, term in enumerate(dense_terms)}
         self._local = threading.local()
 
     @property
@@ -208,50 +240,118 @@ class BM25Index:
             return self._direct(starts, ends, repeats, top_k)
         bounds = self.max_impact[terms] * repeats
         order = np.argsort(ends - starts, kind="stable")  # rarest first
-        starts, ends, repeats, bounds = starts[order], ends[order], repeats[order], bounds[order]
-        # rest[i]: the most the lists i, i+1, ... can add to any document.
-        rest = np.append(np.cumsum(bounds[::-1])[::-1], 0.0)
+        rows = [self._rows.get(int(term), -1) for term in terms[order]]
+        lists = _Lists(starts[order], ends[order], repeats[order], bounds[order], rows)
+        found, theta = self._sparse(lists, top_k)
+        if found is None:
+            found = self._dense(lists, top_k, theta)
+        return _top(*found, top_k)
+
+    def _refresh(
+        self,
+        docs: npt.NDArray[np.integer[Any]],
+        partial: npt.NDArray[np.float64],
+        lists: _Lists,
+        i: int,
+        top_k: int,
+        pool: list[tuple[npt.NDArray[np.integer[Any]], npt.NDArray[np.float64]]],
+    ) -> float:
+        """Score in full the best partial documents after list ``i``: a lower bound on θ.
+
+        ``docs`` are sorted and distinct, ``partial`` their scores over lists ``..i``;
+        the best few get the lists after ``i`` probed, and join the ``pool`` of fully
+        scored documents whose k-th best score is returned.
+        """
+        import numpy as np
+
+        sample = max(2 * top_k, 32)
+        if len(docs) > sample:
+            pick = np.argpartition(partial, len(docs) - sample)[len(docs) - sample:]
+            pick.sort()  # keeps the documents sorted, for the binary searches
+            docs, partial = docs[pick], partial[pick]
+        exact = partial + self._probe(docs, lists, i + 1)
+        pool.append((docs, exact))
+        return _kth(pool, top_k)
+
+    def _sparse(
+        self, lists: _Lists, top_k: int
+    ) -> tuple[tuple[npt.NDArray[np.integer[Any]], npt.NDArray[np.float64]] | None, float]:
+        """MaxScore with the partial scores kept as sorted (document, score) arrays.
+
+        Merging sorted runs stays in the cache, where a dense accumulator of a million
+        documents misses it on every posting. Gives up (``None``, with the θ found so
+        far) when the lists to add exceed an eighth of the documents.
+        """
+        import numpy as np
+
+        n = len(lists.starts)
+        limit = max(self.n_docs // 8, _SMALL_QUERY)
+        pool: list[tuple[npt.NDArray[np.integer[Any]], npt.NDArray[np.float64]]] = []
+        theta = 0.0
+        docs: npt.NDArray[np.integer[Any]] = np.zeros(0, dtype=np.int32)
+        values: npt.NDArray[np.float64] = np.zeros(0, dtype=np.float64)
+        split = n
+        for i in range(n):
+            if theta > 0.0 and lists.rest[i] < theta * (1.0 - _SLACK):
+                split = i
+                break
+            a, e = int(lists.starts[i]), int(lists.ends[i])
+            if len(docs) + e - a > limit:
+                return None, theta
+            weight = _times(self.data[a:e], int(lists.repeats[i])).astype(np.float64)
+            docs, values = (self.indices[a:e], weight) if i == 0 else _merge(
+                docs, values, self.indices[a:e], weight)
+            if i + 1 < n:
+                theta = max(theta, self._refresh(docs, values, lists, i, top_k, pool))
+        floor = theta * (1.0 - _SLACK) - lists.rest[split]
+        if floor > 0.0:
+            keep = values >= floor
+            docs, values = docs[keep], values[keep]
+        if split == n:
+            return (docs, values), theta
         acc = self._scratch()
         added: list[npt.NDArray[np.int32]] = []
-        pool_docs: list[npt.NDArray[np.integer[Any]]] = []
-        pool_scores: list[npt.NDArray[np.float64]] = []
-        theta = 0.0
-        sample = max(2 * top_k, 32)
+        try:
+            return self._finish(acc, added, docs, values.copy(), lists, split, theta,
+                                top_k), theta
+        finally:
+            for listed in added:
+                acc[listed] = 0.0
+
+    def _dense(
+        self, lists: _Lists, top_k: int, theta: float
+    ) -> tuple[npt.NDArray[np.integer[Any]], npt.NDArray[np.float64]]:
+        """MaxScore on the per-thread accumulator, for queries whose lists are long."""
+        import numpy as np
+
+        n = len(lists.starts)
+        acc = self._scratch()
+        added: list[npt.NDArray[np.int32]] = []
+        pool: list[tuple[npt.NDArray[np.integer[Any]], npt.NDArray[np.float64]]] = []
         short: list[npt.NDArray[np.int32]] = []
         try:
-            split = len(terms)
-            for i in range(len(terms)):
-                if theta > 0.0 and rest[i] < theta * (1.0 - _SLACK):
+            split = n
+            for i in range(n):
+                if theta > 0.0 and lists.rest[i] < theta * (1.0 - _SLACK):
                     split = i
                     break
-                docs = self.indices[starts[i]:ends[i]]
-                weight = self.data[starts[i]:ends[i]]
-                acc[docs] += _times(weight, int(repeats[i]))
+                a, e = int(lists.starts[i]), int(lists.ends[i])
+                docs = self.indices[a:e]
+                acc[docs] += _times(self.data[a:e], int(lists.repeats[i]))
                 added.append(docs)
-                if i + 1 == len(terms):
+                if i + 1 == n:
                     break
-                # Raise θ: score in full the best partial documents among the short lists
-                # added so far (cheap to scan), or of this list when it is the first.
+                # Raise θ from the short lists added so far (cheap to scan), or from this
+                # list when it is the first.
                 if len(docs) <= _REFRESH_SCAN or not short:
                     short.append(docs)
-                scan = short[0] if len(short) == 1 else np.concatenate(short)
-                if len(short) > 1 and sum(map(len, short)) > _REFRESH_SCAN:
-                    short = [scan]  # keep one array: later refreshes scan it as is
-                partial = acc[scan]
-                if len(scan) > sample:
-                    pick = np.argpartition(partial, len(scan) - sample)[len(scan) - sample:]
-                    best = np.unique(scan[pick])
-                else:
-                    best = np.unique(scan)
-                exact = acc[best] + self._probe(best, starts[i + 1:], ends[i + 1:],
-                                                repeats[i + 1:])
-                pool_docs.append(best)
-                pool_scores.append(exact)
-                theta = max(theta, _kth(pool_docs, pool_scores, top_k))
-            floor = theta * (1.0 - _SLACK) - rest[split]
-            touched = sum(len(docs) for docs in added)
+                scan = _union(short)
+                if len(short) > 1:
+                    short = [scan]
+                theta = max(theta, self._refresh(scan, acc[scan], lists, i, top_k, pool))
+            floor = theta * (1.0 - _SLACK) - lists.rest[split]
             candidates: npt.NDArray[np.integer[Any]]
-            if touched * 4 > self.n_docs:
+            if sum(len(docs) for docs in added) * 4 > self.n_docs:
                 # Many documents touched: one pass over the accumulator (sorted, distinct;
                 # a touched document has a positive partial score, an untouched one 0).
                 candidates = np.flatnonzero(acc >= floor) if floor > 0 else np.flatnonzero(acc)
@@ -259,18 +359,15 @@ class BM25Index:
                 kept = [docs[acc[docs] >= floor] for docs in added] if floor > 0 else added
                 candidates = _union(kept)
             values = acc[candidates]
-            if split < len(terms):
-                candidates, values = self._finish(
-                    acc, added, candidates, values, starts[split:], ends[split:],
-                    repeats[split:], bounds[split:], theta, top_k,
-                )
+            if split < n:
+                return self._finish(acc, added, candidates, values, lists, split, theta, top_k)
+            return candidates, values
         finally:
             if sum(len(docs) for docs in added) * 4 > self.n_docs:
                 acc.fill(0.0)
             else:
                 for docs in added:
                     acc[docs] = 0.0
-        return _top(candidates, values, top_k)
 
     def _direct(
         self,
@@ -294,26 +391,30 @@ class BM25Index:
         return _top(candidates, sums.astype(np.float64), top_k)
 
     def _probe(
-        self,
-        docs: npt.NDArray[np.integer[Any]],
-        starts: npt.NDArray[np.int64],
-        ends: npt.NDArray[np.int64],
-        repeats: npt.NDArray[np.int64],
+        self, docs: npt.NDArray[np.integer[Any]], lists: _Lists, first: int
     ) -> npt.NDArray[np.float64]:
-        """What the lists ``starts[j]:ends[j]`` add to the sorted ``docs`` (binary search)."""
+        """What the lists ``first``, ``first + 1``, ... add to the sorted ``docs``."""
         import numpy as np
 
         out = np.zeros(len(docs), dtype=np.float64)
-        for a, e, c in zip(starts, ends, repeats, strict=True):
-            found, weight = self._lookup(docs, int(a), int(e))
-            out[found] += _times(weight, int(c))
+        for j in range(first, len(lists.starts)):
+            found, weight = self._lookup(docs, lists, j)
+            out[found] += _times(weight, int(lists.repeats[j]))
         return out
 
     def _lookup(
-        self, docs: npt.NDArray[np.integer[Any]], a: int, e: int
+        self, docs: npt.NDArray[np.integer[Any]], lists: _Lists, j: int
     ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.float32]]:
+        """Which ``docs`` list ``j`` holds, and their impacts: a gather from the list's dense
+        column when it has one, else a binary search in its postings."""
         import numpy as np
 
+        row = lists.rows[j]
+        if row >= 0:
+            weight = self.columns[row][docs]
+            found = weight > 0.0  # every stored impact is positive
+            return found, weight[found]
+        a, e = int(lists.starts[j]), int(lists.ends[j])
         postings = self.indices[a:e]
         position = np.searchsorted(postings, docs)
         np.minimum(position, len(postings) - 1, out=position)
@@ -326,44 +427,43 @@ class BM25Index:
         added: list[npt.NDArray[np.int32]],
         candidates: npt.NDArray[np.integer[Any]],
         values: npt.NDArray[np.float64],
-        starts: npt.NDArray[np.int64],
-        ends: npt.NDArray[np.int64],
-        repeats: npt.NDArray[np.int64],
-        bounds: npt.NDArray[np.float64],
+        lists: _Lists,
+        split: int,
         theta: float,
         top_k: int,
     ) -> tuple[npt.NDArray[np.integer[Any]], npt.NDArray[np.float64]]:
-        """Add the remaining lists for the candidates that can still make the top k.
+        """Add the lists from ``split`` on for the candidates that can still make the top k.
 
         Lists go by decreasing bound; before each, a candidate whose score plus what the
         lists still to come could add stays below θ is dropped. θ only grows: it is the
         larger of the bound found so far and the k-th best lower bound among candidates.
-        A list is probed by binary search for few candidates, or added to the
-        accumulator when the candidates outnumber a sixteenth of its postings (a binary
-        search costs about as much as adding 16 postings).
+        A list is read from its dense column when it has one; else it is probed by
+        binary search for few candidates, or added to the accumulator when the
+        candidates outnumber a sixteenth of its postings (a binary search costs about
+        as much as adding 16 postings); ``added`` records those.
         """
         import numpy as np
 
-        order = np.argsort(-bounds, kind="stable")
+        bounds = lists.bounds[split:]
         reach = float(bounds.sum())
-        for j in order:
+        for j in split + np.argsort(-bounds, kind="stable"):
             if len(candidates) >= top_k:
                 kth = float(np.partition(values, len(values) - top_k)[len(values) - top_k])
                 theta = max(theta, kth)
             alive = values + reach >= theta * (1.0 - _SLACK)
             if not alive.all():
                 candidates, values = candidates[alive], values[alive]
-            a, e, c = int(starts[j]), int(ends[j]), int(repeats[j])
-            if len(candidates) * 16 > e - a:
+            a, e, c = int(lists.starts[j]), int(lists.ends[j]), int(lists.repeats[j])
+            if lists.rows[j] < 0 and len(candidates) * 16 > e - a:
                 before = acc[candidates]
                 docs = self.indices[a:e]
                 acc[docs] += _times(self.data[a:e], c)
                 added.append(docs)
                 values += acc[candidates] - before
             else:
-                found, weight = self._lookup(candidates, a, e)
+                found, weight = self._lookup(candidates, lists, j)
                 values[found] += _times(weight, c)
-            reach -= float(bounds[j])
+            reach -= float(lists.bounds[j])
         return candidates, values
 
     def normaliser(self, tokens: Sequence[str]) -> float:
@@ -400,20 +500,40 @@ def _union(lists: list[npt.NDArray[np.int32]]) -> npt.NDArray[np.int32]:
 
 
 def _kth(
-    docs: list[npt.NDArray[np.integer[Any]]], scores: list[npt.NDArray[np.float64]], k: int
+    pool: list[tuple[npt.NDArray[np.integer[Any]], npt.NDArray[np.float64]]], k: int
 ) -> float:
     """The k-th best exact score among the distinct documents scored so far (0 if < k)."""
     import numpy as np
 
-    all_docs = np.concatenate(docs)
+    all_docs = np.concatenate([docs for docs, _ in pool])
     if len(all_docs) < k:
         return 0.0
     # A document may have been scored in two rounds (same score): count it once.
     _, first = np.unique(all_docs, return_index=True)
     if len(first) < k:
         return 0.0
-    values = np.concatenate(scores)[first]
+    values = np.concatenate([scores for _, scores in pool])[first]
     return float(np.partition(values, len(values) - k)[len(values) - k])
+
+
+def _merge(
+    docs: npt.NDArray[np.integer[Any]],
+    values: npt.NDArray[np.float64],
+    more_docs: npt.NDArray[np.integer[Any]],
+    more_values: npt.NDArray[np.float64],
+) -> tuple[npt.NDArray[np.integer[Any]], npt.NDArray[np.float64]]:
+    """Two sorted (document, score) runs merged, the scores of a shared document summed."""
+    import numpy as np
+
+    merged = np.concatenate((docs, more_docs))
+    order = np.argsort(merged, kind="stable")  # a merge of two sorted runs
+    merged = merged[order]
+    summed = np.concatenate((values, more_values))[order]
+    first = np.empty(len(merged), dtype=bool)
+    first[:1] = True
+    np.not_equal(merged[1:], merged[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
+    return merged[starts], np.add.reduceat(summed, starts) if len(starts) else summed
 
 
 def _top(
@@ -428,6 +548,27 @@ def _top(
         candidates, values = candidates[keep], values[keep]
     order = np.lexsort((candidates, -values))[:top_k]
     return [(int(candidates[i]), float(values[i])) for i in order if values[i] > 0.0]
+
+
+def _dense_columns(
+    indptr: npt.NDArray[np.int64],
+    indices: npt.NDArray[np.int32],
+    data: npt.NDArray[np.float32],
+    n_docs: int,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+    """The terms in at least :data:`DENSE_SHARE` of the documents (the :data:`DENSE_MAX`
+    most frequent) and their impacts as dense rows (0 where a term is absent)."""
+    import numpy as np
+
+    df = np.diff(indptr)
+    frequent = np.flatnonzero(df >= max(DENSE_SHARE * n_docs, 1.0))
+    if len(frequent) > DENSE_MAX:
+        frequent = np.sort(frequent[np.argsort(-df[frequent], kind="stable")[:DENSE_MAX]])
+    columns = np.zeros((len(frequent), n_docs), dtype=np.float32)
+    for row, term in enumerate(frequent):
+        start, end = indptr[term], indptr[term + 1]
+        columns[row, indices[start:end]] = data[start:end]
+    return frequent.astype(np.int64), columns
 
 
 def _max_per_term(

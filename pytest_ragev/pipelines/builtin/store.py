@@ -53,6 +53,7 @@ MANIFEST = "kb.json"
 _INDEX_ARRAYS = {
     "idf.f8": ("idf", "<f8"), "indptr.i8": ("indptr", "<i8"), "indices.i4": ("indices", "<i4"),
     "data.f4": ("data", "<f4"), "max_impact.f8": ("max_impact", "<f8"),
+    "dense_terms.i8": ("dense_terms", "<i8"), "columns.f4": ("columns", "<f4"),
 }
 _CHUNK_ARRAYS = {
     "chunk_offsets.i8": "<i8", "chunk_passages.i8": "<i8", "chunk_starts.i8": "<i8",
@@ -296,9 +297,11 @@ class KnowledgeBase:
             and len(arrays["indices"]) == postings == len(arrays["data"])
             and len(offsets) == n_chunks + 1 == len(passages) + 1 == len(starts) + 1
             and int(offsets[-1]) == len(text)
+            and len(arrays["columns"]) == len(arrays["dense_terms"]) * n_chunks
         )
         if not shapes_ok:
             raise DamagedEntry("the arrays do not match the counts in the manifest")
+        arrays["columns"] = arrays["columns"].reshape(len(arrays["dense_terms"]), n_chunks)
         index = BM25Index(
             vocab={word: number for number, word in enumerate(words)},
             n_docs=n_chunks, k1=float(manifest["k1"]), b=float(manifest["b"]), **arrays,
