@@ -122,9 +122,10 @@ class BM25Index:
 
         Tokens become int32 ids as they arrive (one C-level dict lookup each), so the
         token lists can be produced lazily and dropped one by one. The postings are then
-        built in blocks of :data:`BLOCK_TOKENS` tokens: each block is sorted once
-        (term, then document: that gives term frequencies), then scattered into the
-        final arrays, so temporary memory stays bounded whatever the corpus size.
+        built in blocks of :data:`BLOCK_TOKENS` tokens: each block is sorted (term, then
+        document: that gives term frequencies) once to count the documents of each term
+        and once more to scatter it into the final arrays, so temporary memory stays
+        bounded whatever the corpus size.
         """
         from array import array
         from collections import defaultdict
@@ -149,46 +150,49 @@ class BM25Index:
         starts = np.zeros(n_docs + 1, dtype=np.int64)
         np.cumsum(doc_lengths, out=starts[1:])
 
-        # Pass 1: per block, the sorted (term, document, tf) triples and the document counts.
         token_ids = np.frombuffer(ids, dtype=np.int32) if total else np.zeros(0, np.int32)
-        blocks: list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32],
-                           npt.NDArray[np.int32]]] = []
-        df = np.zeros(n_terms, dtype=np.int64)
+        blocks = []
         first = 0
         while first < n_docs:
             last = int(np.searchsorted(starts, starts[first] + BLOCK_TOKENS, side="right")) - 1
             last = min(max(last, first + 1), n_docs)
+            blocks.append((first, last))
+            first = last
+
+        def pairs(first: int, last: int) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32],
+                                                  npt.NDArray[np.int64]]:
+            # One sort of the block's (term, document) keys gives the term frequencies
+            # and the column-wise order (term, then document).
             width = last - first
             local = np.repeat(np.arange(width, dtype=np.int64), doc_lengths[first:last])
             keys, tf = np.unique(
                 token_ids[starts[first]:starts[last]].astype(np.int64) * width + local,
                 return_counts=True,
             )
-            terms = (keys // width).astype(np.int32)
-            docs = (keys % width + first).astype(np.int32)
-            del keys, local
-            df += np.bincount(terms, minlength=n_terms)
-            blocks.append((terms, docs, tf.astype(np.int32)))
-            first = last
-        del token_ids
-        del ids  # the token ids are no longer needed: free them before the final arrays
+            return (keys // width).astype(np.int32), (keys % width + first).astype(np.int32), tf
 
+        # Pass 1 counts the documents of each term; pass 2 sorts each block again (cheaper
+        # than keeping every block's pairs: the peak memory stays the final arrays').
+        df = np.zeros(n_terms, dtype=np.int64)
+        for first, last in blocks:
+            df += np.bincount(pairs(first, last)[0], minlength=n_terms)
         idf = np.log1p((n_docs - df + 0.5) / (df + 0.5))
         indptr = np.zeros(n_terms + 1, dtype=np.int64)
         np.cumsum(df, out=indptr[1:])
         indices = np.empty(int(indptr[-1]), dtype=np.int32)
         data = np.empty(int(indptr[-1]), dtype=np.float32)
-        # Pass 2: blocks come in document order, so appending each block's run of a term
-        # after the previous blocks' keeps every posting list sorted by document.
+        # Blocks come in document order, so appending each block's run of a term after
+        # the previous blocks' keeps every posting list sorted by document.
         fill = indptr[:-1].copy()
-        while blocks:
-            terms, docs, tf = blocks.pop(0)
+        for first, last in blocks:
+            terms, docs, tf = pairs(first, last)
             counts = np.bincount(terms, minlength=n_terms)
             offset = np.cumsum(counts) - counts
             position = fill[terms] + (np.arange(len(terms), dtype=np.int64) - offset[terms])
             indices[position] = docs
             data[position] = idf[terms] * tf / (tf + norm[docs])
             fill += counts
+            del terms, docs, tf, position
         return cls(vocab=vocab, idf=idf, indptr=indptr, indices=indices, data=data,
                    n_docs=n_docs, k1=k1, b=b)
 

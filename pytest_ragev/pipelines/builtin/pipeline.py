@@ -23,6 +23,7 @@ from pytest_ragev.pipelines.builtin.generate import extractive_answer
 from pytest_ragev.pipelines.builtin.models import cross_encoder, make_embedder
 from pytest_ragev.pipelines.builtin.store import (
     KB_FORMAT,
+    ChunkTable,
     KnowledgeBase,
     Progress,
     Warn,
@@ -116,10 +117,11 @@ class BuiltinPipeline:
         from pytest_ragev.pipelines.builtin.bm25 import BM25Index
 
         config = self.config
-        chunks = chunk_corpus(
+        # Held as columns (one text blob): a million chunks are no million objects.
+        chunks = ChunkTable.from_chunks(chunk_corpus(
             corpus, chunk_size=config.chunk_size, chunk_overlap=config.chunk_overlap,
             separators=config.separators,
-        )
+        ))
         # Progress counts chunks tokenised, plus chunks embedded when vectors are built.
         embed = config.retrieval != "keyword"
         total = len(chunks) * (2 if embed else 1)
@@ -129,8 +131,8 @@ class BuiltinPipeline:
 
         def tokens() -> Iterator[list[str]]:
             # Streamed into the index: no list of every chunk's tokens is ever held.
-            for position, chunk in enumerate(chunks):
-                yield bm25_tokens(chunk.text)
+            for position in range(len(chunks)):
+                yield bm25_tokens(chunks.text(position))
                 if progress is not None and (position + 1) % step == 0 and position + 1 < total:
                     progress(position + 1, total)
 

@@ -24,7 +24,7 @@ import hashlib
 import json
 import os
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
@@ -123,20 +123,24 @@ class ChunkTable(Sequence[TextChunk]):
         self.starts = starts
 
     @classmethod
-    def from_chunks(cls, chunks: Sequence[TextChunk]) -> ChunkTable:
-        """The table of ``chunks`` (itself when it already is one)."""
+    def from_chunks(cls, chunks: Iterable[TextChunk]) -> ChunkTable:
+        """The table of ``chunks``, read once (the table itself when it already is one)."""
+        from array import array
+
         import numpy as np
 
         if isinstance(chunks, ChunkTable):
             return chunks
-        encoded = [chunk.text.encode("utf-8") for chunk in chunks]
-        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)),
-                  out=offsets[1:])
-        passage_ids = np.fromiter((c.passage_id for c in chunks), dtype=np.int64,
-                                  count=len(chunks))
-        starts = np.fromiter((c.start for c in chunks), dtype=np.int64, count=len(chunks))
-        return cls(b"".join(encoded), offsets, passage_ids, starts)
+        text = bytearray()
+        ends, passage_ids, starts = array("q"), array("q"), array("q")
+        for chunk in chunks:
+            text += chunk.text.encode("utf-8")
+            ends.append(len(text))
+            passage_ids.append(chunk.passage_id)
+            starts.append(chunk.start)
+        offsets = np.zeros(len(ends) + 1, dtype=np.int64)
+        offsets[1:] = np.frombuffer(ends, dtype=np.int64) if ends else 0
+        return cls(text, offsets, _int64(passage_ids), _int64(starts))
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -165,6 +169,12 @@ class ChunkTable(Sequence[TextChunk]):
     def blob(self) -> bytes | memoryview:
         """The UTF-8 text of every chunk, concatenated."""
         return self._text if isinstance(self._text, bytes) else memoryview(self._text)
+
+
+def _int64(values: Any) -> npt.NDArray[np.int64]:
+    import numpy as np
+
+    return np.frombuffer(values, dtype=np.int64) if len(values) else np.zeros(0, np.int64)
 
 
 class KnowledgeBase:

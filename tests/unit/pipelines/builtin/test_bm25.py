@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -100,6 +101,7 @@ def test_save_and_load_round_trip(tmp_path: Path) -> None:
     assert loaded is not None
     mapped = loaded.index
     assert (mapped.k1, mapped.b, mapped.n_docs) == (1.2, 0.6, len(docs))
+    assert len(index.dense_terms) and mapped.columns.shape == index.columns.shape
     assert not mapped.indices.flags.writeable  # mapped read-only, not copied
     for query in (["w1", "w7", "w150"], ["深度"], ["w0"]):
         assert mapped.search(query, 10) == index.search(query, 10)
@@ -113,6 +115,18 @@ def test_build_in_blocks_equals_one_block(monkeypatch: pytest.MonkeyPatch) -> No
     for name in ("idf", "indptr", "indices", "data", "max_impact"):
         np.testing.assert_array_equal(getattr(blocks, name), getattr(whole, name))
     assert blocks.vocab == whole.vocab
+
+
+def test_threads_search_alike() -> None:
+    # Each thread has its own accumulator: concurrent queries must not see each other's.
+    docs = _zipf_corpus(6, 3000, 500)
+    index = BM25Index.build(docs)
+    rng = random.Random(6)
+    queries = [[f"w{rng.randrange(60)}" for _ in range(5)] for _ in range(200)]
+    expected = [index.search(q, 10) for q in queries]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        for _ in range(3):
+            assert list(pool.map(lambda q: index.search(q, 10), queries)) == expected
 
 
 @settings(max_examples=40, deadline=None)
