@@ -203,3 +203,12 @@ def test_chunk_table_of_no_chunks() -> None:
     assert len(table) == 0 and list(table) == []
     with pytest.raises(IndexError):
         table[0]
+
+
+def test_chunk_table_reads_a_stream_of_chunks_once() -> None:
+    chunks = [store.TextChunk(text=t, passage_id=p, start=s) for t, p, s in
+              [("巴黎是法国的首都。", 7, 0), ("", 7, 9), ("Straße 12", -3, 4), ("한국어 문장", 2**40, 1)]]
+    table = store.ChunkTable.from_chunks(iter(chunks))
+    assert list(table) == chunks and len(table) == 4
+    assert table[-1] == chunks[-1] and table.text(0) == "巴黎是法国的首都。"
+    assert store.ChunkTable.from_chunks(table) is table
