@@ -253,7 +253,8 @@ def _encode_item(item: Retrieved) -> Any:
         raise TypeError("a retrieved item is a bool; use passage ids (int), texts or chunks")
     if isinstance(item, int | str):
         return item
-    if isinstance(item, ChunkLike):
+    # Chunk first (checked in order): the runtime Protocol check costs some 50 µs an item.
+    if isinstance(item, (Chunk, ChunkLike)):
         passage_id = getattr(item, "passage_id", None)
         score = getattr(item, "score", None)
         if passage_id is not None and (isinstance(passage_id, bool)
