@@ -39,13 +39,15 @@ DEFAULT_B = 0.75
 BLOCK_TOKENS = 1 << 22
 #: Below this many postings in all query lists together, a query is summed directly.
 _SMALL_QUERY = 4096
+#: The sorted-run accumulation gives way to the dense one past 1/this of the documents.
+_SPARSE_DIV = 8
 #: The refresh of θ scans at most about this many postings of the short lists.
 _REFRESH_SCAN = 16384
 #: Terms in at least this share of the documents also get a dense column of impacts (one
 #: float32 per document), so probing one is a gather instead of a binary search ...
-DENSE_SHARE = 0.25
+DENSE_SHARE = 0.0625
 #: ... for at most this many terms (the most frequent: stop words, in real text).
-DENSE_MAX = 32
+DENSE_MAX = 64
 #: Relative slack on every pruning comparison, so rounding can only keep a document.
 _SLACK = 1e-9
 
@@ -284,12 +286,12 @@ class BM25Index:
 
         Merging sorted runs stays in the cache, where a dense accumulator of a million
         documents misses it on every posting. Gives up (``None``, with the θ found so
-        far) when the lists to add exceed an eighth of the documents.
+        far) when the lists to add exceed 1/:data:`_SPARSE_DIV` of the documents.
         """
         import numpy as np
 
         n = len(lists.starts)
-        limit = max(self.n_docs // 8, _SMALL_QUERY)
+        limit = max(self.n_docs // _SPARSE_DIV, _SMALL_QUERY)
         pool: list[tuple[npt.NDArray[np.integer[Any]], npt.NDArray[np.float64]]] = []
         theta = 0.0
         docs: npt.NDArray[np.integer[Any]] = np.zeros(0, dtype=np.int32)
