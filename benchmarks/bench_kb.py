@@ -9,6 +9,8 @@ process, interleaved, repeated (the machine is noisy: read the ratios):
 - queries/s: ``search(q, 10)`` one query at a time against bm25s's ``retrieve`` of the
   whole batch (numpy backend, one thread), and whether both give the same top 10 (the
   same scores, rank by rank; equal scores may order documents differently);
+- with ``--tantivy``: tantivy's index time, queries/s and top-10 overlap on the same
+  tokens (its scores cannot equal bm25s's: it quantises document lengths to a byte);
 - with ``--rss``: the peak resident memory of a child process that builds the whole KB
   the way a run does (chunk, tokenize, index, write the cache entry, map it back) and
   of one that loads it from the cache, against a child that tokenizes alike and indexes
@@ -117,6 +119,40 @@ def bench_rss(docs: int) -> None:
     print(f"  whole KB build / bm25s index alone: {build['wall_s'] / peer['index_s']:.2f}")
 
 
+def bench_tantivy(docs: list[list[str]], tokens: list[list[str]], ours: list[list[int]],
+                  repeats: int) -> None:
+    """tantivy (Rust, Python bindings) on the same tokens, joined by spaces."""
+    import tantivy
+
+    with tempfile.TemporaryDirectory() as tmp:
+        builder = tantivy.SchemaBuilder()
+        builder.add_text_field("body", tokenizer_name="whitespace", index_option="freq")
+        builder.add_integer_field("id", stored=True, indexed=False)
+        schema = builder.build()
+        started = time.perf_counter()
+        index = tantivy.Index(schema, path=tmp)
+        writer = index.writer(heap_size=1 << 30)
+        for number, doc in enumerate(docs):
+            writer.add_document(tantivy.Document(body=" ".join(doc), id=number))
+        writer.commit()
+        writer.wait_merging_threads()
+        index.reload()
+        built = time.perf_counter() - started
+        searcher = index.searcher()
+        queries = [index.parse_query(" ".join(q), ["body"]) for q in tokens]
+        rates = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            results = [searcher.search(query, 10).hits for query in queries]
+            rates.append(len(queries) / (time.perf_counter() - started))
+        overlap = statistics.fmean(
+            len({searcher.doc(address)["id"][0] for _, address in hits} & set(mine)) / 10
+            for hits, mine in zip(results, ours, strict=True) if mine)
+    print(f"tantivy      index {built:.2f} s (its own threads), {statistics.median(rates):.0f} "
+          f"queries/s, top-10 overlap with ours {overlap:.3f} (its BM25 quantises lengths and "
+          "fixes k1 = 1.2)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, default=100_000)
@@ -124,6 +160,8 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=500)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--rss", action="store_true", help="also measure whole-KB builds")
+    parser.add_argument("--tantivy", action="store_true",
+                        help="also measure tantivy (pip install tantivy) on the same tokens")
     args = parser.parse_args()
 
     corpus = synthetic.corpus(args.docs, vocab=args.vocab, seed=0)
@@ -176,6 +214,8 @@ def main() -> None:
     print(f"same top 10  {same} of {len(tokens)} queries (scores rank by rank)")
     print(f"NDCG@10      ours {ndcg_ours:.4f}   bm25s {ndcg_theirs:.4f}   "
           f"delta {ndcg_ours - ndcg_theirs:+.4f}")
+    if args.tantivy:
+        bench_tantivy(docs, tokens, ranked_ours, args.repeats)
     if args.rss:
         del ours, theirs, docs
         bench_rss(args.docs)
