@@ -3,8 +3,10 @@
 The index is "eager" like bm25s's: the BM25 contribution (impact) of every (term,
 document) pair is computed once at build time and stored column-wise: per term, the
 documents that contain it (``indices``, int32, ascending) and their impacts (``data``,
-float32), delimited by ``indptr``. Four flat arrays, so an index on disk is memory-mapped
-as it is (see :mod:`.store`) and shared by processes through the page cache. The scoring
+float32), delimited by ``indptr``; per term its largest impact; and for the most frequent
+terms a dense row of impacts over every document. Flat arrays only, so an index on disk
+is memory-mapped as it is (see :mod:`.store`) and shared by processes through the page
+cache. The scoring
 is bm25s's default, the Lucene variant (Kamphuis et al., ECIR 2020)::
 
     idf(t)      = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
