@@ -14,11 +14,11 @@ runs, each in a fresh ``pytest`` process:
 
 and in this process the bm25s floor: indexing the chunks' tokens and retrieving the
 questions' tokens with bm25s (numpy backend), tokens made by our tokenizer beforehand.
-Each run reports its wall time, peak resident memory (the largest process; with xdist
-also the workers' sum) and phases, taken by a small timing plugin: start-up and
-collection, the first item (which builds or loads the KB), the other items, and the end
-of the run (from the last item to the exit: scoring, gate, report and baseline writes).
-Then the ratios the targets of #15 are stated in. Run on demand::
+Each run reports its wall time, CPU time (all its processes), peak resident memory (the
+largest process; with xdist also the workers' sum) and phases, taken by a small timing
+plugin: start-up and collection, the first item (which builds or loads the KB), the
+other items, and the end of the run (from the last item to the exit: scoring, gate,
+report and baseline writes). Then the ratios the targets of #15 are stated in. Run on demand::
 
     .venv/bin/python benchmarks/bench_scale.py [--sizes 3000x30000 30000x300000] [--repeats 1]
 """
@@ -78,6 +78,9 @@ TIMING_PLUGIN = textwrap.dedent(
         _t["end"] = time.time()
         worker = getattr(config, "workerinput", {}).get("workerid", "main")
         _t["peak_rss_mb"] = _peak_mb()
+        import resource
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        _t["cpu_s"] = usage.ru_utime + usage.ru_stime
         folder = os.environ["RAGEV_BENCH_TIMING"]
         with open(os.path.join(folder, f"{worker}-{os.getpid()}.json"), "w") as handle:
             json.dump(_t, handle)
@@ -170,6 +173,7 @@ def run(root: Path, name: str, args: list[str], cwd: Path | None = None) -> dict
         "wall": wall,
         "peak_mb": max(r["peak_rss_mb"] for r in records),
         "peak_sum_mb": sum(r["peak_rss_mb"] for r in records),
+        "cpu": sum(r["cpu_s"] for r in records),
         "startup": min(r.get("collected", r["start"]) for r in records) - started,
         "first_item": first - min(r.get("collected", r["start"]) for r in records),
         "items": last - first,
@@ -250,10 +254,10 @@ def bench(questions: int, passages: int, repeats: int, xdist: bool) -> None:
         return statistics.median(r[key] for r in runs[name])
 
     floor = {key: statistics.median(f[key] for f in floors) for key in floors[0]}
-    print(f"{'run':9}{'wall s':>8}{'peak MB':>9}{'sum MB':>8}{'start s':>8}{'1st item':>9}"
-          f"{'items s':>8}{'end s':>7}")
+    print(f"{'run':9}{'wall s':>8}{'cpu s':>7}{'peak MB':>9}{'sum MB':>8}{'start s':>8}"
+          f"{'1st item':>9}{'items s':>8}{'end s':>7}")
     for name in runs:
-        print(f"{name:9}{med(name, 'wall'):8.1f}{med(name, 'peak_mb'):9.0f}"
+        print(f"{name:9}{med(name, 'wall'):8.1f}{med(name, 'cpu'):7.1f}{med(name, 'peak_mb'):9.0f}"
               f"{med(name, 'peak_sum_mb'):8.0f}{med(name, 'startup'):8.1f}"
               f"{med(name, 'first_item'):9.1f}{med(name, 'items'):8.1f}{med(name, 'end'):7.1f}")
     print(f"bm25s floor: tokenize {floor['tokenize']:.1f} s (not in the floor), index "
