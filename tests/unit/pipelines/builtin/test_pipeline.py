@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pytest_ragev.core.errors import ConfigError
+from pytest_ragev.core.errors import CacheWarning, ConfigError
 from pytest_ragev.core.types import PipelineSettings, QAPair
 from pytest_ragev.dataset import load_dataset
 from pytest_ragev.pipelines import build_pipeline
@@ -199,8 +199,9 @@ def test_kb_disk_cache_reuse_invalidation_and_damage(tmp_path: Path) -> None:
     assert not other.loaded_from_cache
     (entry,) = [p for p in tmp_path.iterdir() if (p / "kb.json").exists()
                 and p.name == first.key[:16]]
-    (entry / "chunks.json").write_text("[broken", encoding="utf-8")
-    rebuilt = kb_of(pipeline(), cache_dir=tmp_path)
+    (entry / "chunk_text.utf8").write_text("broken", encoding="utf-8")
+    with pytest.warns(CacheWarning, match="damaged"):
+        rebuilt = kb_of(pipeline(), cache_dir=tmp_path)
     assert not rebuilt.loaded_from_cache
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,8 @@ import pytest
 
 import pytest_ragev.pipelines.builtin.pipeline as builtin_pipeline
 import pytest_ragev.pipelines.builtin.store as store
-from pytest_ragev.core.types import PipelineSettings
+from pytest_ragev.core.errors import CacheWarning
+from pytest_ragev.core.types import PipelineSettings, QAPair
 from pytest_ragev.dataset import Corpus, corpus_fingerprint, load_dataset, write_dataset
 from pytest_ragev.pipelines import build_pipeline
 from tests._data import ANSWERS, CORPUS, QAS, QRELS, QUERIES
@@ -93,3 +95,121 @@ def test_a_loaded_corpus_fingerprint_ignores_questions(tmp_path: Path) -> None:
     assert a.fingerprint != b.fingerprint
     assert corpus_fingerprint(a.corpus) == corpus_fingerprint(b.corpus)
     assert corpus_fingerprint(a.corpus) == corpus_fingerprint(dict(CORPUS))
+
+
+# -- the entry on disk: verified, mapped, rebuilt when damaged (#16 item 7)
+
+def _flip_one_bit(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    path.write_bytes(bytes(data))
+
+
+DAMAGE: dict[str, Callable[[Path], None]] = {
+    "truncated postings": lambda e: (e / "indices.i4").write_bytes((e / "indices.i4").read_bytes()[:-4]),
+    "bit flip in impacts": lambda e: _flip_one_bit(e / "data.f4"),
+    "bit flip in chunk text": lambda e: _flip_one_bit(e / "chunk_text.utf8"),
+    "empty chunk text": lambda e: (e / "chunk_text.utf8").write_bytes(b""),
+    "missing offsets": lambda e: (e / "chunk_offsets.i8").unlink(),
+    "manifest not JSON": lambda e: (e / "kb.json").write_text("{", encoding="utf-8"),
+    "manifest without files": lambda e: (e / "kb.json").write_text(
+        (e / "kb.json").read_text(encoding="utf-8").replace('"files"', '"filez"'), encoding="utf-8"),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE), ids=list(DAMAGE))
+def test_a_damaged_kb_entry_is_rebuilt_with_one_warning(tmp_path: Path, damage: str) -> None:
+    pipe = pipeline(retrieval="hybrid", embedding_model="hashing")
+    pipe.build_knowledge_base(CORPUS, fingerprint="c" * 64, cache_dir=tmp_path)
+    # Compared with a KB held in memory: the one above maps the files damaged in place.
+    first = pipe.build_knowledge_base(CORPUS, fingerprint="c" * 64, cache_dir=None)
+    (entry,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    DAMAGE[damage](entry)
+    messages: list[str] = []
+    rebuilt = pipe.build_knowledge_base(CORPUS, fingerprint="c" * 64, cache_dir=tmp_path,
+                                        warn=messages.append)
+    assert len(messages) == 1 and "is damaged" in messages[0] and str(entry) in messages[0]
+    assert not rebuilt.loaded_from_cache
+    again = pipe.build_knowledge_base(CORPUS, fingerprint="c" * 64, cache_dir=tmp_path,
+                                      warn=messages.append)
+    assert again.loaded_from_cache and len(messages) == 1  # repaired: no second warning
+    assert [c.text for c in again.chunks] == [c.text for c in first.chunks]
+    assert again.vectors is not None and first.vectors is not None
+    np.testing.assert_array_equal(again.vectors, first.vectors)
+
+
+def test_an_unwritable_cache_folder_warns_once_and_builds_in_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A cache folder under a regular file cannot be created, not even by root (for whom
+    # chmod 555 changes nothing): the same path as a read-only .pytest_cache.
+    (tmp_path / "file").write_text("not a folder", encoding="utf-8")
+    cache = tmp_path / "file" / "kb"
+    monkeypatch.setattr(store, "_warned", set())
+    messages: list[str] = []
+    kbs = [pipeline(chunk_size=size).build_knowledge_base(
+        CORPUS, fingerprint="d" * 64, cache_dir=cache, warn=messages.append)
+        for size in (64, 128)]
+    assert len(messages) == 1 and "not writable" in messages[0] and str(cache) in messages[0]
+    assert all(not kb.loaded_from_cache and kb.chunk_count for kb in kbs)
+
+
+def test_a_full_disk_while_saving_warns_and_keeps_the_built_kb(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(path: object, data: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(store, "atomic_write_bytes", full)
+    monkeypatch.setattr(store, "_warned", set())
+    messages: list[str] = []
+    kb = pipeline().build_knowledge_base(CORPUS, fingerprint="e" * 64, cache_dir=tmp_path,
+                                         warn=messages.append)
+    assert kb.chunk_count and not kb.loaded_from_cache
+    assert len(messages) == 1 and "No space left on device" in messages[0]
+    assert not list(tmp_path.glob("*/kb.json"))
+
+
+def test_the_default_warning_is_a_cache_warning_and_never_raises(tmp_path: Path) -> None:
+    pipe = pipeline()
+    pipe.build_knowledge_base(CORPUS, fingerprint="f" * 64, cache_dir=tmp_path)
+    (entry,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    _flip_one_bit(entry / "indptr.i8")
+    with pytest.warns(CacheWarning, match="damaged"):
+        pipe.build_knowledge_base(CORPUS, fingerprint="f" * 64, cache_dir=tmp_path)
+    _flip_one_bit(entry / "indptr.i8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # -W error must not turn the cache into a failure
+        assert pipe.build_knowledge_base(CORPUS, fingerprint="f" * 64, cache_dir=tmp_path)
+
+
+def test_a_loaded_kb_is_mapped_read_only_and_answers_alike(tmp_path: Path) -> None:
+    corpus = {**CORPUS, 90: "深度学习是机器学习的一个分支。", 91: "Die Straße führt über die Brücke."}
+    pipe = pipeline(chunk_size=48, chunk_overlap=8)
+    built = pipe.build_knowledge_base(corpus, fingerprint="g" * 64, cache_dir=None)
+    pipe.build_knowledge_base(corpus, fingerprint="g" * 64, cache_dir=tmp_path)
+    loaded = pipe.build_knowledge_base(corpus, fingerprint="g" * 64, cache_dir=tmp_path)
+    assert loaded.loaded_from_cache and isinstance(loaded.chunks, store.ChunkTable)
+    for array in (loaded.index.indices, loaded.index.data, loaded.chunks.offsets):
+        assert not array.flags.writeable and not array.flags.owndata
+    assert list(loaded.chunks) == list(built.chunks)
+    assert loaded.chunks[-1] == built.chunks[-1] and loaded.chunks[1:3] == built.chunks[1:3]
+    for question in ("什么是深度学习？", "Welche Brücke?", "When was the Eiffel Tower completed?"):
+        qa = QAPair(qid=1, question=question, pids=(), passages=(), aid=None, answer=None)
+        assert pipe.answer(qa, loaded) == pipe.answer(qa, built)
+
+
+def test_chunk_table_of_no_chunks() -> None:
+    table = store.ChunkTable.from_chunks([])
+    assert len(table) == 0 and list(table) == []
+    with pytest.raises(IndexError):
+        table[0]
+
+
+def test_chunk_table_reads_a_stream_of_chunks_once() -> None:
+    chunks = [store.TextChunk(text=t, passage_id=p, start=s) for t, p, s in
+              [("巴黎是法国的首都。", 7, 0), ("", 7, 9), ("Straße 12", -3, 4), ("한국어 문장", 2**40, 1)]]
+    table = store.ChunkTable.from_chunks(iter(chunks))
+    assert list(table) == chunks and len(table) == 4
+    assert table[-1] == chunks[-1] and table.text(0) == "巴黎是法国的首都。"
+    assert store.ChunkTable.from_chunks(table) is table

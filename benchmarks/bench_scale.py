@@ -1,0 +1,298 @@
+"""Scale: the plugin end to end on synthetic datasets, against the floor of its parts (#15).
+
+For each size ``QUESTIONSxPASSAGES`` (e.g. ``30000x300000``) it writes a dataset to
+``benchmarks/.data/`` (once; git-ignored) from :mod:`synthetic` (Zipf vocabulary,
+known-item questions, the target passage's first sentence as the reference answer) and
+runs, each in a fresh ``pytest`` process:
+
+- ``bare``: as many bare parametrized items (the floor of any pytest run);
+- ``constant``: the plugin with a conftest pipeline that answers at once;
+- ``cold``: the built-in pipeline from nothing (KB build, every answer computed and
+  cached, a baseline written);
+- ``rerun``: the same again (KB and answers from the caches, gated against the baseline);
+- ``serial`` / ``xdist``: answers not cached, KB from the cache, ``-n 0`` against ``-n 2``;
+
+and in this process the bm25s floor: indexing the chunks' tokens and retrieving the
+questions' tokens with bm25s (numpy backend), tokens made by our tokenizer beforehand.
+Each run reports its wall time, CPU time (all its processes), peak resident memory (the
+largest process; with xdist also the workers' sum) and phases, taken by a small timing
+plugin: start-up and collection, the first item (which builds or loads the KB), the
+other items, and the end of the run (from the last item to the exit: scoring, gate,
+report and baseline writes). Then the ratios the targets of #15 are stated in. Run on demand::
+
+    .venv/bin/python benchmarks/bench_scale.py [--sizes 3000x30000 30000x300000] [--repeats 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import synthetic
+
+DATA = Path(__file__).resolve().parent / ".data"
+
+#: Loaded into every timed pytest run with ``-p``: phase timestamps and peak RSS to a file.
+TIMING_PLUGIN = textwrap.dedent(
+    """
+    import json, os, time
+    import pytest
+
+    _t = {"start": time.time()}
+    _first_done = []
+
+    def _peak_mb():
+        try:
+            with open("/proc/self/status") as handle:
+                for line in handle:
+                    if line.startswith("VmHWM:"):
+                        return int(line.split()[1]) / 1024
+        except OSError:
+            pass
+        import resource
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_finish(session):
+        _t["collected"] = time.time()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(report):
+        if report.when == "call" or report.outcome != "passed":
+            now = time.time()
+            _t.setdefault("first_item_done", now)
+            _t["last_item_done"] = now
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_unconfigure(config):
+        _t["end"] = time.time()
+        worker = getattr(config, "workerinput", {}).get("workerid", "main")
+        _t["peak_rss_mb"] = _peak_mb()
+        import resource
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        _t["cpu_s"] = usage.ru_utime + usage.ru_stime
+        folder = os.environ["RAGEV_BENCH_TIMING"]
+        with open(os.path.join(folder, f"{worker}-{os.getpid()}.json"), "w") as handle:
+            json.dump(_t, handle)
+    """
+)
+
+CONSTANT_CONFTEST = textwrap.dedent(
+    """
+    import pytest
+    from pytest_ragev import Answer
+
+    @pytest.hookimpl
+    def pytest_ragev_build_knowledge_base(corpus, settings):
+        return object()
+
+    @pytest.hookimpl
+    def pytest_ragev_answer(case, kb, settings):
+        return Answer(retrieved=list(case.pids), text=case.answer or "")
+    """
+)
+
+
+def make_dataset(questions: int, passages: int) -> Path:
+    """The dataset folder of this size, written on first use."""
+    from pytest_ragev.dataset import write_dataset
+
+    folder = DATA / f"scale-{questions}x{passages}"
+    if (folder / "qas.parquet").exists():
+        return folder
+    started = time.perf_counter()
+    corpus = synthetic.corpus(passages, seed=0)
+    asked = synthetic.queries(corpus, questions, seed=1)
+    texts = {pid + 1: corpus.text(pid) for pid in range(passages)}
+    write_dataset(
+        folder,
+        queries={qid: " ".join(tokens).capitalize() + "?"
+                 for qid, (_, tokens) in enumerate(asked, start=1)},
+        corpus=texts,
+        answers={qid: corpus.first_sentence(target)
+                 for qid, (target, _) in enumerate(asked, start=1)},
+        qrels=[(qid, target + 1) for qid, (target, _) in enumerate(asked, start=1)],
+        qas=[(qid, qid) for qid in range(1, questions + 1)],
+    )
+    print(f"  wrote {folder.name} in {time.perf_counter() - started:.0f} s", flush=True)
+    return folder
+
+
+def _write_project(root: Path, dataset: Path, questions: int) -> None:
+    # Its own ini file: pytest's rootdir (and .pytest_cache) stay in the project.
+    (root / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    (root / "timing_plugin.py").write_text(TIMING_PLUGIN, encoding="utf-8")
+    for name, pipeline, cache in (("builtin", 'name = "builtin"', "true"),
+                                  ("nocache", 'name = "builtin"', "false"),
+                                  ("constant", 'name = "constant"', "false")):
+        (root / f"{name}.toml").write_text(
+            f'[dataset]\npath = "{dataset}"\nid = "scale"\n\n[pipeline]\n{pipeline}\n\n'
+            f'[run]\ncache = {cache}\n\n[baseline]\npath = "baseline-{name}.json"\n',
+            encoding="utf-8")
+    constant = root / "constant"
+    constant.mkdir()
+    (constant / "conftest.py").write_text(CONSTANT_CONFTEST, encoding="utf-8")
+    bare = root / "bare"
+    bare.mkdir()
+    (bare / "test_bare.py").write_text(
+        "import pytest\n\n"
+        f"@pytest.mark.parametrize('qid', range({questions}))\n"
+        "def test_q(qid):\n    assert qid >= 0\n", encoding="utf-8")
+
+
+def run(root: Path, name: str, args: list[str], cwd: Path | None = None) -> dict[str, Any]:
+    """One timed pytest process: wall, peak RSS (largest and sum), phases."""
+    timing = Path(tempfile.mkdtemp(prefix="timing-", dir=root))
+    env = {**os.environ, "RAGEV_BENCH_TIMING": str(timing),
+           "PYTHONPATH": f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "timing_plugin",
+               "-p", "no:hypothesispytest", "-W", "ignore", *args]
+    started = time.time()
+    proc = subprocess.run(command, cwd=cwd or root, env=env, capture_output=True, text=True,
+                          check=False)
+    wall = time.time() - started
+    if proc.returncode not in (0, 1):
+        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-30:])
+        raise SystemExit(f"{name}: pytest exited {proc.returncode}:\n{tail}")
+    records = [json.loads(p.read_text()) for p in timing.glob("*.json")]
+    main = next(r for r in records if "first_item_done" in r or len(records) == 1)
+    items = [r for r in records if "first_item_done" in r] or [main]
+    first = min(r["first_item_done"] for r in items)
+    last = max(r["last_item_done"] for r in items)
+    out = {
+        "wall": wall,
+        "peak_mb": max(r["peak_rss_mb"] for r in records),
+        "peak_sum_mb": sum(r["peak_rss_mb"] for r in records),
+        "cpu": sum(r["cpu_s"] for r in records),
+        "startup": min(r.get("collected", r["start"]) for r in records) - started,
+        "first_item": first - min(r.get("collected", r["start"]) for r in records),
+        "items": last - first,
+        "end": time.time() - last - (time.time() - started - wall),
+        "stdout": proc.stdout,
+    }
+    shutil.rmtree(timing, ignore_errors=True)
+    return out
+
+
+def bm25s_floor(dataset: Path) -> dict[str, float]:
+    """bm25s index + retrieve of the same tokens our pipeline makes (tokenizing apart)."""
+    import bm25s
+
+    from pytest_ragev.dataset import load_dataset
+    from pytest_ragev.pipelines.builtin.chunking import chunk_corpus
+    from pytest_ragev.pipelines.builtin.tokens import bm25_tokens
+
+    data = load_dataset(dataset)
+    started = time.perf_counter()
+    chunks = chunk_corpus(data.corpus)
+    docs = [bm25_tokens(c.text) for c in chunks]
+    queries = [bm25_tokens(q.question) for q in data.pairs]
+    tokenize = time.perf_counter() - started
+    del chunks
+    started = time.perf_counter()
+    model = bm25s.BM25(backend="numpy")
+    model.index(docs, show_progress=False)
+    index = time.perf_counter() - started
+    started = time.perf_counter()
+    model.retrieve(queries, k=10, show_progress=False, n_threads=1, backend_selection="numpy")
+    retrieve = time.perf_counter() - started
+    return {"tokenize": tokenize, "index": index, "retrieve": retrieve}
+
+
+def _cache_sizes(root: Path) -> dict[str, float]:
+    ragev = root / ".pytest_cache" / "d" / "ragev"
+
+    def size(folder: Path) -> float:
+        return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 1e6
+
+    out = {"answers_mb": size(ragev / "answers"), "kb_mb": size(ragev / "kb")}
+    for name in ("baseline-builtin.json", "report.json", "report.html"):
+        path = root / name
+        out[name] = path.stat().st_size / 1e6 if path.exists() else 0.0
+    return out
+
+
+def bench(questions: int, passages: int, repeats: int, xdist: bool) -> None:
+    dataset = make_dataset(questions, passages)
+    print(f"\n== {questions} questions / {passages} passages", flush=True)
+    runs: dict[str, list[dict[str, Any]]] = {}
+    floors: list[dict[str, float]] = []
+    reports = ["--ragev-report", "report.json", "--ragev-html", "report.html"]
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory(prefix="ragev-scale-") as tmp:
+            root = Path(tmp)
+            _write_project(root, dataset, questions)
+            # Interleaved: each repeat runs every kind once, in the same order.
+            plan: list[tuple[str, list[str], Path | None]] = [
+                ("bare", ["-p", "no:cacheprovider", "-p", "no:ragev", "bare"], None),
+                ("constant", ["-p", "no:cacheprovider", "--ragev-config", "../constant.toml"],
+                 root / "constant"),
+                ("cold", ["--ragev-config", "builtin.toml", *reports], None),
+                ("rerun", ["--ragev-config", "builtin.toml", *reports], None),
+            ]
+            if xdist:
+                plan += [("serial", ["--ragev-config", "nocache.toml", "-n", "0"], None),
+                         ("xdist", ["--ragev-config", "nocache.toml", "-n", "2"], None)]
+            for name, args, cwd in plan:
+                runs.setdefault(name, []).append(run(root, name, args, cwd))
+                print(f"  {name:8} {runs[name][-1]['wall']:7.1f} s", flush=True)
+                if name == "rerun":
+                    sizes = _cache_sizes(root)
+            floors.append(bm25s_floor(dataset))
+
+    def med(name: str, key: str) -> float:
+        return statistics.median(r[key] for r in runs[name])
+
+    floor = {key: statistics.median(f[key] for f in floors) for key in floors[0]}
+    print(f"{'run':9}{'wall s':>8}{'cpu s':>7}{'peak MB':>9}{'sum MB':>8}{'start s':>8}"
+          f"{'1st item':>9}{'items s':>8}{'end s':>7}")
+    for name in runs:
+        print(f"{name:9}{med(name, 'wall'):8.1f}{med(name, 'cpu'):7.1f}{med(name, 'peak_mb'):9.0f}"
+              f"{med(name, 'peak_sum_mb'):8.0f}{med(name, 'startup'):8.1f}"
+              f"{med(name, 'first_item'):9.1f}{med(name, 'items'):8.1f}{med(name, 'end'):7.1f}")
+    print(f"bm25s floor: tokenize {floor['tokenize']:.1f} s (not in the floor), index "
+          f"{floor['index']:.1f} s, retrieve {floor['retrieve']:.1f} s")
+    print(f"sizes: answer cache {sizes['answers_mb']:.1f} MB, KB cache {sizes['kb_mb']:.1f} MB, "
+          f"baseline {sizes['baseline-builtin.json']:.1f} MB, report {sizes['report.json']:.1f} "
+          f"MB, html {sizes['report.html']:.1f} MB")
+    bare = med("bare", "wall")
+    builtin_floor = bare + floor["index"] + floor["retrieve"]
+    print(f"ratio constant / bare                      {med('constant', 'wall') / bare:5.2f}"
+          "  (target <= 1.5)")
+    print(f"ratio cold builtin / (bare + bm25s)        {med('cold', 'wall') / builtin_floor:5.2f}"
+          "  (target <= 1.5)")
+    print(f"ratio rerun (all cached) / bare            {med('rerun', 'wall') / bare:5.2f}"
+          "  (target <= 1.2)")
+    if xdist:
+        serial, parallel = med("serial", "items"), med("xdist", "items")
+        print(f"speed-up of the items, -n 2 / serial       {serial / parallel:5.2f}  "
+              f"(target >= 1.7; walls {med('serial', 'wall'):.1f} / {med('xdist', 'wall'):.1f} s)")
+    print(f"peak RSS cold (largest process)            {med('cold', 'peak_mb'):5.0f} MB"
+          f"  (target <= {1000 if passages <= 300_000 else 2000} MB)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", nargs="+", default=["3000x30000", "10000x100000"],
+                        help="QUESTIONSxPASSAGES, e.g. 30000x300000 100000x1000000")
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--no-xdist", action="store_true", help="skip the -n 2 runs")
+    args = parser.parse_args()
+    DATA.mkdir(parents=True, exist_ok=True)
+    for size in args.sizes:
+        questions, passages = (int(part) for part in size.lower().split("x"))
+        bench(questions, passages, args.repeats, not args.no_xdist)
+
+
+if __name__ == "__main__":
+    main()
