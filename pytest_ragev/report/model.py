@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from pytest_ragev.core.results import RunResult
-from pytest_ragev.evaluation import Outcome
+from pytest_ragev.evaluation import LowestQuestions, Outcome, QuestionError
 from pytest_ragev.gate import Comparison, QuestionDiff, ThresholdResult, VariantTable
 
 
@@ -29,8 +29,11 @@ class ReportModel:
     compared with their baseline runs (``baseline_runs``, keyed by variant name, ``None``
     for the base configuration); ``regressions`` the most regressed questions of all
     compared runs (each :class:`QuestionDiff` names its variant). ``notes`` carries extra
-    lines such as the questions added or removed since the baseline. ``started_at`` is
-    ISO 8601 text, ``duration_s`` seconds.
+    lines such as the questions added or removed since the baseline, ``warnings`` the
+    run's warnings (dataset, unattributed chunks, unread knobs). ``started_at`` is
+    ISO 8601 text, ``duration_s`` seconds. ``error_list`` names the questions that
+    raised; ``lowest`` holds the base run's lowest-scoring questions and ``passages``
+    the texts of the passages the per-question views name.
     """
 
     runs: Sequence[RunResult]
@@ -48,6 +51,10 @@ class ReportModel:
     baseline_path: str | None = None
     notes: Sequence[str] = ()
     title: str = "pytest-ragev"
+    warnings: Sequence[str] = ()
+    error_list: Sequence[QuestionError] = ()
+    lowest: Sequence[LowestQuestions] = ()
+    passages: Mapping[int, str] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -68,6 +75,10 @@ class ReportModel:
         duration_s: float | None = None,
         baseline_path: str | os.PathLike[str] | None = None,
         notes: Sequence[str] = (),
+        warnings: Sequence[str] = (),
+        error_list: Sequence[QuestionError] = (),
+        lowest: Sequence[LowestQuestions] = (),
+        passages: Mapping[int, str] | None = None,
     ) -> ReportModel:
         """The model from the session's pieces (copies the sequences).
 
@@ -96,6 +107,10 @@ class ReportModel:
             duration_s=duration_s,
             baseline_path=None if baseline_path is None else str(baseline_path),
             notes=list(notes),
+            warnings=list(warnings),
+            error_list=list(error_list),
+            lowest=list(lowest),
+            passages=dict(passages or {}),
         )
 
     @classmethod
@@ -110,13 +125,17 @@ class ReportModel:
             variant_table=gate.variant_table,
             regressions=gate.regressions,
             passed=not outcome.failed,
-            failures=outcome.verdict_failures(),
+            failures=[outcome.relative(line) for line in outcome.verdict_failures()],
             errors=outcome.errors,
             fallbacks=outcome.fallbacks,
             task_id=outcome.facts.task_id,
             start_time=outcome.facts.start_time,
-            baseline_path=gate.baseline_path,
-            notes=outcome.notes,
+            baseline_path=outcome.baseline_shown,
+            notes=[outcome.relative(line) for line in outcome.notes],
+            warnings=[outcome.relative(line) for line in outcome.warnings],
+            error_list=outcome.error_list,
+            lowest=outcome.lowest,
+            passages=outcome.passages,
         )
 
     @property
