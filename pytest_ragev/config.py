@@ -18,7 +18,7 @@ from typing import Any
 from pytest_ragev.core.errors import ConfigError
 from pytest_ragev.core.redact import redact
 from pytest_ragev.core.tables import Table, deep_merge, suggest
-from pytest_ragev.core.types import PipelineSettings
+from pytest_ragev.core.types import METRIC_NAMES, PipelineSettings
 
 PROFILES = ("weknora", "standard")
 
@@ -36,7 +36,7 @@ _TOP_LEVEL_KEYS = (
 )
 _DATASET_KEYS = ("path", "id")
 _METRICS_KEYS = ("profile",)
-_REPORT_KEYS = ("json", "markdown", "html", "top_regressions")
+_REPORT_KEYS = ("json", "markdown", "html", "top_regressions", "task_user")
 _BASELINE_KEYS = ("path",)
 _RUN_KEYS = ("concurrency", "cache", "progress_interval")
 _VARIANT_KEYS = ("name", "pipeline")
@@ -88,6 +88,7 @@ class RagevConfig:
     report_markdown: Path | None = None
     report_html: Path | None = None
     top_regressions: int = 10
+    task_user: bool = False
     baseline_path: Path | None = None
     gate: Mapping[str, Any] = field(default_factory=dict)
     concurrency: int | None = None
@@ -183,6 +184,7 @@ def parse_config(raw: Mapping[str, Any], *, source: Path) -> RagevConfig:
         paths[key] = (base_dir / written) if written else None
     top_regressions = report.integer("top_regressions", 10, low=0, example="10")
     assert top_regressions is not None
+    task_user = report.boolean("task_user", False)
 
     baseline = top.sub("baseline")
     baseline.check_keys(_BASELINE_KEYS)
@@ -235,6 +237,7 @@ def parse_config(raw: Mapping[str, Any], *, source: Path) -> RagevConfig:
         report_markdown=paths["markdown"],
         report_html=paths["html"],
         top_regressions=top_regressions,
+        task_user=bool(task_user),
         baseline_path=(base_dir / baseline_raw) if baseline_raw else None,
         gate=gate.table,
         concurrency=concurrency,
@@ -248,7 +251,12 @@ def _thresholds(table: Table) -> dict[str, float]:
     """``metric = number`` pairs; the metric names are checked by the run plan."""
     values: dict[str, float] = {}
     for metric in table.table:
-        value = table.number(metric, None, low=0.0, high=1.0, example="0.5")
+        # The twelve lie in [0, 1]; a custom metric may be any figure (seconds, tokens,
+        # cost): its own bounds are checked once the hooks have named it (RunPlan.build).
+        if metric in METRIC_NAMES:
+            value = table.number(metric, None, low=0.0, high=1.0, example="0.5")
+        else:
+            value = table.number(metric, None, example="0.5")
         assert value is not None
         values[metric] = value
     return values

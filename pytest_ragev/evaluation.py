@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import math
 import os
+import re
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -29,8 +31,10 @@ from pytest_ragev.core.types import (
     METRIC_NAMES,
     RETRIEVAL_METRICS,
     CustomMetric,
+    MetricCase,
     MetricInput,
     PipelineSettings,
+    QAPair,
 )
 from pytest_ragev.core.version import __version__
 from pytest_ragev.dataset import Dataset, corpus_fingerprint
@@ -98,6 +102,14 @@ class RunPlan:
             config.item_thresholds, source=str(config.source), directions=directions,
             where="[item_thresholds]",
         )
+        for metric in custom:
+            value = config.thresholds.get(metric.name)
+            if value is not None and metric.out_of_bounds(value):
+                raise ConfigError(
+                    f"{config.source}: [thresholds] {metric.name} = {value:g} lies outside the "
+                    f"values custom metric {metric.name!r} can take ({metric.range_text}); "
+                    "use a number in that range or widen CustomMetric(bounds=...)"
+                )
         return cls(
             config=config, options=options, variants=select_variants(config, options.variants),
             custom_metrics=custom, rules=rules, thresholds=tuple(thresholds),
@@ -165,6 +177,10 @@ class RunFacts:
     duplicates: int = 0
     cache_hits: int = 0
     cache_misses: int = 0
+    #: pytest's rootdir: paths in the reports are shown relative to it when they lie under it.
+    rootdir: str = ""
+    #: Lines the shell found worth a warning before any question ran (unread knobs).
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -185,8 +201,241 @@ class EvalInputs:
 
 
 @dataclass(frozen=True)
+class QuestionError:
+    """A question whose pipeline raised (or whose item failed): the Errors section's row."""
+
+    qid: int
+    question: str
+    error: str
+    variant: str | None = None
+
+    @property
+    def kind(self) -> str:
+        """The error's type: the exception class of ``"TimeoutError: ..."``."""
+        return error_kind(self.error)
+
+    @property
+    def label(self) -> str:
+        """``q7``, or ``q7 [k10]`` for a variant's question."""
+        return f"q{self.qid}" if self.variant is None else f"q{self.qid} [{self.variant}]"
+
+
+# "TimeoutError: ...", "requests.exceptions.ConnectionError: ...", "KnowledgeBaseFailed: ...".
+_KIND = re.compile(r"^([A-Za-z_][\w.]*)(?::|$)")
+_CRASH = re.compile(r"^worker '[^']*' crashed")
+
+
+def error_kind(line: str) -> str:
+    """The type of an error line: its exception class (without the module), ``worker
+    crashed`` for a dead xdist worker, ``other`` for a line that names no class."""
+    if _CRASH.match(line):
+        return "worker crashed"
+    match = _KIND.match(line.strip())
+    return match.group(1).rsplit(".", 1)[-1] if match else "other"
+
+
+def count_kinds(errors: Sequence[QuestionError]) -> list[tuple[str, int]]:
+    """``[("TimeoutError", 3), ("RuntimeError", 1)]``: most frequent first, then by name."""
+    counts = Counter(error.kind for error in errors)
+    return sorted(counts.items(), key=lambda pair: (-pair[1], pair[0]))
+
+
+@dataclass(frozen=True)
+class ChunkShare:
+    """Retrieved chunk texts of a run and how many matched no corpus passage.
+
+    ``chunks`` counts the retrieved items attributed by their text (chunk texts, chunk
+    objects without a passage id): a pipeline that returns ids has none. ``first`` is
+    the first unattributed chunk, in qid order.
+    """
+
+    chunks: int = 0
+    unattributed: int = 0
+    first: str | None = None
+
+    @property
+    def share(self) -> float | None:
+        """``unattributed / chunks``; ``None`` when no chunk was attributed by text."""
+        return self.unattributed / self.chunks if self.chunks else None
+
+    @property
+    def text(self) -> str:
+        """``46/89 retrieved chunks (52%) matched no corpus passage``."""
+        return (f"{self.unattributed}/{self.chunks} retrieved chunks ({percent(self.share)}) "
+                "matched no corpus passage")
+
+    def warning(self) -> str | None:
+        """The summary's warning when some chunk matched no passage, else ``None``."""
+        if not self.unattributed:
+            return None
+        first = f' (first: "{self.first}")' if self.first else ""
+        return f"{self.text}{first}; return passage ids or Chunk(text, passage_id)"
+
+
+def percent(share: float | None) -> str:
+    """``52%``, ``<1%``, ``>99%``: a share as every report writes it."""
+    if share is None:
+        return "n/a"
+    if 0 < share < 0.005:
+        return "<1%"
+    if 0.995 < share < 1:
+        return ">99%"
+    return f"{share:.0%}"
+
+
+def chunk_share(samples: Sequence[Record]) -> ChunkShare:
+    """The attribution counts of ``samples`` added up."""
+    first = next((s.unattributed_example for s in samples if s.unattributed_example), None)
+    return ChunkShare(
+        chunks=sum(s.chunks for s in samples),
+        unattributed=sum(s.unattributed for s in samples),
+        first=first,
+    )
+
+
+#: ``Answer.meta`` keys the summary reads: seconds one pipeline call took, and the
+#: tokens of its prompt and completion (``total_tokens`` when only that is given). The
+#: same keys under ``meta["usage"]`` (an OpenAI response's ``usage``) count too.
+LATENCY_KEY = "latency_s"
+TOKEN_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Latency and token figures of a run, from the answers' ``meta`` (see
+    :data:`LATENCY_KEY`, :data:`TOKEN_KEYS`); every ``*_n`` says how many answers
+    reported the figure (``0``: the pipeline does not report it)."""
+
+    latency_n: int = 0
+    latency_p50: float | None = None
+    latency_p95: float | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    tokens_n: int = 0
+
+    @property
+    def reported(self) -> bool:
+        """Whether any answer reported a latency or token count."""
+        return bool(self.latency_n or self.tokens_n)
+
+    def text(self) -> str:
+        """``latency p50 0.84 s, p95 2.10 s (20 answers); tokens 12345 prompt + 2100
+        completion = 14445 (20 answers)``, the parts the pipeline reported."""
+        parts = []
+        if self.latency_n:
+            parts.append(
+                f"latency p50 {self.latency_p50:.2f} s, p95 {self.latency_p95:.2f} s "
+                f"({self.latency_n} answers)"
+            )
+        if self.tokens_n:
+            split = (f"{self.prompt_tokens} prompt + {self.completion_tokens} completion = "
+                     if self.prompt_tokens or self.completion_tokens else "")
+            parts.append(f"tokens {split}{self.total_tokens} ({self.tokens_n} answers)")
+        return "; ".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        """The figures as the JSON report writes them."""
+        return {
+            "latency_s": {"p50": self.latency_p50, "p95": self.latency_p95, "n": self.latency_n},
+            "tokens": {"prompt": self.prompt_tokens, "completion": self.completion_tokens,
+                       "total": self.total_tokens, "n": self.tokens_n},
+        }
+
+
+def _meta_number(meta: Mapping[str, Any], key: str) -> float | None:
+    value = meta.get(key)
+    if value is None and isinstance(meta.get("usage"), Mapping):
+        value = meta["usage"].get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile with linear interpolation between the closest ranks (numpy's
+    default), of a non-empty sequence."""
+    ordered = sorted(values)
+    position = q * (len(ordered) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def usage(samples: Sequence[Record]) -> Usage:
+    """The latency percentiles and token totals the answers of ``samples`` reported.
+
+    A cached answer keeps the meta of the call that produced it, so its latency is that
+    call's. Questions that raised have no answer and count for nothing.
+    """
+    latencies: list[float] = []
+    prompt = completion = total = counted = 0
+    for sample in samples:
+        if sample.error is not None:
+            continue
+        latency = _meta_number(sample.meta, LATENCY_KEY)
+        if latency is not None:
+            latencies.append(latency)
+        p, c, t = (_meta_number(sample.meta, key) for key in TOKEN_KEYS)
+        if p is None and c is None and t is None:
+            continue
+        counted += 1
+        prompt += int(p or 0)
+        completion += int(c or 0)
+        total += int(t) if t is not None else int((p or 0) + (c or 0))
+    return Usage(
+        latency_n=len(latencies),
+        latency_p50=quantile(latencies, 0.5) if latencies else None,
+        latency_p95=quantile(latencies, 0.95) if latencies else None,
+        prompt_tokens=prompt, completion_tokens=completion, total_tokens=total,
+        tokens_n=counted,
+    )
+
+
+#: Below this a value is not perfect: the weknora profile's ROUGE-L F adds an epsilon that
+#: leaves an exact match at 0.999999995.
+PERFECT = 1.0 - 1e-6
+
+#: The metrics whose lowest-scoring questions every report lists without a baseline.
+LOWEST_BY = ("recall", "rougel")
+
+
+@dataclass(frozen=True)
+class LowestQuestions:
+    """The lowest-scoring questions of one run on one metric, lowest first (ties by qid).
+
+    Questions at the metric's best value (1 for the twelve) are left out: they are not
+    weak. ``n`` is how many questions the metric applies to.
+    """
+
+    metric: str
+    samples: tuple[Record, ...]
+    n: int
+    variant: str | None = None
+
+
+def lowest_questions(run: RunResult, metric: str, limit: int) -> LowestQuestions:
+    """The ``limit`` questions of ``run`` that score lowest on ``metric``."""
+    scored = [s for s in run.samples if metric in s.metrics]
+    weak = sorted((s for s in scored if s.metrics[metric] < PERFECT),
+                  key=lambda s: (s.metrics[metric], s.qid))
+    return LowestQuestions(metric=metric, samples=tuple(weak[:max(limit, 0)]), n=len(scored),
+                           variant=run.variant)
+
+
+@dataclass(frozen=True)
 class Outcome:
-    """What the run decided: the runs, every check, the lines to print and report."""
+    """What the run decided: the runs, every check, the lines to print and report.
+
+    ``error_list`` names every question that raised (``errors`` counts them);
+    ``lowest`` holds the base run's lowest-scoring questions by :data:`LOWEST_BY`, and
+    ``passages`` the corpus texts of the passages those and the regressed questions
+    name, so a report can show them. ``baseline_shown`` and ``report_html`` are the
+    baseline and HTML report paths as reports write them (relative to the rootdir or
+    the config folder when they lie under it: ``path_roots``; :meth:`relative` does the
+    same to a line).
+    """
 
     runs: tuple[RunResult, ...]
     facts: RunFacts
@@ -199,6 +448,17 @@ class Outcome:
     fallbacks: int = 0
     #: Set when the run stopped early: says how far it got (it fails the verdict).
     interrupted: str | None = None
+    error_list: tuple[QuestionError, ...] = ()
+    lowest: tuple[LowestQuestions, ...] = ()
+    passages: Mapping[int, str] = field(default_factory=dict)
+    baseline_shown: str | None = None
+    report_html: str | None = None
+    path_roots: tuple[Path, ...] = ()
+
+    def relative(self, line: str) -> str:
+        """``line`` with the absolute paths under the rootdir or the config folder made
+        relative, as the reports write it (the terminal keeps the paths as they are)."""
+        return relative_text(line, self.path_roots)
 
     @property
     def failed(self) -> bool:
@@ -206,14 +466,38 @@ class Outcome:
         return bool(self.failures) or self.errors > 0 or self.interrupted is not None
 
     def verdict_failures(self) -> list[str]:
-        """The failed checks, then the interruption line (errors have their own count)."""
-        return [*self.failures, *([self.interrupted] if self.interrupted else [])]
+        """The failed checks, the line naming the questions that raised, then the
+        interruption line."""
+        line = errors_line(self.error_list)
+        return [*self.failures, *([line] if line else []),
+                *([self.interrupted] if self.interrupted else [])]
 
     @property
     def base(self) -> RunResult | None:
         """The first run: the base configuration's, or the first variant's when only
         variants ran."""
         return self.runs[0] if self.runs else None
+
+    @property
+    def chunks(self) -> ChunkShare:
+        """The attribution counts of every run together."""
+        return chunk_share([s for run in self.runs for s in run.samples])
+
+
+#: Questions a verdict line names before "and N more".
+NAMED_ERRORS = 10
+
+
+def errors_line(errors: Sequence[QuestionError]) -> str | None:
+    """``ragev: 3 questions raised an error: q1, q4, q5 [k10] (TimeoutError 2, ValueError 1)``."""
+    if not errors:
+        return None
+    names = ", ".join(e.label for e in errors[:NAMED_ERRORS])
+    if len(errors) > NAMED_ERRORS:
+        names += f" and {len(errors) - NAMED_ERRORS} more"
+    kinds = ", ".join(f"{kind} {count}" for kind, count in count_kinds(errors))
+    noun = "question raised an error" if len(errors) == 1 else "questions raised an error"
+    return f"ragev: {len(errors)} {noun}: {names} ({kinds})"
 
 
 # ---------------------------------------------------------------------- scoring
@@ -223,8 +507,15 @@ def score_records(
     profile: str,
     custom: Sequence[CustomMetric] = (),
     tokenizer: Tokenizer | None = None,
+    cases: Mapping[int, QAPair] | None = None,
+    corpus: Mapping[int, str] | None = None,
 ) -> list[Record]:
-    """The records with their metrics: only those that apply to each question."""
+    """The records with their metrics: only those that apply to each question.
+
+    ``cases`` and ``corpus`` (the dataset's) give custom metrics the question as the
+    pipeline got it and the texts of retrieved passage ids; without them a custom metric
+    sees the record's own view of the question.
+    """
     ok = [r for r in records if not r.error]
     inputs = [r.metric_input() for r in ok]
     grades = [dict(r.grades) or None for r in ok]
@@ -238,6 +529,7 @@ def score_records(
             if (name in RETRIEVAL_METRICS and has_qrels)
             or (name in GENERATION_METRICS and record.has_answer)
         }
+        metric_case: MetricCase | None = None
         for metric in custom:
             applies = (
                 metric.kind == "all"
@@ -245,22 +537,50 @@ def score_records(
                 or (metric.kind == "generation" and record.has_answer)
             )
             if applies:
-                kept[metric.name] = _custom_value(metric, metric_input, record.qid)
+                if metric_case is None:
+                    metric_case = _metric_case(record, metric_input, cases, corpus)
+                kept[metric.name] = _custom_value(metric, metric_case, record.qid)
         scored[id(record)] = record.scored(kept)
     return [scored.get(id(r), r.scored({})) for r in records]
 
 
-def _custom_value(metric: CustomMetric, metric_input: MetricInput, qid: int) -> float:
-    value = metric.function(metric_input)
+def _metric_case(
+    record: Record, metric_input: MetricInput, cases: Mapping[int, QAPair] | None,
+    corpus: Mapping[int, str] | None,
+) -> MetricCase:
+    case = cases.get(record.qid) if cases is not None else None
+    if case is None:
+        pids = tuple(sorted(record.relevant))
+        case = QAPair(qid=record.qid, question=record.question, pids=pids, passages=(),
+                      aid=None, answer=record.generated_gt if record.has_answer else None,
+                      grades=tuple(record.grades.get(pid, 1.0) for pid in pids))
+    # A bare passage id stands for its passage's corpus text ("" when the corpus lacks it).
+    texts = tuple(
+        item if isinstance(item, str) else (corpus or {}).get(item, "")
+        for item in record.retrieved
+    )
+    return MetricCase(
+        retrieval_gt=metric_input.retrieval_gt,
+        retrieval_ids=metric_input.retrieval_ids,
+        generated_text=metric_input.generated_text,
+        generated_gt=metric_input.generated_gt,
+        case=case,
+        retrieved_texts=texts,
+        meta=dict(record.meta),
+        variant=record.variant,
+    )
+
+
+def _custom_value(metric: CustomMetric, metric_case: MetricCase, qid: int) -> float:
+    value = metric.function(metric_case)
+    wanted = f"return a finite number in {metric.range_text}"
+    if metric.bounds != (0.0, 1.0):
+        wanted += " (CustomMetric bounds)"
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigError(
-            f"custom metric {metric.name!r} returned {value!r} for q{qid}; return a float in [0, 1]"
-        )
+        raise ConfigError(f"custom metric {metric.name!r} returned {value!r} for q{qid}; {wanted}")
     value = float(value)
-    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
-        raise ConfigError(
-            f"custom metric {metric.name!r} returned {value!r} for q{qid}; return a float in [0, 1]"
-        )
+    if not math.isfinite(value) or metric.out_of_bounds(value):
+        raise ConfigError(f"custom metric {metric.name!r} returned {value!r} for q{qid}; {wanted}")
     return value
 
 
@@ -277,6 +597,8 @@ def build_run(
     samples = score_records(
         sorted(records, key=lambda r: r.qid), profile=plan.profile,
         custom=plan.custom_metrics, tokenizer=tokenizer,
+        cases={pair.qid: pair for pair in dataset.pairs} if plan.custom_metrics else None,
+        corpus=dataset.corpus,
     )
     summary = aggregate(
         [s.metrics for s in samples if s.error is None],
@@ -296,15 +618,42 @@ def build_run(
     )
 
 
+@dataclass(frozen=True)
+class AnsweredBy:
+    """Which code answered a configuration's questions, as the summary prints it.
+
+    ``label`` is ``"conftest hooks (conftest.py)"`` when a ``pytest_ragev_answer`` hook
+    of the project answered, else the configured pipeline (``"builtin"``, ``"http"``,
+    ``"pkg.module:make"``); ``hooks`` says whether a hook answered.
+    """
+
+    label: str
+    hooks: bool = False
+
+
+#: ``[pipeline] name`` values that select one of the plugin's own pipelines.
+def _plugin_pipeline(name: str) -> bool:
+    return name in ("builtin", "http") or ":" in name
+
+
 def run_params(
     plan: RunPlan, dataset: Dataset, pipeline_snapshot: Mapping[str, Any],
-    variant: str | None,
+    variant: str | None, answered_by: AnsweredBy | None = None,
 ) -> dict[str, Any]:
     """The resolved, redacted settings snapshot recorded as the report's ``params``.
 
-    ``pipeline_snapshot`` is the pipeline's own view of its knobs (defaults filled in).
+    ``pipeline_snapshot`` is the pipeline's own view of its knobs (defaults filled in);
+    ``answered_by`` names the code that answered (``params.pipeline.answered_by``). When
+    a conftest hook answered, a ``name`` that selects one of the plugin's pipelines
+    (``"builtin"`` by default) did not answer anything: it is recorded as ``"conftest"``.
     """
     config = plan.config
+    name = plan.settings(variant).name
+    identity: dict[str, Any] = {}
+    if answered_by is not None:
+        if answered_by.hooks and _plugin_pipeline(name):
+            name = "conftest"
+        identity["answered_by"] = answered_by.label
     params: dict[str, Any] = redact(
         {
             "dataset": {
@@ -313,7 +662,7 @@ def run_params(
                 "fingerprint": dataset.fingerprint,
                 "limit": plan.options.limit,
             },
-            "pipeline": {"name": plan.settings(variant).name, **pipeline_snapshot},
+            "pipeline": {"name": name, **pipeline_snapshot, **identity},
             "metrics": {"profile": plan.profile},
             "thresholds": dict(config.thresholds),
         }
@@ -357,7 +706,10 @@ def evaluate(inputs: EvalInputs) -> Outcome:
             f"ragev: run {facts.interrupted}: {facts.finished} of {facts.total} "
             "questions answered"
         )
-    errors = sum(1 for run in runs for s in run.samples if s.error)
+    error_list = tuple(
+        QuestionError(qid=s.qid, question=s.question, error=s.error, variant=s.variant)
+        for run in runs for s in run.samples if s.error is not None
+    )
     fallbacks = sum(1 for run in runs for s in run.samples if s.meta.get("fallback"))
     # Thresholds hold the base configuration (the one you ship); variants are checked
     # only when one is selected alone.
@@ -391,6 +743,14 @@ def evaluate(inputs: EvalInputs) -> Outcome:
                             if plan.baseline_path is not None else None),
         no_baseline=plan.options.no_baseline,
     ))
+    roots = _display_roots(facts.rootdir, plan.config.base_dir)
+    lowest = tuple(
+        lowest_questions(runs[0], metric, plan.rules.top_regressions)
+        for metric in LOWEST_BY if runs and runs[0].summary.get(metric) is not None
+        and runs[0].summary[metric].n
+    )
+    shared = ChunkShare() if not runs else chunk_share([s for r in runs for s in r.samples])
+    attribution = shared.warning()
     return Outcome(
         runs=runs,
         facts=facts,
@@ -399,8 +759,67 @@ def evaluate(inputs: EvalInputs) -> Outcome:
         failures=(*(t.reason for t in thresholds if t.reason is not None), *floors,
                   *gate.failures),
         notes=(*notes, *gate.notes),
-        warnings=tuple(dataset.warnings),
-        errors=errors,
+        warnings=(*facts.warnings, *dataset.warnings, *([attribution] if attribution else [])),
+        errors=len(error_list),
         fallbacks=fallbacks,
         interrupted=interrupted,
+        error_list=error_list,
+        lowest=lowest,
+        passages=_view_passages(dataset.corpus, lowest, gate),
+        baseline_shown=(None if gate.baseline_path is None
+                        else shown_path(gate.baseline_path, roots)),
+        report_html=None if plan.report_html is None else shown_path(plan.report_html, roots),
+        path_roots=roots,
     )
+
+
+#: Characters of a passage's text the per-question views carry.
+PASSAGE_CHARS = 600
+
+
+def _view_passages(
+    corpus: Mapping[int, str], lowest: Sequence[LowestQuestions], gate: GateOutcome
+) -> dict[int, str]:
+    """The corpus texts of the passages the per-question views name (only those: a
+    report holds a few dozen passages, never the corpus)."""
+    wanted: set[int] = set()
+    for view in lowest:
+        for sample in view.samples:
+            wanted.update(sample.retrieval_ids)
+            wanted.update(sample.relevant)
+    for diff in gate.regressions:
+        wanted.update(diff.retrieved_before, diff.retrieved_after, diff.relevant)
+    texts = {}
+    for pid in sorted(wanted):
+        text = corpus.get(pid)
+        if text is not None:
+            flat = " ".join(text.split())
+            texts[pid] = flat if len(flat) <= PASSAGE_CHARS else flat[:PASSAGE_CHARS - 1] + "…"
+    return texts
+
+
+def _display_roots(rootdir: str, config_dir: Path) -> tuple[Path, ...]:
+    """Where report paths are shown from: the rootdir (what the user types from), then
+    the config folder; never the filesystem root."""
+    roots = [Path(rootdir)] if rootdir else []
+    roots.append(config_dir)
+    return tuple(root for root in roots if root.is_absolute() and len(root.parts) > 1)
+
+
+def shown_path(path: Path, roots: Sequence[Path]) -> str:
+    """``path`` as a report writes it: relative to the first of ``roots`` it lies under
+    (posix separators), else as it is."""
+    for root in roots:
+        try:
+            return path.relative_to(root).as_posix()
+        except ValueError:
+            continue
+    return str(path)
+
+
+def relative_text(line: str, roots: Sequence[Path]) -> str:
+    """A gate line with its absolute paths under ``roots`` made relative: the gate
+    names the files it read and wrote by the paths it opened."""
+    for root in roots:
+        line = line.replace(str(root) + os.sep, "")
+    return line

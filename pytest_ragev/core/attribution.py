@@ -32,6 +32,7 @@ import re
 import threading
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pytest_ragev.core.types import ChunkLike
@@ -236,3 +237,49 @@ def _passage_id(item: Any, position: int) -> int | None:
         f"Answer.retrieved[{position}] is a {type(item).__name__}; give a passage id (int), "
         "a chunk text (str) or an object with .text (and optionally .passage_id)"
     )
+
+
+#: Characters of an unattributed chunk kept as the run's example (the summary quotes it).
+EXAMPLE_CHARS = 120
+
+
+@dataclass(frozen=True)
+class ChunkCount:
+    """How many retrieved items of one answer went through text matching, and how many
+    of them matched no corpus passage (``first``: the first such text, shortened)."""
+
+    chunks: int = 0
+    unattributed: int = 0
+    first: str | None = None
+
+
+def count_unattributed(retrieved: Iterable[Any], *, index: PassageIndex) -> ChunkCount:
+    """Count the chunk texts of ``retrieved`` that :meth:`PassageIndex.match` cannot place.
+
+    Only items attributed by their text count: chunk texts, and chunk objects without a
+    ``passage_id``. Every position counts (a chunk retrieved twice is two chunks). It asks
+    the index itself instead of reading placeholder ids, so it does not depend on how
+    :func:`retrieved_ids` numbers unmatched chunks; the index memoises its lookups, so
+    the second pass costs a dictionary look-up per chunk. Call it after
+    :func:`retrieved_ids`, which rejects items of the wrong type.
+    """
+    chunks = unattributed = 0
+    first: str | None = None
+    for item in retrieved:
+        if isinstance(item, bool | int):
+            continue
+        if isinstance(item, str):
+            text = item
+        elif getattr(item, "passage_id", None) is None:
+            text = item.text
+        else:
+            continue
+        chunks += 1
+        # Relevance only breaks ties between passages, never decides whether one matches.
+        if index.match(text) is None:
+            unattributed += 1
+            if first is None:
+                flat = normalise(text)
+                first = (flat if len(flat) <= EXAMPLE_CHARS
+                         else flat[: EXAMPLE_CHARS - 1].rstrip() + "…")
+    return ChunkCount(chunks=chunks, unattributed=unattributed, first=first)

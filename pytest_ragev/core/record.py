@@ -14,7 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pytest_ragev.core.attribution import PassageIndex, retrieved_ids
+from pytest_ragev.core.attribution import (
+    ChunkCount,
+    PassageIndex,
+    count_unattributed,
+    retrieved_ids,
+)
 from pytest_ragev.core.types import Answer, MetricInput, QAPair
 
 #: The ``user_properties`` name under which a record travels on a test report.
@@ -33,6 +38,11 @@ class Record:
     pipeline retrieved, mapped to passage ids, best first. ``metrics`` holds only the
     metrics that apply (none at all when the pipeline raised; ``error`` says why).
     ``cached`` tells whether the answer came from the answer cache (``None``: no cache).
+    ``retrieved`` holds every retrieved item as the pipeline returned it, best first and
+    not deduplicated: its text, or its passage id when it has no text (what a custom
+    metric reads as ``retrieved_texts``). ``chunks`` counts the
+    items attributed by their text, ``unattributed`` those of them that matched no
+    corpus passage, ``unattributed_example`` the first such text (shortened).
     """
 
     qid: int
@@ -48,6 +58,10 @@ class Record:
     grades: Mapping[int, float] = field(default_factory=dict)
     has_answer: bool = True
     cached: bool | None = None
+    retrieved: tuple[int | str, ...] = ()
+    chunks: int = 0
+    unattributed: int = 0
+    unattributed_example: str | None = None
 
     @property
     def key(self) -> QuestionKey:
@@ -88,6 +102,10 @@ class Record:
             "grades": {str(pid): grade for pid, grade in self.grades.items()},
             "has_answer": self.has_answer,
             "cached": self.cached,
+            "retrieved": list(self.retrieved),
+            "chunks": self.chunks,
+            "unattributed": self.unattributed,
+            "unattributed_example": self.unattributed_example,
         }
 
     @classmethod
@@ -107,6 +125,13 @@ class Record:
             grades={int(k): float(v) for k, v in dict(data.get("grades") or {}).items()},
             has_answer=bool(data.get("has_answer", True)),
             cached=data.get("cached"),
+            retrieved=tuple(
+                item if isinstance(item, int) else str(item)
+                for item in data.get("retrieved", ())
+            ),
+            chunks=int(data.get("chunks", 0)),
+            unattributed=int(data.get("unattributed", 0)),
+            unattributed_example=data.get("unattributed_example"),
         )
 
     def to_report_json(self) -> dict[str, Any]:
@@ -122,6 +147,9 @@ class Record:
             "error": self.error,
             **({"variant": self.variant} if self.variant is not None else {}),
             **({"meta": dict(self.meta)} if self.meta else {}),
+            # Only for pipelines that return texts: ids need no attribution.
+            **({"chunks": self.chunks, "unattributed": self.unattributed}
+               if self.chunks else {}),
         }
 
 
@@ -143,12 +171,16 @@ def make_record(
         ids: list[int] = []
         text = ""
         meta: dict[str, Any] = {}
+        items: tuple[int | str, ...] = ()
+        count = ChunkCount()
     else:
         ids = retrieved_ids(answer.retrieved, index=index, relevant=case.pids)
         text = answer.text
         if not isinstance(text, str):
             raise TypeError(f"Answer.text is a {type(text).__name__}; return the answer as a str")
         meta = _json_safe(dict(answer.meta))
+        items = tuple(_item(item) for item in answer.retrieved)
+        count = count_unattributed(answer.retrieved, index=index)
     return Record(
         qid=case.qid,
         question=case.question,
@@ -162,7 +194,19 @@ def make_record(
         grades=dict(zip(case.pids, case.grades, strict=False)),
         has_answer=case.answer is not None,
         cached=cached,
+        retrieved=items,
+        chunks=count.chunks,
+        unattributed=count.unattributed,
+        unattributed_example=count.first,
     )
+
+
+def _item(item: Any) -> int | str:
+    # retrieved_ids has checked the items' types. A chunk keeps its own text even when it
+    # names its passage: that text is what the generator saw.
+    if isinstance(item, int | str):
+        return item
+    return str(item.text)
 
 
 def _json_safe(value: Any) -> Any:

@@ -70,6 +70,29 @@ class MetricInput:
     generated_gt: str
 
 
+@dataclass(frozen=True, slots=True)
+class MetricCase(MetricInput):
+    """What a custom metric's function receives: the :class:`MetricInput` (so a function
+    written for it keeps working) plus the question and the pipeline's answer.
+
+    ``case`` is the dataset's question as the pipeline got it; ``retrieved_texts`` the
+    texts of the retrieved items, best first and not deduplicated (a chunk's own text;
+    for a passage id, that passage's corpus text; ``""`` for an id the corpus lacks);
+    ``meta`` the answer's ``Answer.meta`` (latency, token counts, cost, ...); ``variant``
+    the configuration (``None`` for the base one).
+    """
+
+    case: QAPair
+    retrieved_texts: tuple[str, ...] = ()
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    variant: str | None = None
+
+    @property
+    def question(self) -> str:
+        """The question's text."""
+        return self.case.question
+
+
 @runtime_checkable
 class ChunkLike(Protocol):
     """Anything with a ``text``; an optional ``passage_id`` short-cuts the text lookup."""
@@ -130,17 +153,47 @@ class PipelineSettings:
         )
 
 
+#: The range a custom metric's values must lie in: ``(low, high)``, ``None`` for no bound.
+Bounds = tuple[float | None, float | None]
+
+
 @dataclass(frozen=True)
 class CustomMetric:
     """An extra metric returned by the ``pytest_ragev_metrics`` hook.
 
-    ``function`` maps one :class:`MetricInput` to a float in [0, 1]; ``direction`` says
-    whether larger is better (``"higher"``) or worse (``"lower"``). ``kind`` says which
+    ``function`` maps one question to a float. It receives a :class:`MetricCase`: a
+    :class:`MetricInput` (a function written for that keeps working) that also carries
+    the question, the retrieved texts and the answer's ``meta``. ``direction`` says
+    whether larger is better (``"higher"``) or worse (``"lower"``: latency, tokens,
+    cost); a ``[thresholds]`` value is then a floor or a ceiling. ``kind`` says which
     questions it applies to: ``"retrieval"`` (those with qrels), ``"generation"`` (those
-    with a reference answer) or ``"all"``.
+    with a reference answer) or ``"all"``. ``bounds`` is the range every value must lie
+    in, ``(0.0, 1.0)`` by default; ``(0.0, None)`` for an unbounded count or duration.
     """
 
     name: str
-    function: Callable[[MetricInput], float]
+    function: Callable[[MetricCase], float]
     direction: Literal["higher", "lower"] = "higher"
     kind: Literal["retrieval", "generation", "all"] = "all"
+    bounds: Bounds = (0.0, 1.0)
+
+    def __post_init__(self) -> None:
+        low, high = self.bounds
+        if low is not None and high is not None and low > high:
+            raise ValueError(
+                f"CustomMetric {self.name!r}: bounds {self.bounds!r} are empty; "
+                "write (low, high) with low <= high, None for no bound"
+            )
+
+    def out_of_bounds(self, value: float) -> bool:
+        """Whether ``value`` lies outside :attr:`bounds`."""
+        low, high = self.bounds
+        return (low is not None and value < low) or (high is not None and value > high)
+
+    @property
+    def range_text(self) -> str:
+        """``[0, 1]``, ``[0, ∞)``, ``(−∞, ∞)``: the bounds as a reader writes them."""
+        low, high = self.bounds
+        left = "(−∞" if low is None else f"[{low:g}"
+        right = "∞)" if high is None else f"{high:g}]"
+        return f"{left}, {right}"

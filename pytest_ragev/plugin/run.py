@@ -28,7 +28,16 @@ from pytest_ragev.core.errors import RagevError
 from pytest_ragev.core.record import QuestionKey, Record
 from pytest_ragev.core.types import METRIC_NAMES, CustomMetric, QAPair
 from pytest_ragev.dataset import Dataset, load_dataset
-from pytest_ragev.evaluation import EvalInputs, RunFacts, RunPlan, run_params, score_records
+from pytest_ragev.evaluation import (
+    AnsweredBy,
+    EvalInputs,
+    RunFacts,
+    RunPlan,
+    run_params,
+    score_records,
+)
+from pytest_ragev.pipelines.builtin import BuiltinPipeline
+from pytest_ragev.pipelines.builtin.config import unread_knobs
 from pytest_ragev.plugin.answering import Answerer
 from pytest_ragev.plugin.collect import CollectionPlan, NodeIds
 from pytest_ragev.plugin.defaults import DefaultPipelineHooks, kb_progress_factory
@@ -43,14 +52,33 @@ PLUGIN_NAMES = ("ragev-defaults", "ragev-records", "ragev-xdist", "ragev-finish"
                 "ragev-item-status")
 
 
-def make_task_id(dataset_id: str) -> str:
-    """``evaluation_{user}_{unix_ms}_{8 hex}_{dataset_id}``, as the seed names tasks."""
+#: Set it to a name to put that name in the task id (CI: the person who pushed).
+TASK_USER_ENV = "RAGEV_TASK_USER"
+
+
+def task_user(asked: bool, environ: Mapping[str, str] | None = None) -> str | None:
+    """The name the task id carries: ``$RAGEV_TASK_USER``, else the OS user when
+    ``[report] task_user = true``, else none (a report shared outside the machine does
+    not say who ran it)."""
+    named = (os.environ if environ is None else environ).get(TASK_USER_ENV, "").strip()
+    if named:
+        return named
+    if not asked:
+        return None
     try:
-        user = getpass.getuser()
+        return getpass.getuser()
     except (KeyError, OSError):
-        user = "unknown"
+        return "unknown"
+
+
+def make_task_id(dataset_id: str, user: str | None = None) -> str:
+    """``evaluation_{unix_ms}_{8 hex}_{dataset_id}``; with ``user``, the seed's
+    ``evaluation_{user}_{unix_ms}_{8 hex}_{dataset_id}``."""
+    stamp = f"{int(time.time() * 1000)}_{secrets.token_hex(4)}_{dataset_id}"
+    if user is None:
+        return f"evaluation_{stamp}"
     user = "".join(ch if ch.isalnum() or ch in "-." else "-" for ch in user) or "unknown"
-    return f"evaluation_{user}_{int(time.time() * 1000)}_{secrets.token_hex(4)}_{dataset_id}"
+    return f"evaluation_{user}_{stamp}"
 
 
 def _usage(error: RagevError) -> pytest.UsageError:
@@ -95,6 +123,7 @@ class ActiveRun:
         self._node_ids: NodeIds | None = None
         self._cases: dict[int, QAPair] | None = None
         self._params: dict[str | None, dict[str, Any]] = {}
+        self._warnings: tuple[str, ...] = ()
         self.defaults = DefaultPipelineHooks(
             hook=config.hook,
             source=ragev.source,
@@ -236,8 +265,61 @@ class ActiveRun:
         if plan.options.update_baseline and not self.is_worker:
             _check_baseline_target(plan.baseline_path, self.ragev.source)
         if not self.is_worker:
-            self.task_id = make_task_id(self.dataset.dataset_id)
+            self.task_id = make_task_id(self.dataset.dataset_id,
+                                        task_user(self.ragev.task_user))
+            self._warnings = tuple(self._unread_knobs())
             self.signals.install()
+
+    def _user_answers(self) -> list[Any]:
+        """The ``pytest_ragev_answer`` implementations other than the built-in ones, in
+        the order pytest calls them."""
+        impls = self.config.hook.pytest_ragev_answer.get_hookimpls()
+        return [impl for impl in reversed(impls) if impl.plugin is not self.defaults]
+
+    def answered_by(self, variant: str | None) -> AnsweredBy:
+        """Which code answers ``variant``'s questions: the project's hooks or the
+        configured pipeline."""
+        impls = self._user_answers()
+        if not impls:
+            return AnsweredBy(self.plan.settings(variant).name)
+        where = []
+        for impl in impls:
+            path = getattr(impl.plugin, "__file__", None)
+            if path is None:
+                where.append(impl.plugin_name)
+                continue
+            try:
+                where.append(Path(path).resolve().relative_to(self.config.rootpath).as_posix())
+            except ValueError:
+                where.append(Path(path).name)
+        conftests = all(Path(w).name == "conftest.py" for w in where)
+        return AnsweredBy(f"{'conftest hooks' if conftests else 'hooks'} ({', '.join(where)})",
+                          hooks=True)
+
+    def _unread_knobs(self) -> list[str]:
+        """Knobs of the built-in pipeline that its mode never reads (a conftest's knobs
+        are the conftest's business: nothing can be known about them)."""
+        if self._user_answers():
+            return []
+        lines: list[str] = []
+        warned: set[str] = set()
+        source = self.ragev.source.name
+        for variant in self.plan.variants:
+            settings = self.plan.settings(variant)
+            pipe = self.defaults.pipeline(settings)
+            if not isinstance(pipe, BuiltinPipeline):
+                continue
+            for key, why in unread_knobs(pipe.config, settings.options):
+                if key in warned:
+                    continue  # the base configuration's line covers the variants that inherit it
+                if variant is None:
+                    warned.add(key)
+                    where = f"[pipeline] {key}"
+                else:
+                    where = f"variant {variant!r}: pipeline.{key}"
+                lines.append(f"{source}: {where} = {settings.options[key]!r} has no effect: "
+                             f"{why}; remove it")
+        return lines
 
     def collection_plan(self) -> CollectionPlan:
         """What the collectors read."""
@@ -267,7 +349,8 @@ class ActiveRun:
         if variant not in self._params:
             settings = self.plan.settings(variant)
             self._params[variant] = run_params(
-                self.plan, self.dataset, self.defaults.snapshot(settings), variant
+                self.plan, self.dataset, self.defaults.snapshot(settings), variant,
+                answered_by=self.answered_by(variant),
             )
         return self._params[variant]
 
@@ -277,7 +360,8 @@ class ActiveRun:
             task_id=self.task_id, start_time=self.start_time, total=records.total,
             finished=records.finished, interrupted=interrupted,
             duplicates=records.duplicates, cache_hits=records.cache_hits,
-            cache_misses=records.cache_misses,
+            cache_misses=records.cache_misses, rootdir=str(self.config.rootpath),
+            warnings=self._warnings,
         )
 
     def inputs(self, interrupted: str | None) -> EvalInputs:

@@ -9,6 +9,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pytest_ragev.core.fmt import seconds
+from pytest_ragev.core.results import RunResult
+from pytest_ragev.evaluation import chunk_share, percent, usage
 from pytest_ragev.gate.rules import CORRECTION_NAMES
 
 if TYPE_CHECKING:
@@ -31,11 +33,33 @@ def run_facts(model: ReportModel, *, value: Callable[[str], str]) -> list[str]:
     variants = sum(run.variant is not None for run in model.runs)
     if variants:
         facts.append(f"{variants} variant(s)")
+    if base is not None:
+        pipeline = pipeline_label(base)
+        if pipeline:
+            facts.append(f"pipeline {value(pipeline)}")
     facts.append(f"{model.errors} error(s)")
     facts.append(f"{model.fallbacks} fallback(s)")
+    if base is not None:
+        share = chunk_share(base.samples)
+        if share.chunks:
+            facts.append(f"unattributed chunks {share.unattributed}/{share.chunks} "
+                         f"({percent(share.share)})")
+        figures = usage(base.samples)
+        if figures.reported:
+            facts.append(figures.text())
     if model.duration_s is not None:
         facts.append(seconds(model.duration_s))
     return facts
+
+
+def pipeline_label(run: RunResult) -> str | None:
+    """The code that answered ``run``'s questions (``params.pipeline.answered_by``), else
+    the configured pipeline name; ``None`` when the params say neither."""
+    pipeline = run.params.get("pipeline")
+    if not isinstance(pipeline, dict):
+        return None
+    label = pipeline.get("answered_by") or pipeline.get("name")
+    return str(label) if label else None
 
 
 def base_missing_note(model: ReportModel, *, value: Callable[[str], str]) -> str | None:

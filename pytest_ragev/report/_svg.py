@@ -38,7 +38,9 @@ def bar_chart(metrics: Sequence[str], series: Sequence[Series], *, width: int = 
     Each metric has its own scale, from 0 to the larger of 1 and its largest value, so
     a custom metric in milliseconds does not flatten the twelve built-ins.
     """
-    label_w, value_w, bar_h, gap, group_gap = 90, 64, 12, 2, 12
+    # Wide enough for the longest name: custom metrics ("context_chars") are long.
+    label_w = max(90, 12 + 7 * max((len(m) for m in metrics), default=0))
+    value_w, bar_h, gap, group_gap = 64, 12, 2, 12
     plot_w = width - label_w - value_w - 10
     legend_h = 24
     group_h = len(series) * (bar_h + gap) - gap

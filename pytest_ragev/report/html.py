@@ -1,16 +1,20 @@
-"""The self-contained HTML report: one file, inline CSS and SVG, no scripts, no assets.
+"""The self-contained HTML report: one file, inline CSS, SVG and one small script, no assets.
 
 Questions, answers, variant names and error messages are user data: every one of them
-goes through :func:`html.escape` before it reaches the page.
+goes through :func:`html.escape` before it reaches the page. The script (:data:`_JS`)
+only sorts and filters the tables marked ``sortable``: without it the page reads the
+same, unsorted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from html import escape
 
 from pytest_ragev.core import fmt
+from pytest_ragev.core.record import Record
 from pytest_ragev.core.results import RunResult
+from pytest_ragev.evaluation import LowestQuestions, QuestionError, count_kinds
 from pytest_ragev.gate import (
     Comparison,
     QuestionDiff,
@@ -31,6 +35,7 @@ body{font-family:system-ui,-apple-system,'Segoe UI','Noto Sans CJK SC','PingFang
 color:#1d2430;padding:0 16px;line-height:1.4}
 h1{font-size:22px;margin:0 0 4px}
 h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #e3e6ea;padding-bottom:4px}
+h3{font-size:15px;margin:18px 0 6px}
 .badge{display:inline-block;padding:2px 10px;border-radius:12px;color:#fff;font-size:14px;
 vertical-align:middle;margin-left:8px}.pass{background:#2e8b57}.fail{background:#c0392b}
 .meta{color:#555;font-size:13px}
@@ -48,9 +53,113 @@ ul.failures li{color:#c0392b;font-family:ui-monospace,monospace;font-size:13px}
 .notcompared{color:#c0392b;font-size:14px}.qchanges{font-size:13px;color:#555}
 .scroll{overflow-x:auto;max-width:100%}.fact{white-space:nowrap}
 .regressions th:nth-child(n+5){min-width:220px}
-.nochange{width:270px;height:150px;box-sizing:border-box;border:1px dashed #ccd;
-padding:8px;font-size:12px;color:#555}.nochange b{display:block;color:#1d2430;margin-bottom:40px}
+.nochange{font-size:13px;color:#555;margin:6px 0}
+.warnings li{color:#8a4b00;font-size:13px}
+.kinds span{display:inline-block;background:#fdecea;border-radius:10px;padding:1px 8px;
+margin:0 6px 4px 0;font-size:13px}.err{font-family:ui-monospace,monospace,'Noto Sans CJK SC',
+'PingFang SC','Microsoft YaHei',sans-serif;font-size:12px;
+color:#c0392b;max-width:420px;word-break:break-word}
+table.sortable th{cursor:pointer;user-select:none;white-space:nowrap}
+table.sortable th[aria-sort=ascending]::after{content:" ▲";font-size:10px}
+table.sortable th[aria-sort=descending]::after{content:" ▼";font-size:10px}
+.filter{margin:6px 0;font-size:13px}.filter input[type=search]{width:320px;padding:3px 6px}
+.passages{margin:0;padding-left:18px;font-size:12px;max-width:420px}
+.passages li{margin-bottom:3px}details summary{cursor:pointer}details p.missing{margin:4px 0 2px}
+.missing{color:#999}
+table.questions th,table.questions td{padding:3px 6px;font-size:12px}
+table.questions .q{min-width:240px;max-width:360px}table.questions .err{min-width:220px}
+table.questions tr[hidden]{display:none}
 """
+
+#: Sorts a ``table.sortable`` by the clicked column (``data-sort`` holds a cell's value;
+#: empty ones sort last) and filters it with the search box naming it: words match the
+#: row's text, ``recall < 0.5`` (``<``, ``<=``, ``>``, ``>=``, ``=``) a column's value.
+_JS = r"""
+(function () {
+  function value(cell) {
+    var v = cell.getAttribute("data-sort");
+    if (v === null) { v = cell.textContent.trim(); }
+    if (v === "") { return null; }
+    var n = Number(v);
+    return isNaN(n) ? v.toLowerCase() : n;
+  }
+  function sortBy(table, col, th) {
+    var asc = th.getAttribute("aria-sort") !== "ascending";
+    Array.prototype.forEach.call(table.tHead.rows[0].cells, function (h) {
+      h.setAttribute("aria-sort", "none");
+    });
+    th.setAttribute("aria-sort", asc ? "ascending" : "descending");
+    var body = table.tBodies[0];
+    var rows = Array.prototype.slice.call(body.rows);
+    rows.sort(function (a, b) {
+      var x = value(a.cells[col]), y = value(b.cells[col]);
+      if (x === null || y === null) { return x === y ? 0 : (x === null ? 1 : -1); }
+      if (typeof x !== typeof y) { x = String(x); y = String(y); }
+      var c = x < y ? -1 : (x > y ? 1 : 0);
+      return asc ? c : -c;
+    });
+    rows.forEach(function (r) { body.appendChild(r); });
+  }
+  function columns(table) {
+    var names = {};
+    Array.prototype.forEach.call(table.tHead.rows[0].cells, function (h, i) {
+      names[h.getAttribute("data-key") || h.textContent.trim().toLowerCase()] = i;
+    });
+    return names;
+  }
+  function matcher(table, query) {
+    var q = query.trim().toLowerCase();
+    var m = q.match(/^([a-z0-9_.-]+)\s*(<=|>=|<|>|=)\s*(-?[0-9.]+)$/);
+    var names = columns(table);
+    if (m && m[1] in names) {
+      var col = names[m[1]], op = m[2], limit = Number(m[3]);
+      return function (row) {
+        var v = value(row.cells[col]);
+        if (typeof v !== "number") { return false; }
+        if (op === "<") { return v < limit; }
+        if (op === "<=") { return v <= limit; }
+        if (op === ">") { return v > limit; }
+        if (op === ">=") { return v >= limit; }
+        return v === limit;
+      };
+    }
+    var words = q.split(/\s+/).filter(Boolean);
+    return function (row) {
+      var text = row.textContent.toLowerCase();
+      return words.every(function (w) { return text.indexOf(w) >= 0; });
+    };
+  }
+  function filter(table, input, count) {
+    var keep = matcher(table, input.value), shown = 0;
+    Array.prototype.forEach.call(table.tBodies[0].rows, function (row) {
+      var ok = keep(row);
+      row.hidden = !ok;
+      if (ok) { shown += 1; }
+    });
+    if (count) { count.textContent = shown + " of " + table.tBodies[0].rows.length + " shown"; }
+  }
+  Array.prototype.forEach.call(document.querySelectorAll("table.sortable"), function (table) {
+    Array.prototype.forEach.call(table.tHead.rows[0].cells, function (th, col) {
+      th.tabIndex = 0;
+      th.setAttribute("aria-sort", "none");
+      th.title = "sort by this column";
+      th.addEventListener("click", function () { sortBy(table, col, th); });
+      th.addEventListener("keydown", function (e) {
+        if (e.key === "Enter" || e.key === " ") { e.preventDefault(); sortBy(table, col, th); }
+      });
+    });
+    var input = document.querySelector('input[data-filter="' + table.id + '"]');
+    if (input) {
+      var count = document.querySelector('[data-count="' + table.id + '"]');
+      input.addEventListener("input", function () { filter(table, input, count); });
+      filter(table, input, count);
+    }
+  });
+})();
+"""
+
+#: Rows of the questions table at most (a 100,000-question run stays a readable file).
+QUESTIONS_SHOWN = 5000
 
 #: Metric changes listed per question in the regressions table before "+N more".
 _CHANGES_SHOWN = 4
@@ -91,6 +200,9 @@ def _header(model: ReportModel) -> str:
     if model.verdict.failures:
         items = "".join(f"<li>{_e(line)}</li>" for line in model.verdict.failures)
         parts.append(f'<ul class="failures">{items}</ul>')
+    if model.warnings:
+        items = "".join(f"<li>warning: {_e(line)}</li>" for line in model.warnings)
+        parts.append(f'<ul class="warnings">{items}</ul>')
     if model.notes:
         items = "".join(f"<li>{_e(line)}</li>" for line in model.notes)
         parts.append(f'<ul class="notes">{items}</ul>')
@@ -192,6 +304,7 @@ def _histogram_section(model: ReportModel) -> str:
     charts = []
     # Only the compared questions: an edited question's change says nothing of the pipeline.
     compared = set(model.comparison.common_qids) if model.comparison is not None else None
+    unchanged: dict[int, list[str]] = {}  # shared questions -> metrics none of them moved on
     for name, summary in base.summary.items():
         before, after = baseline.scores(name), base.scores(name)
         shared = sorted(q for q in before.keys() & after.keys()
@@ -200,19 +313,24 @@ def _histogram_section(model: ReportModel) -> str:
             continue
         data = _svg.histogram([after[q] - before[q] for q in shared])
         if data.unchanged == data.total:
-            # An empty chart reads as "no data"; say what it means.
-            charts.append(
-                f'<div class="nochange" data-metric="{_e(name)}"><b>{_e(name)}</b>'
-                f"no change: all {data.total} shared questions have the same value</div>"
-            )
+            # An empty chart reads as "no data", and a box per metric fills the page
+            # with nothing: one line names them all.
+            unchanged.setdefault(data.total, []).append(name)
             continue
         charts.append(_svg.histogram_chart(name, data,
                                            higher_is_better=summary.direction == "higher"))
-    if not charts:
+    if not charts and not unchanged:
         return ""
+    lines = "".join(
+        f'<p class="nochange" data-metrics="{_e(" ".join(names))}">No change on '
+        f"{', '.join(f'<b>{_e(n)}</b>' for n in names)}: all {total} shared questions "
+        "have the same value.</p>"
+        for total, names in unchanged.items()
+    )
+    grid = f'<div class="grid">{"".join(charts)}</div>' if charts else ""
     return ("<h2>Per-question changes against the baseline</h2>"
             '<p class="meta">Green: better, red: worse; unchanged questions are counted apart.'
-            f'</p><div class="grid">{"".join(charts)}</div>')
+            f"</p>{grid}{lines}")
 
 
 def _thresholds_section(results: Sequence[ThresholdResult]) -> str:
@@ -324,23 +442,130 @@ def _regressions_section(diffs: Sequence[QuestionDiff]) -> str:
                      numeric=[True, False, False, False, False, False], css="regressions"))
 
 
+def _errors_section(errors: Sequence[QuestionError]) -> str:
+    """Every question that raised: the count per error type, then one row each."""
+    if not errors:
+        return ""
+    kinds = "".join(f"<span>{_e(kind)} <b>{count}</b></span>"
+                    for kind, count in count_kinds(errors))
+    rows = [[_e(e.label), f'<div class="q">{_e(e.question)}</div>', _e(e.kind),
+             f'<div class="err">{_e(e.error)}</div>'] for e in errors]
+    return (f"<h2>Errors ({len(errors)})</h2>"
+            f'<p class="kinds">{kinds}</p>'
+            + _table(["qid", "question", "type", "error"], rows,
+                     numeric=[False, False, False, False], css="errors"))
+
+
+def _passages_html(sample: Record, passages: Mapping[int, str]) -> str:
+    """The retrieved ids (relevant ones marked), and on demand each passage's text."""
+    summary = _ids_html(sample.retrieval_ids, sample.relevant)
+    if not sample.retrieval_ids:
+        return f'<div class="ids">{summary}</div>'
+    items = []
+    for pid in sample.retrieval_ids[:10]:
+        mark = f'<span class="rel">{pid}✓</span>' if pid in sample.relevant else str(pid)
+        text = passages.get(pid)
+        body = (_e(text) if text is not None
+                else '<span class="missing">not in the corpus (an unattributed chunk)</span>')
+        items.append(f"<li>{mark}: {body}</li>")
+    # Relevant passages the pipeline missed, apart: the numbered list is the ranking.
+    missed = [
+        f'<li><span class="rel">{pid}✓</span>: {_e(passages.get(pid, ""))}</li>'
+        for pid in sorted(sample.relevant) if pid not in sample.retrieval_ids
+    ][:5]
+    extra = (f'<p class="missing">relevant, not retrieved:</p><ul class="passages">'
+             f'{"".join(missed)}</ul>' if missed else "")
+    return (f'<details><summary class="ids">{summary}</summary>'
+            f'<ol class="passages">{"".join(items)}</ol>{extra}</details>')
+
+
+def _lowest_section(views: Sequence[LowestQuestions], passages: Mapping[int, str]) -> str:
+    """Without a baseline: per metric, the base run's lowest-scoring questions."""
+    parts = []
+    for view in views:
+        parts.append(f"<h3>Lowest-scoring questions by {_e(view.metric)}</h3>")
+        if not view.samples:
+            parts.append(f'<p class="meta">Every one of the {view.n} questions scores 1 on '
+                         f"{_e(view.metric)}.</p>")
+            continue
+        rows = [[
+            str(s.qid), fmt.num(s.metrics[view.metric]),
+            f'<div class="q">{_e(s.question)}</div>',
+            f'<div class="answer">{_e(s.generated_gt)}</div>',
+            _passages_html(s, passages),
+            f'<div class="answer">{_e(s.generated_text)}</div>',
+        ] for s in view.samples]
+        parts.append(_table(
+            ["qid", _e(view.metric), "question", "reference answer",
+             "retrieved (✓ relevant; open for the texts)", "generated answer"],
+            rows, numeric=[True, True, False, False, False, False], css="lowest"))
+    if not parts:
+        return ""
+    return ("<h2>Weakest questions</h2>"
+            '<p class="meta">No baseline to compare with: the questions that score lowest. '
+            "Open a retrieved list to read its passages.</p>" + "".join(parts))
+
+
+def _questions_section(run: RunResult | None) -> str:
+    """Every question of the base run in one sortable, filterable table."""
+    if run is None or not run.samples:
+        return ""
+    metrics = [name for name, item in run.summary.items() if item.n]
+    errors = any(s.error for s in run.samples)
+    header = ['<th data-key="qid">qid</th>', '<th data-key="question">question</th>',
+              *(['<th data-key="error">error</th>'] if errors else []),
+              *(f'<th data-key="{_e(m)}">{_e(m)}</th>' for m in metrics),
+              '<th data-key="retrieved">retrieved</th>']
+    body = []
+    samples = run.samples[:QUESTIONS_SHOWN]
+    for sample in samples:
+        cells = [f'<td class="num" data-sort="{sample.qid}">{sample.qid}</td>',
+                 f'<td><div class="q" title="{_e(sample.generated_text)}">'
+                 f"{_e(fmt.shorten(sample.question, 200))}</div></td>"]
+        if errors:
+            cells.append(f'<td><div class="err">{_e(sample.error or "")}</div></td>')
+        for metric in metrics:
+            value = sample.metrics.get(metric)
+            cells.append(f'<td class="num" data-sort="{"" if value is None else repr(value)}">'
+                         f"{fmt.num(value, missing='—')}</td>")
+        cells.append(f'<td class="ids">{_ids_html(sample.retrieval_ids, sample.relevant, 5)}'
+                     "</td>")
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    more = (f" The first {QUESTIONS_SHOWN} of {len(run.samples)} questions are listed."
+            if len(run.samples) > QUESTIONS_SHOWN else "")
+    return (
+        f"<h2>Questions ({len(run.samples)})</h2>"
+        '<p class="meta">Click a column to sort; type words, or a rule such as '
+        "<code>recall &lt; 1</code>, to filter. Hover a question for its answer; ✓ marks a "
+        f"relevant passage; — : the metric does not apply.{more}</p>"
+        '<p class="filter"><input type="search" data-filter="questions" '
+        'placeholder="filter: words, or recall &lt; 0.5" aria-label="filter the questions"> '
+        '<span class="muted" data-count="questions"></span></p>'
+        '<div class="scroll"><table id="questions" class="sortable questions"><thead><tr>'
+        f"{''.join(header)}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
+    )
+
+
 def render_html(model: ReportModel) -> str:
-    """The report as one HTML document (no scripts, no external resources)."""
+    """The report as one HTML document (inline CSS and script, no external resources)."""
     verdict = "passed" if model.verdict.passed else "failed"
     title = f"{model.title}: {verdict}"
     body = "".join([
         _header(model),
+        _errors_section(model.error_list),
         _metrics_section(model),
         _chart_section(model),
         _histogram_section(model),
         _thresholds_section(model.thresholds),
         _variants_section(model.variant_table),
         _regressions_section(model.regressions),
+        "" if model.comparisons else _lowest_section(model.lowest, model.passages),
+        _questions_section(model.base),
     ])
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{_e(title)}</title><style>{_CSS}</style></head>"
-        f"<body>{body}</body></html>\n"
+        f"<body>{body}<script>{_JS}</script></body></html>\n"
     )

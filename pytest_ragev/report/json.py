@@ -3,8 +3,9 @@
 ``{"success": ..., "data": {"task": {...}, "params": {...}, "metric": {...}, ...}}``:
 ``task`` has the seed's fields (``status`` 0 pending, 1 running, 2 success, 3 failed,
 ``total``/``finished`` counted in questions), ``metric`` the means of the base run in the
-seed's two groups; beyond the seed, ``samples``, ``verdict``, ``baseline``, ``variants``
-and ``warnings``. Pure functions: the shell writes the file.
+seed's two groups; beyond the seed, ``samples``, ``verdict``, ``errors``, ``attribution``,
+``usage``, ``lowest``, ``baseline``, ``variants`` and ``warnings``. Pure functions: the
+shell writes the file.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_ragev.core.record import Record
 from pytest_ragev.core.results import RunResult
 from pytest_ragev.core.types import (
     GENERATION_METRICS,
@@ -22,7 +24,15 @@ from pytest_ragev.core.types import (
     STATUS_RUNNING,
     STATUS_SUCCESS,
 )
-from pytest_ragev.evaluation import Outcome, RunFacts
+from pytest_ragev.evaluation import (
+    LowestQuestions,
+    Outcome,
+    QuestionError,
+    RunFacts,
+    chunk_share,
+    count_kinds,
+    usage,
+)
 from pytest_ragev.gate import Comparison, QuestionDiff
 
 
@@ -99,17 +109,20 @@ def final_report(
         "samples": [s.to_report_json() for s in base.samples] if base is not None else [],
         "verdict": {
             "passed": not outcome.failed,
-            "failures": outcome.verdict_failures(),
+            "failures": [outcome.relative(line) for line in outcome.verdict_failures()],
             "errors": outcome.errors,
             "fallbacks": outcome.fallbacks,
         },
+        "errors": errors_json(outcome.error_list),
+        **run_figures(base),
+        "lowest": lowest_json(outcome.lowest),
     }
     if outcome.warnings:
-        data["warnings"] = list(outcome.warnings)
+        data["warnings"] = [outcome.relative(line) for line in outcome.warnings]
     if gate.comparisons or gate.not_compared is not None or gate.new_variants:
         change = gate.corpus_change
         data["baseline"] = {
-            "path": str(gate.baseline_path),
+            "path": outcome.baseline_shown,
             "compared": gate.not_compared is None,
             "not_compared": gate.not_compared,
             "new_variants": list(gate.new_variants),
@@ -126,11 +139,54 @@ def final_report(
             run.variant: {
                 "params": run.params,
                 "metric": metric_block(run),
+                **run_figures(run),
                 "samples": [s.to_report_json() for s in run.samples],
             }
             for run in variants
         }
     return {"success": status != STATUS_FAILED, "data": data}
+
+
+def errors_json(errors: Sequence[QuestionError]) -> dict[str, Any]:
+    """``{"total": 3, "by_type": {"TimeoutError": 2, ...}, "questions": [...]}``."""
+    return {
+        "total": len(errors),
+        "by_type": dict(count_kinds(errors)),
+        "questions": [
+            {"qid": e.qid, "variant": e.variant, "question": e.question, "type": e.kind,
+             "error": e.error}
+            for e in errors
+        ],
+    }
+
+
+def run_figures(run: RunResult | None) -> dict[str, Any]:
+    """A run's ``attribution`` (retrieved chunk texts that matched no corpus passage)
+    and ``usage`` (latency percentiles and token totals from ``Answer.meta``)."""
+    samples = run.samples if run is not None else []
+    share = chunk_share(samples)
+    return {
+        "attribution": {"chunks": share.chunks, "unattributed": share.unattributed,
+                        "share": share.share, "first": share.first},
+        "usage": usage(samples).to_json(),
+    }
+
+
+def _view_sample(sample: Record, metric: str) -> dict[str, Any]:
+    return {
+        "qid": sample.qid,
+        "question": sample.question,
+        "value": sample.metrics[metric],
+        "reference": sample.generated_gt,
+        "retrieval_ids": list(sample.retrieval_ids),
+        "relevant": sorted(sample.relevant),
+        "generated_text": sample.generated_text,
+    }
+
+
+def lowest_json(views: Sequence[LowestQuestions]) -> dict[str, Any]:
+    """The lowest-scoring questions of the base run, per metric (``recall``, ``rougel``)."""
+    return {view.metric: [_view_sample(s, view.metric) for s in view.samples] for view in views}
 
 
 def _finite(value: float | None) -> float | None:

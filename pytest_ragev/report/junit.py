@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from pytest_ragev.core.results import RunResult
+from pytest_ragev.evaluation import chunk_share, count_kinds, usage
+from pytest_ragev.report._format import pipeline_label
 from pytest_ragev.report.model import ReportModel
 
 
@@ -13,9 +15,13 @@ def _run_label(run: RunResult) -> str:
 def junit_properties(model: ReportModel) -> list[tuple[str, str]]:
     """``(name, value)`` pairs for ``record_testsuite_property``.
 
-    ``ragev.verdict``, counts, then ``ragev.<metric>`` per metric of the base run,
-    ``ragev.<metric>.baseline``/``.delta``/``.status`` when compared, and
-    ``ragev.<variant>.<metric>`` per variant. Means are written with six decimals.
+    ``ragev.verdict``, counts (``ragev.errors.<type>`` per error type), the base run's
+    ``ragev.pipeline``, ``ragev.chunks``/``ragev.unattributed_chunks`` (when the pipeline
+    returned texts), ``ragev.latency_p50_s``/``_p95_s`` and ``ragev.tokens.prompt``/
+    ``.completion``/``.total`` (when its answers reported them), then ``ragev.<metric>``
+    per metric of the base run, ``ragev.<metric>.baseline``/``.delta``/``.status`` when
+    compared, and ``ragev.<variant>.<metric>`` per variant. Means are written with six
+    decimals.
     """
     props: list[tuple[str, str]] = [
         ("ragev.verdict", "passed" if model.verdict.passed else "failed"),
@@ -23,12 +29,29 @@ def junit_properties(model: ReportModel) -> list[tuple[str, str]]:
         ("ragev.errors", str(model.errors)),
         ("ragev.fallbacks", str(model.fallbacks)),
     ]
+    for kind, count in count_kinds(model.error_list):
+        props.append((f"ragev.errors.{kind.replace(' ', '_')}", str(count)))
     if model.task_id:
         props.append(("ragev.task_id", model.task_id))
     base = model.base
     if base is not None:
         props.append(("ragev.dataset", base.dataset_id))
         props.append(("ragev.questions", str(len(base.samples))))
+        label = pipeline_label(base)
+        if label:
+            props.append(("ragev.pipeline", label))
+        share = chunk_share(base.samples)
+        if share.chunks:
+            props.append(("ragev.chunks", str(share.chunks)))
+            props.append(("ragev.unattributed_chunks", str(share.unattributed)))
+        figures = usage(base.samples)
+        if figures.latency_n:
+            props.append(("ragev.latency_p50_s", _plain(figures.latency_p50)))
+            props.append(("ragev.latency_p95_s", _plain(figures.latency_p95)))
+        if figures.tokens_n:
+            props.append(("ragev.tokens.prompt", str(figures.prompt_tokens)))
+            props.append(("ragev.tokens.completion", str(figures.completion_tokens)))
+            props.append(("ragev.tokens.total", str(figures.total_tokens)))
         for name, item in base.summary.items():
             props.append((f"ragev.{name}", _plain(item.mean)))
     if model.comparison is not None:

@@ -6,6 +6,7 @@ import html
 from collections.abc import Sequence
 
 from pytest_ragev.core import fmt
+from pytest_ragev.evaluation import LowestQuestions, QuestionError, count_kinds
 from pytest_ragev.gate import Comparison, QuestionDiff, ThresholdResult
 from pytest_ragev.report import _format
 from pytest_ragev.report.model import ReportModel
@@ -192,10 +193,41 @@ def _regressions(diffs: Sequence[QuestionDiff]) -> list[str]:
     ]
 
 
-def _notes(notes: Sequence[str]) -> list[str]:
-    if not notes:
+def _notes(notes: Sequence[str], warnings: Sequence[str] = ()) -> list[str]:
+    if not notes and not warnings:
         return []
-    return ["", *(f"> {cell(note, 400)}  " for note in notes)]
+    return ["", *(f"> ⚠️ {cell(line, 400)}  " for line in warnings),
+            *(f"> {cell(note, 400)}  " for note in notes)]
+
+
+def _errors(errors: Sequence[QuestionError]) -> list[str]:
+    """Every question that raised, with its error line, after the count per type."""
+    if not errors:
+        return []
+    kinds = " · ".join(f"{code(kind)} {count}" for kind, count in count_kinds(errors))
+    # Not a code span: inside a table a "|" would still split the cell.
+    rows = [[cell(e.label), cell(e.question, 100), cell(e.error, 200)] for e in errors]
+    return ["", f"### Errors ({len(errors)})", "", kinds, "",
+            *_table(["qid", "question", "error"], rows, "lll")]
+
+
+def _lowest(views: Sequence[LowestQuestions]) -> list[str]:
+    """Without a baseline: per metric, the lowest-scoring questions of the base run."""
+    lines: list[str] = []
+    for view in views:
+        lines += ["", f"### Lowest-scoring questions by {view.metric}", ""]
+        if not view.samples:
+            lines.append(f"Every one of the {view.n} questions scores 1 on {view.metric}.")
+            continue
+        rows = [
+            [str(s.qid), fmt.num(s.metrics[view.metric]), cell(s.question, 100),
+             cell(s.generated_gt, 100), fmt.ids(s.retrieval_ids, s.relevant, mark="✓"),
+             cell(s.generated_text, 100)]
+            for s in view.samples
+        ]
+        lines += _table(["qid", view.metric, "question", "reference answer",
+                         "retrieved (✓ relevant)", "generated answer"], rows, "rrllll")
+    return lines
 
 
 def render_markdown(model: ReportModel) -> str:
@@ -203,11 +235,13 @@ def render_markdown(model: ReportModel) -> str:
     lines = [
         *_headline(model),
         *_failures(model),
-        *_notes(model.notes),
+        *_errors(model.error_list),
+        *_notes(model.notes, model.warnings),
         *_metrics(model),
         *_variant_comparisons(model.variant_comparisons),
         *_thresholds(model.thresholds),
         *_variants(model),
         *_regressions(model.regressions),
+        *(_lowest(model.lowest) if not model.comparisons else []),
     ]
     return "\n".join(lines) + "\n"

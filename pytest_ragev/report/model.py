@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from pytest_ragev.core.results import RunResult
-from pytest_ragev.evaluation import Outcome
+from pytest_ragev.evaluation import LowestQuestions, Outcome, QuestionError
 from pytest_ragev.gate import Comparison, QuestionDiff, ThresholdResult, VariantTable
 
 
@@ -29,10 +29,13 @@ class ReportModel:
     compared with their baseline runs (``baseline_runs``, keyed by variant name, ``None``
     for the base configuration); ``regressions`` the most regressed questions of all
     compared runs (each :class:`QuestionDiff` names its variant). ``notes`` carries extra
-    lines such as the questions added or removed since the baseline. ``started_at`` is
+    lines such as the questions added or removed since the baseline, ``warnings`` the
+    run's warnings (dataset, unattributed chunks, unread knobs). ``started_at`` is
     ISO 8601 text, ``duration_s`` seconds. ``not_compared`` is the reason the baseline
     could not be used (``None`` when it was, or when there is none); ``new_variants``
-    the variants the baseline has no run of (not compared).
+    the variants the baseline has no run of (not compared). ``error_list`` names the
+    questions that raised; ``lowest`` holds the base run's lowest-scoring questions and
+    ``passages`` the texts of the passages the per-question views name.
     """
 
     runs: Sequence[RunResult]
@@ -52,6 +55,10 @@ class ReportModel:
     title: str = "pytest-ragev"
     not_compared: str | None = None
     new_variants: Sequence[str] = ()
+    warnings: Sequence[str] = ()
+    error_list: Sequence[QuestionError] = ()
+    lowest: Sequence[LowestQuestions] = ()
+    passages: Mapping[int, str] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -74,6 +81,10 @@ class ReportModel:
         notes: Sequence[str] = (),
         not_compared: str | None = None,
         new_variants: Sequence[str] = (),
+        warnings: Sequence[str] = (),
+        error_list: Sequence[QuestionError] = (),
+        lowest: Sequence[LowestQuestions] = (),
+        passages: Mapping[int, str] | None = None,
     ) -> ReportModel:
         """The model from the session's pieces (copies the sequences).
 
@@ -104,6 +115,10 @@ class ReportModel:
             notes=list(notes),
             not_compared=not_compared,
             new_variants=list(new_variants),
+            warnings=list(warnings),
+            error_list=list(error_list),
+            lowest=list(lowest),
+            passages=dict(passages or {}),
         )
 
     @classmethod
@@ -118,13 +133,17 @@ class ReportModel:
             variant_table=gate.variant_table,
             regressions=gate.regressions,
             passed=not outcome.failed,
-            failures=outcome.verdict_failures(),
+            failures=[outcome.relative(line) for line in outcome.verdict_failures()],
             errors=outcome.errors,
             fallbacks=outcome.fallbacks,
             task_id=outcome.facts.task_id,
             start_time=outcome.facts.start_time,
-            baseline_path=gate.baseline_path,
-            notes=outcome.notes,
+            baseline_path=outcome.baseline_shown,
+            notes=[outcome.relative(line) for line in outcome.notes],
+            warnings=[outcome.relative(line) for line in outcome.warnings],
+            error_list=outcome.error_list,
+            lowest=outcome.lowest,
+            passages=outcome.passages,
             not_compared=gate.not_compared,
             new_variants=gate.new_variants,
         )

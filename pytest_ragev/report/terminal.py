@@ -10,8 +10,18 @@ import unicodedata
 from collections.abc import Iterator, Sequence
 
 from pytest_ragev.core import fmt
-from pytest_ragev.evaluation import Outcome
+from pytest_ragev.core.results import RunResult
+from pytest_ragev.evaluation import (
+    LowestQuestions,
+    Outcome,
+    QuestionError,
+    chunk_share,
+    count_kinds,
+    percent,
+    usage,
+)
 from pytest_ragev.gate import Comparison, QuestionDiff, VariantTable
+from pytest_ragev.report._format import pipeline_label
 
 
 def _width(text: str) -> int:
@@ -170,6 +180,78 @@ def render_variant_table(variants: VariantTable) -> list[str]:
 #: Terminal markup of one line: ``{"red": True, "bold": True}``.
 Markup = dict[str, bool]
 
+#: Questions the Errors section lists without ``-v``.
+ERRORS_SHOWN = 10
+#: Regressed questions the summary shows without ``-v``.
+REGRESSIONS_SHOWN = 3
+
+
+def render_errors(errors: Sequence[QuestionError], *, limit: int | None = ERRORS_SHOWN,
+                  text_limit: int = 160) -> list[str]:
+    """The Errors section: the count per error type, then per question its id, its text
+    and the error line (``limit`` questions; ``None``: all)."""
+    if not errors:
+        return []
+    kinds = ", ".join(f"{kind} {count}" for kind, count in count_kinds(errors))
+    lines = [f"ragev: errors: {len(errors)} question(s) raised ({kinds}):"]
+    shown = errors if limit is None else errors[:limit]
+    for error in shown:
+        lines.append(f"  {error.label}  {fmt.shorten(error.question, text_limit)}")
+        lines.append(f"      {fmt.shorten(error.error, text_limit)}")
+    if len(shown) < len(errors):
+        lines.append(f"  … {len(errors) - len(shown)} more (-v lists all; every one is in "
+                     "the JSON report's data.errors)")
+    return lines
+
+
+def run_details(run: RunResult) -> list[str]:
+    """Below a run's metrics table: which code answered, and the latency and tokens
+    the pipeline reported in ``Answer.meta``."""
+    lines = []
+    label = pipeline_label(run)
+    if label:
+        lines.append(f"  pipeline: {label}")
+    figures = usage(run.samples)
+    if figures.reported:
+        lines.append(f"  {figures.text()}")
+    return lines
+
+
+def drill_down(outcome: Outcome, *, verbose: int) -> list[str]:
+    """After a regression without ``-v``: the top questions and where the rest are."""
+    regressions = outcome.gate.regressions
+    regressed = any(c.regressions for c in outcome.gate.comparisons)
+    if verbose > 0 or not regressions or not regressed:
+        return []
+    lines = render_question_diffs(regressions[:REGRESSIONS_SHOWN])
+    where = [f"-v lists {len(regressions)}" if len(regressions) > REGRESSIONS_SHOWN
+             else "-v shows them with every run's tables"]
+    where.append(f"the HTML report {outcome.report_html} shows each question"
+                 if outcome.report_html else "--ragev-html PATH shows each question")
+    lines.append(f"ragev: per-question details: {'; '.join(where)}")
+    return lines
+
+
+def render_lowest(views: Sequence[LowestQuestions], *, text_limit: int = 100,
+                  passages_shown: int = 5) -> list[str]:
+    """Per metric, the lowest-scoring questions: the question, the reference answer, the
+    retrieved ids (relevant ones marked ``*``) and the generated answer."""
+    lines = []
+    for view in views:
+        if not view.samples:
+            lines.append(f"ragev: no question scores below 1 on {view.metric} (n={view.n})")
+            continue
+        lines.append(f"ragev: {len(view.samples)} lowest-scoring question(s) by {view.metric} "
+                     f"of {view.n} (* = relevant passage):")
+        for sample in view.samples:
+            lines.append(f"  q{sample.qid}  {view.metric} {fmt.num(sample.metrics[view.metric])}"
+                         f"  {fmt.shorten(sample.question, text_limit)}")
+            lines.append(f"      retrieved {fmt.ids(sample.retrieval_ids, sample.relevant)}"
+                         f"  relevant {fmt.ids(sorted(sample.relevant), sample.relevant)}")
+            lines.append(f"      reference {fmt.shorten(sample.generated_gt, text_limit)!r}")
+            lines.append(f"      answer    {fmt.shorten(sample.generated_text, text_limit)!r}")
+    return lines
+
 
 def terminal_lines(
     outcome: Outcome, *, verbose: int, full: bool = False
@@ -198,7 +280,10 @@ def terminal_lines(
             f"ragev: {run.dataset_id} ({label}), {len(run.samples)} questions, "
             f"profile {run.profile}", {"bold": True},
         )
-        yield f"  {'metric':<12} {'mean':>7} {'n':>6} {'threshold':>10}  verdict", {}
+        # Custom metrics may have long names and large values (tokens, milliseconds).
+        wide = max([12, *(len(name) for name in run.summary)])
+        tall = max([7, *(len(fmt.num(item.mean, missing="—")) for item in run.summary.values())])
+        yield f"  {'metric':<{wide}} {'mean':>{tall}} {'n':>6} {'threshold':>10}  verdict", {}
         results = {t.metric: t for t in thresholds if t.variant == run.variant}
         for name, item in run.summary.items():
             result = results.get(name)
@@ -206,12 +291,22 @@ def terminal_lines(
             threshold = "" if result is None else fmt.num(result.threshold)
             markup: Markup = {"red": True} if verdict == "FAIL" else {}
             mean = fmt.num(item.mean, missing="—")
-            yield f"  {name:<12} {mean:>7} {item.n:>6} {threshold:>10}  {verdict}", markup
+            yield (f"  {name:<{wide}} {mean:>{tall}} {item.n:>6} {threshold:>10}  {verdict}",
+                   markup)
+        for line in run_details(run):
+            yield line, {}
     facts = outcome.facts
     counts = [f"errors {outcome.errors}", f"fallback answers {outcome.fallbacks}"]
+    chunks = chunk_share([s for run in outcome.runs for s in run.samples])
+    if chunks.chunks:
+        counts.append(f"unattributed chunks {chunks.unattributed}/{chunks.chunks} "
+                      f"({percent(chunks.share)})")
     if facts.cache_hits or facts.cache_misses:
         counts.append(f"answer cache {facts.cache_hits} hits / {facts.cache_misses} misses")
     yield "ragev: " + ", ".join(counts), {}
+    for line in render_errors(outcome.error_list, limit=None if verbose > 0 else ERRORS_SHOWN):
+        yield line, {"red": True} if line.startswith("ragev:") else {}
+    gate = outcome.gate
     if gate.variant_table is not None:
         for line in render_variant_table(gate.variant_table):
             yield line, {}
@@ -220,6 +315,11 @@ def terminal_lines(
             yield line, {}
     if verbose > 0 and gate.regressions:
         for line in render_question_diffs(gate.regressions):
+            yield line, {}
+    for line in drill_down(outcome, verbose=verbose):
+        yield line, {}
+    if verbose > 0 and not gate.comparisons:
+        for line in render_lowest(outcome.lowest):
             yield line, {}
     for warning in outcome.warnings:
         yield f"ragev: warning: {warning}", {"yellow": True}

@@ -249,12 +249,13 @@ def test_report_schema(pytester: pytest.Pytester, make_project: Project) -> None
     report = report_of(pytester.path / "out" / "r.json")
     assert report["success"] is True
     data = report["data"]
-    assert list(data) == ["task", "params", "metric", "samples", "verdict"]
+    assert list(data) == ["task", "params", "metric", "samples", "verdict", "errors",
+                          "attribution", "usage", "lowest"]
     task = data["task"]
     assert list(task) == [
         "id", "dataset_id", "start_time", "status", "err_msg", "total", "finished"
     ]
-    assert re.fullmatch(r"evaluation_[\w.-]+_\d{13}_[0-9a-f]{8}_mini", task["id"])
+    assert re.fullmatch(r"evaluation_\d{13}_[0-9a-f]{8}_mini", task["id"])  # no user name
     assert task["status"] == 2 and task["err_msg"] == ""
     assert task["total"] == task["finished"] == 5
     assert list(data["metric"]["retrieval_metrics"]) == [

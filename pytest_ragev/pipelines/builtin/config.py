@@ -206,3 +206,32 @@ def _parse_config(settings: PipelineSettings, *, source: Path | str) -> BuiltinC
         context_chunks=context_chunks,
         chat_table=chat_table,
     )
+
+
+def unread_knobs(config: BuiltinConfig, options: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The knobs written in ``options`` that ``config`` never reads, each with the reason.
+
+    Every knob is valid on its own, but some only matter in some modes: the weights and
+    ``rrf_k`` only fuse the two rankings of ``retrieval = "hybrid"``, the reranker's
+    knobs need a ``rerank_model``. A knob set where it has no effect is a variant that
+    measures nothing.
+    """
+    idle: dict[str, str] = {}
+    if config.retrieval != "hybrid":
+        fused = 'only retrieval = "hybrid" fuses two rankings'
+        idle.update(dict.fromkeys(("vector_weight", "keyword_weight", "fusion", "fusion_pool",
+                                   "rrf_k"), fused))
+    elif config.fusion != "rrf":
+        idle["rrf_k"] = f'fusion = "{config.fusion}" does not use reciprocal ranks'
+    if config.retrieval == "keyword":
+        idle.update(embedding_model='retrieval = "keyword" embeds nothing',
+                    vector_threshold='retrieval = "keyword" computes no vector scores')
+    if config.retrieval == "vector":
+        keyword = 'retrieval = "vector" ranks no keyword hits'
+        idle["keyword_threshold"] = keyword
+        if config.rerank_model != "lexical":
+            # The lexical reranker weighs words by the BM25 index's idf: then they count.
+            idle.update(bm25_k1=keyword, bm25_b=keyword)
+    if not config.rerank_model:
+        idle.update(dict.fromkeys(("rerank_top_k", "rerank_threshold"), "rerank_model is not set"))
+    return [(key, idle[key]) for key in options if key in idle]

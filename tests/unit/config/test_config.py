@@ -157,3 +157,24 @@ def test_settings_reprs_hide_secrets(tmp_path: Path) -> None:
     assert "'max_tokens': 77" in repr(config.pipeline)
     assert repr(variant).startswith("PipelineSettings(name='mine', options={'api_key': '***'")
     assert variant.options["private_key"] == "sk-canary-3"  # the value itself is untouched
+
+
+def test_thresholds_of_custom_metrics_may_be_any_finite_figure(tmp_path: Path) -> None:
+    # The twelve lie in [0, 1]; latency in seconds or tokens per answer do not.
+    config = load_config(write(tmp_path, (
+        '[dataset]\npath = "data"\n[thresholds]\nrecall = 0.5\nlatency_s = 2.5\n'
+        "prompt_tokens = 4000\ndelta_cost = -0.25\n"
+    )))
+    assert config.thresholds == {"recall": 0.5, "latency_s": 2.5, "prompt_tokens": 4000.0,
+                                 "delta_cost": -0.25}
+    for bad in ('latency_s = "fast"', "latency_s = nan", "latency_s = inf"):
+        with pytest.raises(ConfigError, match=r"\[thresholds\] latency_s = .* is invalid; use a number"):
+            load_config(write(tmp_path, f'[dataset]\npath = "data"\n[thresholds]\n{bad}\n'))
+
+
+def test_report_task_user(tmp_path: Path) -> None:
+    assert load_config(write(tmp_path, '[dataset]\npath = "data"\n')).task_user is False
+    config = load_config(write(tmp_path, '[dataset]\npath = "data"\n[report]\ntask_user = true\n'))
+    assert config.task_user is True
+    with pytest.raises(ConfigError, match=r"\[report\] task_user = 'yes' is invalid; write true"):
+        load_config(write(tmp_path, '[dataset]\npath = "data"\n[report]\ntask_user = "yes"\n'))

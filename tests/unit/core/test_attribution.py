@@ -8,9 +8,12 @@ from hypothesis import strategies as st
 
 from pytest_ragev.core.attribution import (
     AMBIGUOUS_MIN_CHARS,
+    EXAMPLE_CHARS,
     STRIDE,
+    ChunkCount,
     K,
     PassageIndex,
+    count_unattributed,
     normalise,
     retrieved_ids,
 )
@@ -227,3 +230,41 @@ def test_retrieved_that_is_not_a_list_is_a_type_error_with_the_fix(
 def test_retrieved_as_a_tuple_or_generator_still_works(index: PassageIndex) -> None:
     assert retrieved_ids((2, 1), index=index) == [2, 1]
     assert retrieved_ids((pid for pid in (3, 2)), index=index) == [3, 2]
+def test_count_unattributed_counts_text_items_at_every_position(index: PassageIndex) -> None:
+    retrieved = [
+        3,                                               # an id: nothing to attribute
+        Chunk(text="anything at all", passage_id=2),     # names its passage: not counted
+        "It is 330 metres tall and stands",              # inside passage 1
+        "这段文字不在任何段落里，是被改写过的。",              # matches nothing
+        Chunk(text="Short one."),                        # exact match, by text
+        "这段文字不在任何段落里，是被改写过的。",              # the same miss again counts again
+        "metres",                                        # short, in different passages
+    ]
+    count = count_unattributed(retrieved, index=index)
+    assert (count.chunks, count.unattributed) == (5, 3)
+    assert count.first == "这段文字不在任何段落里，是被改写过的。"
+    assert count_unattributed([1, 2], index=index) == ChunkCount()
+
+
+def test_the_first_unattributed_chunk_is_normalised_and_shortened(index: PassageIndex) -> None:
+    long = "Dieser Satz   steht\nin keinem Absatz. " * 20
+    count = count_unattributed([long], index=index)
+    assert count.first is not None and len(count.first) == EXAMPLE_CHARS
+    assert count.first.startswith("Dieser Satz steht in keinem Absatz.") and count.first[-1] == "…"
+
+
+_MISSES = ("Это предложение не из корпуса.", "これはコーパスにない文です。", "말뭉치에 없는 문장입니다.")
+
+
+@given(st.lists(st.one_of(st.sampled_from(sorted(CORPUS)),
+                          st.sampled_from([CORPUS[1][:40], CORPUS[3][5:20], CORPUS[2]]),
+                          st.sampled_from(_MISSES)), max_size=12))
+def test_count_agrees_with_the_index_whatever_ids_unmatched_chunks_get(items: list[object]) -> None:
+    # Counting asks the index, not the placeholder ids retrieved_ids hands out, so it
+    # holds for any numbering of unmatched chunks.
+    index = PassageIndex(CORPUS)
+    retrieved_ids(items, index=index)  # the order of calls in make_record
+    count = count_unattributed(items, index=index)
+    texts = [item for item in items if isinstance(item, str)]
+    assert count.chunks == len(texts)
+    assert count.unattributed == sum(item in _MISSES for item in texts)

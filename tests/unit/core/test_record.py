@@ -6,7 +6,7 @@ import json
 
 from pytest_ragev.core.attribution import PassageIndex
 from pytest_ragev.core.record import Record, make_record
-from pytest_ragev.core.types import Answer, QAPair
+from pytest_ragev.core.types import Answer, Chunk, QAPair
 
 CORPUS = {
     1: "The Eiffel Tower was completed in 1889. It is 330 metres tall and stands in Paris.",
@@ -50,3 +50,28 @@ def test_scored_keeps_everything_but_the_metrics() -> None:
     assert scored.metric_input().retrieval_ids == [5]
     assert scored.to_report_json()["variant"] == "k10"
     assert "grades" not in scored.to_report_json()  # the report keeps the seed's sample keys
+
+
+def test_a_record_counts_its_unattributed_chunks_and_keeps_what_was_retrieved() -> None:
+    case = QAPair(qid=3, question="埃菲尔铁塔有多高？", pids=(5,), passages=("p",), aid=1,
+                  answer="约三百三十米。")
+    answer = Answer(
+        retrieved=["埃菲尔铁塔位于巴黎", 2, Chunk(text="改写后的段落，语料库里没有。"),
+                   Chunk(text="own text", passage_id=1)],
+        text="约三百三十米。",
+    )
+    record = make_record(case, answer, index=PassageIndex(CORPUS), variant=None)
+    assert (record.chunks, record.unattributed) == (2, 1)
+    assert record.unattributed_example == "改写后的段落，语料库里没有。"
+    # What a custom metric reads: every item in order, texts as given, bare ids as ids.
+    assert record.retrieved == ("埃菲尔铁塔位于巴黎", 2, "改写后的段落，语料库里没有。", "own text")
+    assert Record.from_json(json.loads(json.dumps(record.to_json()))) == record
+    report = record.to_report_json()
+    assert (report["chunks"], report["unattributed"]) == (2, 1)
+    ids_only = make_record(case, Answer(retrieved=[5, 1], text="x"), index=PassageIndex(CORPUS),
+                           variant=None)
+    assert ids_only.chunks == 0 and "chunks" not in ids_only.to_report_json()
+    # A record written before these fields existed still reads.
+    old = {k: v for k, v in record.to_json().items()
+           if k not in ("retrieved", "chunks", "unattributed", "unattributed_example")}
+    assert Record.from_json(old).chunks == 0 and Record.from_json(old).retrieved == ()

@@ -69,9 +69,10 @@ def test_html_histograms_have_a_count_axis(model: ReportModel) -> None:
 def test_html_says_no_change_and_unchanged_answers() -> None:
     baseline = make_run(1)
     current = make_run(2, shift=-0.1)
-    # bleu4 identical to the baseline on every question; answers identical too.
+    # bleu4 and ndcg10 identical to the baseline on every question; answers identical too.
     samples = [
-        dataclasses.replace(s, metrics={**s.metrics, "bleu4": b.metrics["bleu4"]},
+        dataclasses.replace(s, metrics={**s.metrics, "bleu4": b.metrics["bleu4"],
+                                        "ndcg10": b.metrics["ndcg10"]},
                             generated_text=b.generated_text)
         for s, b in zip(current.samples, baseline.samples, strict=True)
     ]
@@ -83,10 +84,12 @@ def test_html_says_no_change_and_unchanged_answers() -> None:
     )
     page = tree(render_html(model))
     assert [c["attrs"]["data-metric"] for c in find(page, "svg", "histogram")] == [  # type: ignore[index]
-        "recall", "ndcg10"]
-    [box] = find(page, "div", "nochange")
-    assert box["attrs"]["data-metric"] == "bleu4"  # type: ignore[index]
-    assert "no change: all 60 shared questions have the same value" in text(box)
+        "recall"]
+    # The metrics no question moved on share one line, not an empty box each.
+    assert not find(page, "div", "nochange")
+    [line] = find(page, "p", "nochange")
+    assert line["attrs"]["data-metrics"] == "ndcg10 bleu4"  # type: ignore[index]
+    assert text(line) == "No change on ndcg10, bleu4: all 60 shared questions have the same value."
     [table] = find(page, "table", "regressions")
     body = rows(table)
     assert body[0][-2:] == ["answer before", "answer after"]
@@ -99,7 +102,10 @@ def test_html_says_no_change_and_unchanged_answers() -> None:
 def test_html_is_self_contained_and_escaped(model: ReportModel) -> None:
     page = render_html(model)
     doc = parse(page)
-    assert not [t for t, _ in doc.tags if t in ("script", "link", "img", "iframe")]
+    assert not [t for t, _ in doc.tags if t in ("link", "img", "iframe")]
+    # One script, inline: it sorts and filters; nothing is fetched.
+    assert [a for t, a in doc.tags if t == "script"] == [{}]
+    assert "fetch(" not in page and "XMLHttpRequest" not in page and "import(" not in page
     assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
     assert "https://" not in page
     text = "".join(doc.text)

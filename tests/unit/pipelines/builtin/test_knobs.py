@@ -17,6 +17,7 @@ import pytest
 from pytest_ragev.core.types import PipelineSettings, QAPair
 from pytest_ragev.pipelines import build_pipeline
 from pytest_ragev.pipelines.builtin import KnowledgeBase
+from pytest_ragev.pipelines.builtin.config import unread_knobs
 from pytest_ragev.pipelines.builtin.pipeline import _Hit
 from tests._remote_server import Reply, ScriptedServer, serve
 
@@ -183,3 +184,45 @@ def test_context_chunks_limits_what_the_chat_model_sees(chat_server: ScriptedSer
     one, two = (seen.body["messages"][-1]["content"] for seen in chat_server.seen)
     assert "[1] " in one and "[2] " not in one
     assert "[2] " in two and "[3] " not in two
+
+
+#: A value far from the default for every knob unread_knobs may name.
+_ODD = {"vector_weight": 0.05, "keyword_weight": 0.95, "rrf_k": 1, "embedding_model": "hashing",
+        "vector_threshold": 0.9, "keyword_threshold": 0.9, "bm25_k1": 0.1, "bm25_b": 0.0,
+        "rerank_top_k": 1, "rerank_threshold": 0.99, "fusion": "rrf", "fusion_pool": 3}
+
+
+@pytest.mark.parametrize(("mode", "rerank", "idle"), [
+    ("keyword", None, {"vector_weight", "keyword_weight", "rrf_k", "fusion", "fusion_pool",
+                       "embedding_model", "vector_threshold", "rerank_top_k",
+                       "rerank_threshold"}),
+    # The lexical reranker reads the BM25 index's idf: bm25_k1/bm25_b still count.
+    ("vector", "lexical", {"vector_weight", "keyword_weight", "rrf_k", "fusion", "fusion_pool",
+                           "keyword_threshold"}),
+    ("vector", None, {"vector_weight", "keyword_weight", "rrf_k", "fusion", "fusion_pool",
+                      "keyword_threshold", "bm25_k1", "bm25_b", "rerank_top_k",
+                      "rerank_threshold"}),
+    ("hybrid", "lexical", set()),
+])
+def test_the_knobs_said_to_have_no_effect_have_none(
+    mode: str, rerank: str | None, idle: set[str]
+) -> None:
+    base: dict[str, Any] = {"retrieval": mode}
+    if rerank is not None:
+        base["rerank_model"] = rerank
+    if mode != "keyword":
+        base["embedding_model"] = "hashing"
+    questions = [case(q) for q in ("Which tower is in Paris?", "What holds the crown jewels?",
+                                   "Where do bananas grow?")]
+    reference = pipeline(**base)
+    kb = kb_of(reference)
+    expected = [reference.answer(q, kb) for q in questions]
+    every = {key: value for key, value in _ODD.items() if key not in base}
+    named = {key for key, _ in unread_knobs(pipeline(**base, **every).config,
+                                            {**base, **every})}
+    assert named == idle - set(base)
+    for key in named:
+        changed = pipeline(**base, **{key: _ODD[key]})
+        # A knob that shapes the index gets its own knowledge base, as a run would build.
+        answers = [changed.answer(q, kb_of(changed)) for q in questions]
+        assert answers == expected, f"{key} changed the answers in {mode} mode"

@@ -1,0 +1,134 @@
+"""End to end: reports say which code answered and hold no machine paths or user names;
+knobs of the built-in pipeline that its mode never reads are warned about."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import re
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_ragev.dataset import write_dataset
+
+Project = Callable[..., Path]
+
+
+def report_of(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8"))["data"]  # type: ignore[no-any-return]
+
+
+def test_the_task_id_names_no_user_unless_asked(
+    pytester: pytest.Pytester, make_project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("RAGEV_TASK_USER", raising=False)
+    config = make_project()
+    pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
+    task_id = report_of(pytester.path / "r.json")["task"]["id"]
+    assert re.fullmatch(r"evaluation_\d{13}_[0-9a-f]{8}_mini", task_id), task_id
+
+    config.write_text(config.read_text(encoding="utf-8") + "[report]\ntask_user = true\n",
+                      encoding="utf-8")
+    pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
+    user = re.sub(r"[^\w.-]", "-", getpass.getuser())
+    assert report_of(pytester.path / "r.json")["task"]["id"].startswith(f"evaluation_{user}_")
+
+    monkeypatch.setenv("RAGEV_TASK_USER", "ci-bot")
+    pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
+    assert re.fullmatch(r"evaluation_ci-bot_\d{13}_[0-9a-f]{8}_mini",
+                        report_of(pytester.path / "r.json")["task"]["id"])
+
+
+def test_report_paths_are_relative_to_the_rootdir(
+    pytester: pytest.Pytester, mini_data: dict[str, Any]
+) -> None:
+    # The config in a subfolder, pytest run from the project root (the rootdir).
+    write_dataset(pytester.path / "eval" / "data", **mini_data)
+    (pytester.path / "eval" / "ragev.toml").write_text(
+        '[dataset]\npath = "data"\nid = "mini"\n[pipeline]\nname = "oracle"\n'
+        '[baseline]\npath = "ragev-baseline.json"\n', encoding="utf-8")
+    pytester.makeini("[pytest]\n")
+    pytester.makeconftest(textwrap.dedent(
+        """
+        import pytest
+        from pytest_ragev import Answer
+
+        @pytest.hookimpl
+        def pytest_ragev_answer(case, kb, settings):
+            return Answer(retrieved=list(case.pids), text=case.answer)
+        """
+    ))
+    args = ("--ragev-config", "eval/ragev.toml", "--ragev-report", "r.json",
+            "--ragev-markdown", "r.md", "--ragev-html", "r.html")
+    first = pytester.runpytest(*args)
+    assert first.ret == pytest.ExitCode.TESTS_FAILED  # the baseline was created
+    root = str(pytester.path)
+    assert report_of(pytester.path / "r.json")["verdict"]["failures"] == [
+        "ragev: baseline not found, created eval/ragev-baseline.json; commit it and rerun"]
+    second = pytester.runpytest(*args)
+    assert second.ret == pytest.ExitCode.OK
+    data = report_of(pytester.path / "r.json")
+    assert data["baseline"]["path"] == "eval/ragev-baseline.json"
+    assert data["params"]["dataset"]["path"] == "data"  # the config folder's, as before
+    markdown = (pytester.path / "r.md").read_text(encoding="utf-8")
+    assert "Baseline: `eval/ragev-baseline.json`" in markdown
+    for name in ("r.json", "r.md", "r.html"):
+        assert root not in (pytester.path / name).read_text(encoding="utf-8"), name
+
+
+def test_the_summary_and_reports_name_the_conftest_that_answered(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    # No [pipeline] name: "builtin" is configured, but the conftest answers every question.
+    make_project(pipeline="[pipeline]\nchunk_size = 128\nmy_knob = 3\n")
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json",
+                                "--ragev-markdown", "r.md")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["  pipeline: conftest hooks (conftest.py)"])
+    pipeline = report_of(pytester.path / "r.json")["params"]["pipeline"]
+    assert pipeline == {"name": "conftest", "chunk_size": 128, "my_knob": 3,
+                        "answered_by": "conftest hooks (conftest.py)"}
+    assert "pipeline `conftest hooks (conftest.py)`" in (pytester.path / "r.md").read_text(
+        encoding="utf-8")
+    # Its knobs are the conftest's business: nothing is said about them.
+    assert "has no effect" not in result.stdout.str()
+
+
+def test_knobs_the_builtin_pipeline_never_reads_are_warned_about(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    make_project(
+        textwrap.dedent(
+            """
+            [[variants]]
+            name = "rerank"
+            pipeline.rerank_model = "lexical"
+
+            [[variants]]
+            name = "dense"
+            pipeline.retrieval = "vector"
+            pipeline.embedding_model = "hashing"
+            pipeline.bm25_b = 0.5
+            """
+        ),
+        conftest=None,
+        pipeline='[pipeline]\nname = "builtin"\nrerank_top_k = 2\nvector_weight = 0.4\n',
+    )
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines([
+        "  pipeline: builtin",
+        "ragev: warning: ragev.toml: [[]pipeline[]] rerank_top_k = 2 has no effect: "
+        "rerank_model is not set; remove it",
+        "ragev: warning: ragev.toml: [[]pipeline[]] vector_weight = 0.4 has no effect: "
+        'only retrieval = "hybrid" fuses two rankings; remove it',
+        "ragev: warning: ragev.toml: variant 'dense': pipeline.bm25_b = 0.5 has no effect: "
+        'retrieval = "vector" ranks no keyword hits; remove it',
+    ])
+    # Said once: the variants inherit the base's knobs and its line covers them.
+    assert result.stdout.str().count("vector_weight = 0.4 has no effect") == 1
+    assert len(report_of(pytester.path / "r.json")["warnings"]) == 3
