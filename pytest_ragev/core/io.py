@@ -68,8 +68,12 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
 
 
 def dumps_json(obj: Any) -> str:
-    """The project's JSON style: ``ensure_ascii=False``, indent 2, trailing newline."""
-    return json.dumps(obj, ensure_ascii=False, indent=2) + "\n"
+    """The project's JSON style: ``ensure_ascii=False``, indent 2, trailing newline.
+
+    Strict JSON: a NaN or an infinity raises ``ValueError`` instead of being written as
+    the bare ``NaN``/``Infinity`` that JSON parsers other than Python's refuse.
+    """
+    return json.dumps(obj, ensure_ascii=False, indent=2, allow_nan=False) + "\n"
 
 
 def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:

@@ -10,7 +10,8 @@ compares and the reports show. Its field names are the metric engine's
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -43,6 +44,8 @@ class Record:
     metric reads as ``retrieved_texts``). ``chunks`` counts the
     items attributed by their text, ``unattributed`` those of them that matched no
     corpus passage, ``unattributed_example`` the first such text (shortened).
+    ``nonfinite_meta`` names the places in ``meta`` where the answer held a NaN or an
+    infinity, recorded as ``None`` (reports and baselines are strict JSON).
     """
 
     qid: int
@@ -62,6 +65,7 @@ class Record:
     chunks: int = 0
     unattributed: int = 0
     unattributed_example: str | None = None
+    nonfinite_meta: tuple[str, ...] = ()
 
     @property
     def key(self) -> QuestionKey:
@@ -106,6 +110,7 @@ class Record:
             "chunks": self.chunks,
             "unattributed": self.unattributed,
             "unattributed_example": self.unattributed_example,
+            "nonfinite_meta": list(self.nonfinite_meta),
         }
 
     @classmethod
@@ -132,6 +137,7 @@ class Record:
             chunks=int(data.get("chunks", 0)),
             unattributed=int(data.get("unattributed", 0)),
             unattributed_example=data.get("unattributed_example"),
+            nonfinite_meta=tuple(str(x) for x in data.get("nonfinite_meta", ())),
         )
 
     def to_report_json(self) -> dict[str, Any]:
@@ -167,6 +173,7 @@ def make_record(
     ``answer`` is ``None`` for a question that failed; ``TypeError`` when the answer's
     text is not a string.
     """
+    nonfinite: list[str] = []
     if answer is None:
         ids: list[int] = []
         text = ""
@@ -178,7 +185,7 @@ def make_record(
         text = answer.text
         if not isinstance(text, str):
             raise TypeError(f"Answer.text is a {type(text).__name__}; return the answer as a str")
-        meta = _json_safe(dict(answer.meta))
+        meta = _json_safe(dict(answer.meta), "meta", nonfinite)
         items = tuple(_item(item) for item in answer.retrieved)
         count = count_unattributed(answer.retrieved, index=index)
     return Record(
@@ -198,6 +205,7 @@ def make_record(
         chunks=count.chunks,
         unattributed=count.unattributed,
         unattributed_example=count.first,
+        nonfinite_meta=tuple(nonfinite),
     )
 
 
@@ -209,17 +217,40 @@ def _item(item: Any) -> int | str:
     return str(item.text)
 
 
-def _json_safe(value: Any) -> Any:
-    # Records cross the xdist channel and land in JSON: plain types only.
+def _json_safe(value: Any, where: str, nonfinite: list[str]) -> Any:
+    # Records cross the xdist channel and land in JSON: plain types only. A NaN or an
+    # infinity becomes None (strict JSON has neither); ``nonfinite`` collects where.
     if value is None or isinstance(value, str | bool | int):
         return value
-    if isinstance(value, float):
-        return value
     if isinstance(value, Mapping):
-        return {str(k): _json_safe(v) for k, v in value.items()}
+        return {str(k): _json_safe(v, f"{where}[{str(k)!r}]", nonfinite)
+                for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    try:  # numpy scalars and the like
-        return float(value)
-    except (TypeError, ValueError):
-        return str(value)
+        return [_json_safe(v, f"{where}[{i}]", nonfinite) for i, v in enumerate(value)]
+    if not isinstance(value, float):
+        try:  # numpy scalars and the like
+            value = float(value)
+        except (TypeError, ValueError):
+            return str(value)
+    if not math.isfinite(value):
+        nonfinite.append(where)
+        return None
+    return value
+
+
+def finite_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """``meta`` as a record holds it: plain JSON types, NaN and infinities as ``None``."""
+    clean: dict[str, Any] = _json_safe(dict(meta), "meta", [])
+    return clean
+
+
+def nonfinite_warning(records: Sequence[Record]) -> str | None:
+    """The run's one warning line about NaN/infinite numbers in ``Answer.meta``, if any."""
+    hit = [record for record in records if record.nonfinite_meta]
+    if not hit:
+        return None
+    first = hit[0]
+    where = f"q{first.qid}" + (f" [{first.variant}]" if first.variant else "")
+    return (f"{len(hit)} answer(s) held NaN or an infinity in Answer.meta "
+            f"(first: {where} {first.nonfinite_meta[0]}); recorded as null, since the reports "
+            "and baselines are strict JSON: return finite numbers or None")

@@ -12,13 +12,20 @@ import concurrent.futures
 import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from pytest_ragev.core.attribution import PassageIndex
 from pytest_ragev.core.errors import RagevError
-from pytest_ragev.core.record import RECORD_KEY, QuestionKey, Record, make_record
+from pytest_ragev.core.record import (
+    RECORD_KEY,
+    QuestionKey,
+    Record,
+    finite_meta,
+    make_record,
+)
 from pytest_ragev.core.types import Answer, PipelineSettings, QAPair
 from pytest_ragev.gate.thresholds import MaxValue, MinValue, check_question
 from pytest_ragev.plugin.collect import PipelineFailed, QuestionFailed, RagevItem
@@ -139,7 +146,8 @@ class Answerer:
                 "pytest_ragev.Answer(retrieved=[...], text='...')"
             )
         if cache is not None and key is not None:
-            cache.put(key, result)
+            # Stored as the record keeps it (a NaN in meta as null, warned about once).
+            cache.put(key, replace(result, meta=finite_meta(result.meta)))
         return result
 
     def _take_cached(self, case: QAPair, variant: str | None) -> bool | None:

@@ -11,6 +11,7 @@ needs.
 
 from __future__ import annotations
 
+import dataclasses
 import getpass
 import os
 import secrets
@@ -25,7 +26,7 @@ import pytest
 from pytest_ragev.config import RagevConfig, RunOptions
 from pytest_ragev.core.attribution import PassageIndex
 from pytest_ragev.core.errors import RagevError
-from pytest_ragev.core.record import QuestionKey, Record
+from pytest_ragev.core.record import QuestionKey, Record, nonfinite_warning
 from pytest_ragev.core.types import METRIC_NAMES, CustomMetric, QAPair
 from pytest_ragev.dataset import Dataset, load_dataset
 from pytest_ragev.evaluation import (
@@ -368,11 +369,15 @@ class ActiveRun:
         """The values :func:`~pytest_ragev.evaluation.evaluate` reads, at session end."""
         records = self.records.records
         variants = {record.variant for record in records}
+        facts = self.facts(interrupted)
+        nonfinite = nonfinite_warning(records)
+        if nonfinite is not None:
+            facts = dataclasses.replace(facts, warnings=(*facts.warnings, nonfinite))
         return EvalInputs(
             plan=self.plan,
             dataset=self.dataset,
             records=records,
-            facts=self.facts(interrupted),
+            facts=facts,
             params={v: self.params(v) for v in self.plan.variants if v in variants},
             tokenizer=self.config.hook.pytest_ragev_tokenizer(),
         )

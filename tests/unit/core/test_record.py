@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
 
 from pytest_ragev.core.attribution import PassageIndex
-from pytest_ragev.core.record import Record, make_record
+from pytest_ragev.core.io import dumps_json
+from pytest_ragev.core.record import Record, make_record, nonfinite_warning
 from pytest_ragev.core.types import Answer, Chunk, QAPair
 
 CORPUS = {
@@ -75,3 +77,26 @@ def test_a_record_counts_its_unattributed_chunks_and_keeps_what_was_retrieved() 
     old = {k: v for k, v in record.to_json().items()
            if k not in ("retrieved", "chunks", "unattributed", "unattributed_example")}
     assert Record.from_json(old).chunks == 0 and Record.from_json(old).retrieved == ()
+
+
+def test_non_finite_meta_is_recorded_as_null_and_named_in_one_warning() -> None:
+    case = QAPair(qid=3, question="Wie hoch ist der Mount Everest?", pids=(2,), passages=("p",),
+                  aid=None, answer=None)
+    index = PassageIndex(CORPUS)
+    meta = {"score": math.nan, "Bewertung": [1.0, math.inf], "nested": {"low": -math.inf},
+            "ok": 0.5}
+    record = make_record(case, Answer(retrieved=[2], text="8.849 Meter.", meta=meta),
+                         index=index, variant="k10")
+    assert record.meta == {"score": None, "Bewertung": [1.0, None], "nested": {"low": None},
+                           "ok": 0.5}
+    assert record.nonfinite_meta == ("meta['score']", "meta['Bewertung'][1]",
+                                     "meta['nested']['low']")
+    json.loads(dumps_json(record.to_report_json()))  # strict JSON: no NaN, no Infinity
+    assert Record.from_json(json.loads(dumps_json(record.to_json()))) == record
+    clean = make_record(case, Answer(retrieved=[2], text="ok", meta={"ok": 1.0}), index=index,
+                        variant=None)
+    warning = nonfinite_warning([clean, record, record])
+    assert warning is not None and "\n" not in warning
+    assert warning.startswith("2 answer(s) held NaN or an infinity")
+    assert "q3 [k10] meta['score']" in warning and "recorded as null" in warning
+    assert nonfinite_warning([clean]) is None
