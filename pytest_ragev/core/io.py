@@ -1,12 +1,15 @@
-"""Atomic file writes: a reader sees the old file or the new one, never a torn one."""
+"""File writes: atomic for files (a reader sees the old file or the new one, never a torn
+one), straight through for streams (``/dev/stdout``, a pipe or FIFO, ``/dev/null``)."""
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import secrets
 import stat
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +45,19 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes | memoryview) -
     ``data`` may be a ``memoryview`` (of a numpy array, say), written without a copy.
 
     The file keeps the permissions it had; a new one gets those of a plainly created file.
+    Only a file is ever replaced: a device, a FIFO or a socket at ``path`` raises
+    ``OSError`` (a rename over ``/dev/null`` would put a file in its place; such a
+    target is written through by :func:`write_output`, or refused).
     """
     target = Path(path)
+    try:
+        info: os.stat_result | None = os.stat(target)
+    except OSError:
+        info = None  # a new file (or one the write below fails on, naming it)
+    if info is not None and (not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode))
+                             or _standard_stream(info) is not None):
+        raise OSError(errno.EINVAL, "not a file (a device, FIFO, socket or this process's "
+                      "output stream); write to a file path instead", str(target))
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, temp = _create_temp(target)
     try:
@@ -79,3 +93,97 @@ def dumps_json(obj: Any) -> str:
 def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
     """Serialise ``obj`` with :func:`dumps_json` and write it atomically."""
     atomic_write_text(path, dumps_json(obj))
+
+
+#: The standard streams a path may name (``/dev/stdout``, ``/proc/self/fd/2``, ...).
+_STANDARD_FDS = (1, 2)
+
+
+def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def _standard_stream(info: os.stat_result) -> int | None:
+    """The standard stream (1 or 2) that is the file ``info`` describes, if any."""
+    for fd in _STANDARD_FDS:
+        try:
+            if _same_file(os.fstat(fd), info):
+                return fd
+        except OSError:
+            continue
+    return None
+
+
+def is_stream(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` names something other than a file to replace: a terminal, a pipe
+    or FIFO, a device such as ``/dev/null``, or this process's standard output or error
+    (``/dev/stdout`` while stdout goes to ``build.log``). A missing path is a new file."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return False
+    if stat.S_ISDIR(info.st_mode):
+        return False  # a folder: the write fails, naming it
+    return not stat.S_ISREG(info.st_mode) or _standard_stream(info) is not None
+
+
+def write_output(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path``: atomically when it is a file or does not exist
+    yet, straight through when it is a stream (see :func:`is_stream`).
+
+    A temporary file renamed over a stream would replace ``/dev/stdout``'s target (the
+    whole ``build.log`` of a ``pytest ... > build.log`` run) or fail on a pipe. So a
+    standard stream is written through its own descriptor, at its current position
+    (after what the process wrote so far), and any other stream is opened without
+    truncating it; a FIFO nobody reads from fails at once (``ENXIO``) instead of
+    blocking the run. A symbolic link to a file is followed: the file it points at is
+    replaced, the link stays.
+    """
+    data = text.encode("utf-8")
+    try:
+        info = os.stat(path)
+    except OSError:
+        info = None
+    if info is None or stat.S_ISDIR(info.st_mode):
+        atomic_write_bytes(path, data)  # a folder fails there, naming the path
+        return
+    fd = _standard_stream(info)
+    if fd is not None:
+        _flush_standard_streams()
+        _write_all(fd, data)
+        return
+    if stat.S_ISREG(info.st_mode):
+        atomic_write_bytes(os.path.realpath(path), data)
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise OSError(errno.ENXIO, "nothing reads from it (a FIFO needs a reader)",
+                          str(path)) from None
+        raise
+    try:
+        os.set_blocking(fd, True)
+        _write_all(fd, data)
+    finally:
+        os.close(fd)
+
+
+def write_output_json(path: str | os.PathLike[str], obj: Any) -> None:
+    """Serialise ``obj`` with :func:`dumps_json` and write it with :func:`write_output`."""
+    write_output(path, dumps_json(obj))
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _flush_standard_streams() -> None:
+    # What Python buffered for stdout and stderr goes first, so the text lands after it.
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        with contextlib.suppress(Exception):
+            if stream is not None:
+                stream.flush()

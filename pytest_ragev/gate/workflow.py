@@ -16,6 +16,10 @@ writes the file on ``--ragev-update-baseline``. Everything else is a value.
   pair) is not an exception: the outcome says "not compared" and why
   (:attr:`GateOutcome.not_compared`), so the reports are still written; the shell then
   exits with status 4.
+* A baseline (or ``*.obtained.json``) that cannot be written (a full disk, a read-only
+  folder, a folder in its place) is not an exception either: one failure line names the
+  file and the cause (:attr:`GateOutcome.write_error`), the previous file stays as it
+  was, the reports are written, and the shell exits with status 4.
 """
 
 from __future__ import annotations
@@ -81,7 +85,9 @@ class GateOutcome:
     is the reason the baseline could not be used (the run still reports its own
     metrics; the shell exits with status 4); ``new_variants`` the variants that ran
     but that the baseline has no run of (warned about, not compared);
-    ``corpus_change`` set when the corpus changed since the baseline.
+    ``corpus_change`` set when the corpus changed since the baseline; ``write_error``
+    the line saying which baseline file could not be written and why (it is among the
+    ``failures`` too; the shell exits with status 4).
     """
 
     rules: GateRules = field(default_factory=GateRules)
@@ -95,6 +101,7 @@ class GateOutcome:
     not_compared: str | None = None
     new_variants: tuple[str, ...] = ()
     corpus_change: CorpusChange | None = None
+    write_error: str | None = None
 
     @property
     def passed(self) -> bool:
@@ -158,6 +165,22 @@ def _subset_notes(runs: Sequence[RunResult], path: Path, inputs: GateInputs) -> 
     return notes
 
 
+def _write(path: Path, snapshot: Snapshot, what: str = "baseline") -> str | None:
+    """Write ``snapshot`` to ``path``; the failure line when that is impossible."""
+    try:
+        write_snapshot(path, snapshot)
+    except (OSError, ValueError) as exc:
+        cause = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return (f"ragev: could not write the {what} {path}: {cause}; the previous file, if "
+                "any, is untouched: free space, make the folder writable, or point "
+                "[baseline] path (--ragev-baseline) at another file")
+    return None
+
+
+def _write_failed(outcome: GateOutcome, line: str) -> GateOutcome:
+    return replace(outcome, write_error=line, failures=(*outcome.failures, line))
+
+
 def _remove_stale(path: Path) -> str | None:
     """Remove the ``.obtained.json`` of an earlier failed run; the note to print, if any."""
     obtained = obtained_path(path)
@@ -207,17 +230,19 @@ def run_gate(runs: Sequence[RunResult], inputs: GateInputs) -> GateOutcome:
         return replace(outcome, notes=(f"ragev: run interrupted: baseline {path} left untouched",))
     runs = _comparable(runs, inputs.source_fingerprint)
     if inputs.update:
-        return replace(outcome, notes=tuple(_update(runs, path, inputs)))
+        return _update(runs, path, inputs, outcome)
     if not path.exists():
         if not any(run.variant is None for run in runs):
             return replace(outcome, failures=(
                 f"ragev: baseline {path} not found, and the base configuration did not run "
                 "(only variants were selected); run without --ragev-variant to create it",
             ))
-        write_snapshot(path, Snapshot.from_runs(
+        failed = _write(path, Snapshot.from_runs(
             runs, plugin_version=inputs.plugin_version, hashes=inputs.hashes,
             corpus_fingerprint=inputs.corpus_fingerprint,
         ))
+        if failed is not None:
+            return _write_failed(outcome, failed)
         return replace(
             outcome,
             notes=tuple(_subset_notes(runs, path, inputs)),
@@ -226,8 +251,10 @@ def run_gate(runs: Sequence[RunResult], inputs: GateInputs) -> GateOutcome:
     return _compare(runs, path, inputs, outcome)
 
 
-def _update(runs: Sequence[RunResult], path: Path, inputs: GateInputs) -> list[str]:
-    """Write ``runs`` into the baseline (merging a partial session); the notes to print."""
+def _update(
+    runs: Sequence[RunResult], path: Path, inputs: GateInputs, outcome: GateOutcome
+) -> GateOutcome:
+    """Write ``runs`` into the baseline (merging a partial session), with the notes to print."""
     ran = {run.variant for run in runs}
     complete = all(name in ran for name in inputs.configured)
     # A complete session replaces the file (even a damaged one); a partial one must
@@ -245,7 +272,9 @@ def _update(runs: Sequence[RunResult], path: Path, inputs: GateInputs) -> list[s
     merged = merge_snapshot(existing, runs, plugin_version=inputs.plugin_version,
                             keep=inputs.configured, hashes=inputs.hashes,
                             corpus_fingerprint=inputs.corpus_fingerprint)
-    write_snapshot(path, merged.snapshot)
+    failed = _write(path, merged.snapshot)
+    if failed is not None:
+        return _write_failed(outcome, failed)
     message = f"ragev: baseline written to {path}"
     if not complete:
         written = ", ".join(_name(run.variant) for run in runs)
@@ -259,7 +288,7 @@ def _update(runs: Sequence[RunResult], path: Path, inputs: GateInputs) -> list[s
         )
     notes += _subset_notes(runs, path, inputs)
     stale = _remove_stale(path)
-    return [*notes, *([stale] if stale else [])]
+    return replace(outcome, notes=(*notes, *([stale] if stale else [])))
 
 
 def _pairings(
@@ -329,13 +358,18 @@ def _compare(
         regressions += top_regressions(before, run, inputs.rules.top_regressions,
                                        skip=overlap.changed)
     notes += power_lines(comparisons, inputs.rules)
+    write_error = None
     if missing or any(not c.passed for c in comparisons):
         obtained = obtained_path(path)
         merged = merge_snapshot(baseline, runs, plugin_version=inputs.plugin_version,
                                 keep=inputs.configured, hashes=inputs.hashes,
                                 corpus_fingerprint=inputs.corpus_fingerprint)
-        write_snapshot(obtained, merged.snapshot)
-        notes.append(f"ragev: this run's snapshot written to {obtained}; diff it against {path}")
+        write_error = _write(obtained, merged.snapshot, what="run's snapshot")
+        if write_error is None:
+            notes.append(
+                f"ragev: this run's snapshot written to {obtained}; diff it against {path}")
+        else:
+            failures.append(write_error)
     else:
         stale = _remove_stale(path)
         if stale:
@@ -343,5 +377,5 @@ def _compare(
     return replace(
         outcome, baseline_runs=baseline_runs, comparisons=tuple(comparisons),
         regressions=tuple(regressions), failures=tuple(failures), notes=tuple(notes),
-        new_variants=tuple(missing), corpus_change=change,
+        new_variants=tuple(missing), corpus_change=change, write_error=write_error,
     )

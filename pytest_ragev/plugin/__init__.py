@@ -8,6 +8,7 @@ only when a ragev config is active.
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -155,9 +156,16 @@ def _load_conftests(early_config: pytest.Config, folder: Path) -> None:
         load(folder, importmode, early_config.rootpath)
 
 
-def _path_option(config: pytest.Config, name: str) -> Path | None:
+def _path_option(config: pytest.Config, name: str, *, resolve: bool = True) -> Path | None:
     value = config.getoption(name)
-    return Path(value).resolve() if value else None
+    if not value:
+        return None
+    if resolve:
+        return Path(value).resolve()
+    # A report path keeps its last link: /dev/stdout resolves to whatever stdout is (the
+    # build.log of `> build.log`, a pipe), and the report goes to the stream, not there.
+    path = Path(os.path.abspath(value))
+    return path.parent.resolve() / path.name
 
 
 def _start_run(config: pytest.Config, ragev: RagevConfig, options: RunOptions) -> ActiveRun:
@@ -185,9 +193,9 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     explicit = config.args_source == pytest.Config.ArgsSource.ARGS
     options = RunOptions(
-        report_json=_path_option(config, "ragev_report"),
-        report_markdown=_path_option(config, "ragev_markdown"),
-        report_html=_path_option(config, "ragev_html"),
+        report_json=_path_option(config, "ragev_report", resolve=False),
+        report_markdown=_path_option(config, "ragev_markdown", resolve=False),
+        report_html=_path_option(config, "ragev_html", resolve=False),
         limit=config.getoption("ragev_limit"),
         concurrency=config.getoption("ragev_concurrency"),
         baseline=_path_option(config, "ragev_baseline"),

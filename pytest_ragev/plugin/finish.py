@@ -6,10 +6,12 @@ The only module that writes report files (the gate writes its own baseline) and 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import traceback
 from collections.abc import Callable, Generator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
@@ -20,7 +22,7 @@ from _pytest._code.code import TerminalRepr
 from _pytest.junitxml import xml_key
 
 from pytest_ragev.core.errors import RagevError
-from pytest_ragev.core.io import atomic_write_json, atomic_write_text
+from pytest_ragev.core.io import is_stream, write_output, write_output_json
 from pytest_ragev.core.types import STATUS_FAILED
 from pytest_ragev.evaluation import EvalInputs, Outcome, evaluate
 from pytest_ragev.report import (
@@ -39,6 +41,14 @@ if TYPE_CHECKING:
 def _unprefixed(message: str) -> str:
     # Errors of the computing modules start with "ragev: "; the summary adds its own.
     return message.removeprefix("ragev: ")
+
+
+def write_error_line(what: str, path: Path | str, exc: Exception) -> str:
+    """One line naming the report file that could not be written and why."""
+    cause = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return (f"could not write the {what} {path}: {cause}; the previous file, if any, is "
+            "untouched and the other reports were written: free space, make the folder "
+            "writable, or choose another path")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,6 +96,8 @@ class Finisher:
         self._concluded = False
         self.outcome: Outcome | None = None
         self.usage_error: str | None = None
+        #: One line per report that could not be written (the run then exits with 4).
+        self.write_errors: list[str] = []
         self._status: pytest.ExitCode | None = None
 
     @pytest.hookimpl(wrapper=True, trylast=True)
@@ -158,9 +170,10 @@ class Finisher:
             return
         if self.outcome is None:
             return
-        if self.outcome.gate.not_compared is not None:
-            # The baseline could not be used: the reports are written (metrics, "not
-            # compared: <reason>"), and the run is a usage error.
+        gate = self.outcome.gate
+        if gate.not_compared is not None or gate.write_error is not None or self.write_errors:
+            # The baseline could not be used or written, or a report not written: the
+            # other files are written (metrics, the reason), and the run is a usage error.
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
             return
         if session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and self._run.records.records:
@@ -200,14 +213,44 @@ class Finisher:
         self._status = status
         self._run.progress.write(STATUS_FAILED, message)
 
+    def _write(self, what: str, path: Path | str, write: Callable[[], None]) -> bool:
+        """Run ``write``; a failure is one line naming ``what``/``path``, never a traceback,
+        and the other reports are still written. Whether it was written."""
+        try:
+            write()
+        except (OSError, ValueError) as exc:  # ValueError: a NaN in strict JSON
+            self.write_errors.append(write_error_line(what, path, exc))
+            return False
+        return True
+
     def _write_reports(self, outcome: Outcome) -> None:
         run = self._run
-        plan = run.plan
         report = final_report(outcome, dataset_id=run.dataset.dataset_id,
                               params=run.params(None))
         run.config.hook.pytest_ragev_report(report=report)
-        if plan.report_json is not None:
-            atomic_write_json(plan.report_json, report)
+        plan = run.plan
+        targets = (plan.report_json, plan.report_markdown, plan.report_html)
+        if any(path is not None and is_stream(path) for path in targets):
+            # A report to /dev/stdout starts on a line of its own, not after the dots of
+            # pytest's progress line.
+            terminal = run.config.pluginmanager.get_plugin("terminalreporter")
+            if terminal is not None:
+                terminal.ensure_newline()
+        capture = run.config.pluginmanager.get_plugin("capturemanager")
+        # A report may go to /dev/stdout: written past pytest's output capture.
+        with (capture.global_and_fixture_disabled() if capture is not None
+              else contextlib.nullcontext()):
+            self._write_files(outcome, report)
+
+    def _write_files(self, outcome: Outcome, report: dict[str, Any]) -> None:
+        run = self._run
+        plan = run.plan
+        json_path = plan.report_json
+        if json_path is not None and not self._write(
+                "JSON report", json_path, lambda: write_output_json(json_path, report)):
+            # Not left saying "running" (a poller would wait forever): the failure
+            # report, without what the report hooks added, if the file takes it.
+            run.progress.write(STATUS_FAILED, self.write_errors[-1], quiet=True)
         md_path = plan.report_markdown
         summary_env = os.environ.get("GITHUB_STEP_SUMMARY")
         html_path = plan.report_html
@@ -218,13 +261,13 @@ class Finisher:
         if md_path is not None or summary_env:
             markdown = render_markdown(model)
             if md_path is not None:
-                atomic_write_text(md_path, markdown)
+                self._write("Markdown report", md_path, lambda: write_output(md_path, markdown))
             if summary_env:
-                # GitHub's step summary is appended to, by design, across steps.
-                with open(summary_env, "a", encoding="utf-8") as handle:
-                    handle.write(markdown + "\n")
+                self._write("step summary ($GITHUB_STEP_SUMMARY)", summary_env,
+                            lambda: _append(summary_env, markdown + "\n"))
         if html_path is not None:
-            atomic_write_text(html_path, render_html(model))
+            self._write("HTML report", html_path,
+                        lambda: write_output(html_path, render_html(model)))
         if junit is not None:
             for name, value in junit_properties(model):
                 junit.add_global_property(name, value)
@@ -243,5 +286,13 @@ class Finisher:
             for line, markup in terminal_lines(self.outcome, verbose=verbose,
                                                full=summary == "full"):
                 terminalreporter.write_line(line, **markup)
+            for line in self.write_errors:
+                terminalreporter.write_line(f"ragev: error: {line}", red=True, bold=True)
         except Exception as exc:  # never raise from the terminal summary
             terminalreporter.write_line(f"ragev: could not print the summary: {exc!r}", red=True)
+
+
+def _append(path: str, text: str) -> None:
+    # GitHub's step summary is appended to, by design, across steps.
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(text)

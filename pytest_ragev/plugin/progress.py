@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_ragev.core.io import atomic_write_json
-from pytest_ragev.core.types import STATUS_RUNNING
+from pytest_ragev.core.io import is_stream, write_output_json
+from pytest_ragev.core.types import STATUS_FAILED, STATUS_RUNNING
 from pytest_ragev.plugin.collect import NodeIds
 
 #: Builds the report dict for a status and an error message.
@@ -30,24 +30,36 @@ class ProgressFile:
         self._report = report
         self._last_write = 0.0
         self._stopped = False
+        self._warned = False
 
     def stop(self) -> None:
         """No more status-1 writes: the run is being concluded (the final report follows)."""
         self._stopped = True
 
-    def write(self, status: int, err_msg: str = "") -> None:
-        """Write the report now. Progress is best effort: the final write reports errors.
+    def write(self, status: int, err_msg: str = "", *, quiet: bool = False) -> bool:
+        """Write the report now; whether it was written. Progress is best effort: a
+        failure warns once (not with ``quiet``), and the final write reports its own.
 
         Once :meth:`stop` was called, "running" is never written again (the verdict's own
-        test report must not turn a finished report back into a running one).
+        test report must not turn a finished report back into a running one). A stream
+        (``/dev/stdout``, a pipe) gets no progress, only the run's last report: a reader
+        of a stream cannot poll it, and would get one JSON document after another.
         """
         if self.path is None or (status == STATUS_RUNNING and self._stopped):
-            return
+            return False
+        if status != STATUS_FAILED and is_stream(self.path):
+            return False
         self._last_write = time.monotonic()
         try:
-            atomic_write_json(self.path, self._report(status, err_msg))
-        except OSError as exc:
-            sys.stderr.write(f"ragev: could not write progress to {self.path}: {exc}\n")
+            write_output_json(self.path, self._report(status, err_msg))
+        except (OSError, ValueError) as exc:
+            if not quiet and not self._warned:
+                self._warned = True  # every few seconds the same line would bury the output
+                cause = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                sys.stderr.write(f"ragev: warning: could not write the running report to "
+                                 f"{self.path}: {cause}; the run goes on\n")
+            return False
+        return True
 
     def maybe_write(self) -> None:
         """Write a status-1 report if the interval has passed since the last write."""

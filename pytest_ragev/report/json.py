@@ -100,6 +100,8 @@ def final_report(
     elif gate.not_compared is not None:
         # The metrics are all there, but the run's job (gating) could not be done.
         status, err_msg = STATUS_FAILED, f"gate not compared: {gate.not_compared}"
+    elif gate.write_error is not None:
+        status, err_msg = STATUS_FAILED, gate.write_error.removeprefix("ragev: ")
     else:
         status, err_msg = STATUS_SUCCESS, ""
     data: dict[str, Any] = {

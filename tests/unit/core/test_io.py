@@ -1,15 +1,28 @@
-"""Unit tests of the atomic writes' file permissions."""
+"""Unit tests of the file writes: atomic files and their permissions, streams written
+through (#16 item 3), strict JSON (#16 item 12)."""
 
 from __future__ import annotations
 
+import errno
+import json
+import math
 import os
 import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from pytest_ragev.core.io import atomic_write_json, atomic_write_text
+from pytest_ragev.core.io import (
+    atomic_write_json,
+    atomic_write_text,
+    dumps_json,
+    is_stream,
+    write_output,
+    write_output_json,
+)
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX permissions")
 
@@ -52,3 +65,89 @@ def test_existing_file_keeps_its_mode(tmp_path: Path, umask_022: None) -> None:
     assert mode(target) == 0o664
     assert target.read_text() == "{\"new\": true}\n"
     assert [p.name for p in tmp_path.iterdir()] == ["baseline.json"]  # no temp file left
+
+
+def test_a_fifo_is_written_through_and_stays_a_fifo(tmp_path: Path) -> None:
+    fifo = tmp_path / "report.fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader, as `cat fifo` would be
+    try:
+        assert is_stream(fifo)
+        write_output_json(fifo, {"问题": "埃菲尔铁塔有多高？"})
+        received = os.read(reader, 65536)
+    finally:
+        os.close(reader)
+    assert json.loads(received) == {"问题": "埃菲尔铁塔有多高？"}
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)  # not replaced by a file
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.fifo"]  # no temp file
+
+
+def test_a_fifo_nobody_reads_fails_at_once_with_the_reason(tmp_path: Path) -> None:
+    fifo = tmp_path / "report.fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError) as caught:
+        write_output(fifo, "{}\n")
+    assert caught.value.errno == errno.ENXIO and "a FIFO needs a reader" in str(caught.value)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_an_atomic_write_never_replaces_a_device_or_a_fifo(tmp_path: Path) -> None:
+    fifo = tmp_path / "baseline.json"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError, match="not a file"):
+        atomic_write_text(fifo, "{}")
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert is_stream("/dev/null") and not is_stream(tmp_path / "new.json")
+    assert not is_stream(tmp_path)  # a folder: the write fails, naming it
+
+
+def test_files_and_links_to_files_are_still_replaced_atomically(tmp_path: Path) -> None:
+    target = tmp_path / "report.json"
+    target.write_text("old", encoding="utf-8")
+    before = os.stat(target).st_ino
+    link = tmp_path / "latest.json"
+    link.symlink_to(target)
+    write_output(link, "Der Bericht ist neu.\n")
+    assert link.is_symlink() and target.read_text(encoding="utf-8") == "Der Bericht ist neu.\n"
+    assert os.stat(target).st_ino != before  # a new file renamed into place
+    write_output(tmp_path / "sub" / "new.md", "새 보고서\n")
+    assert (tmp_path / "sub" / "new.md").read_text(encoding="utf-8") == "새 보고서\n"
+
+
+_WRITE_TO_STDOUT = """
+import sys
+from pytest_ragev.core.io import write_output
+print("log line before", flush=True)
+sys.stdout.write("buffered, not flushed\\n")
+write_output(sys.argv[1], "REPORT\\n")
+print("log line after")
+"""
+
+
+@pytest.mark.parametrize("name", ["/dev/stdout", "/proc/self/fd/1"])
+def test_standard_output_redirected_to_a_file_is_appended_to_not_replaced(
+    tmp_path: Path, name: str
+) -> None:
+    if not os.path.exists(name):
+        pytest.skip(f"{name} does not exist here")
+    log = tmp_path / "build.log"
+    with log.open("w", encoding="utf-8") as handle:
+        subprocess.run([sys.executable, "-c", _WRITE_TO_STDOUT, name], stdout=handle,
+                       check=True, timeout=120)
+    assert log.read_text(encoding="utf-8").splitlines() == [
+        "log line before", "buffered, not flushed", "REPORT", "log line after"]
+
+
+def test_standard_output_on_a_pipe_is_written_through() -> None:
+    done = subprocess.run([sys.executable, "-c", _WRITE_TO_STDOUT, "/dev/stdout"],
+                          capture_output=True, text=True, check=False, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "log line before", "buffered, not flushed", "REPORT", "log line after"]
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+def test_json_is_strict(value: float) -> None:
+    with pytest.raises(ValueError):
+        dumps_json({"meta": {"score": value}})
+    assert dumps_json({"text": "Привет, мир"}) == '{\n  "text": "Привет, мир"\n}\n'

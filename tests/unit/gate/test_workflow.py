@@ -336,3 +336,42 @@ def test_no_baseline_switches_the_gate_off(tmp_path: Path) -> None:
         "apply)",
     )
     assert not obtained_path(path).exists()
+
+
+def test_a_baseline_that_cannot_be_created_is_one_failure_line(tmp_path: Path) -> None:
+    (tmp_path / "baselines").write_text("a file where the folder must go", encoding="utf-8")
+    path = tmp_path / "baselines" / "ragev-baseline.json"
+    outcome = run_gate([run()], inputs(path))  # no exception: the reports still get written
+    assert outcome.write_error is not None and outcome.failures == (outcome.write_error,)
+    line = outcome.write_error
+    assert line.startswith(f"ragev: could not write the baseline {path}: ") and "\n" not in line
+    assert "[baseline] path" in line
+
+
+def test_an_update_over_a_folder_fails_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "ragev-baseline.json"
+    path.mkdir()
+    outcome = run_gate([run()], inputs(path, update=True))
+    assert outcome.write_error is not None and not outcome.passed
+    assert "Is a directory" in outcome.write_error and path.is_dir()
+
+
+def test_a_full_disk_keeps_the_previous_baseline_intact(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "ragev-baseline.json"
+    write_snapshot(path, snap(run(0.8)))
+    written = path.read_bytes()
+
+    def full(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("os.fsync", full)
+    updated = run_gate([run(0.5)], inputs(path, update=True))
+    assert updated.write_error is not None and "No space left on device" in updated.write_error
+    regressed = run_gate([run(0.0)], inputs(path))  # the obtained snapshot cannot be written
+    assert regressed.write_error is not None
+    assert regressed.write_error.startswith("ragev: could not write the run's snapshot")
+    assert regressed.write_error in regressed.failures
+    assert path.read_bytes() == written
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ragev-baseline.json"]  # no temp files
