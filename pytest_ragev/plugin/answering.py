@@ -36,6 +36,10 @@ class KnowledgeBaseFailed(RuntimeError):
     """Building a knowledge base raised; every question that needs it fails with this."""
 
 
+class NoAnswer(RagevError):
+    """A ``pytest_ragev_answer`` hook of the project returned ``None`` for a question."""
+
+
 class Answerer:
     """Answers the run's questions (thread-safe where the pool calls it).
 
@@ -136,6 +140,15 @@ class Answerer:
         kb = self.knowledge_base(settings)
         result = self._hook.pytest_ragev_answer(case=case, kb=kb, settings=settings)
         if result is None:
+            where = self._defaults.user_sources("pytest_ragev_answer")
+            if where:
+                # The built-in pipeline stands aside when a conftest answers: a None is
+                # this question's error, never an answer from another pipeline.
+                raise NoAnswer(
+                    f"pytest_ragev_answer ({', '.join(where)}) returned None for q{case.qid}; "
+                    "return pytest_ragev.Answer(retrieved=[...], text='...') for every "
+                    "question, or raise to fail it"
+                )
             raise RuntimeError(
                 "no pytest_ragev_answer implementation returned an Answer; implement the hook "
                 "in conftest.py or set [pipeline] name"

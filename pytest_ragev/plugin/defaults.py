@@ -71,6 +71,18 @@ class DefaultPipelineHooks:
         caller = getattr(self._hook, hook_name)
         return any(impl.plugin is not self for impl in caller.get_hookimpls())
 
+    def user_sources(self, hook_name: str) -> list[str]:
+        """The files (or plugin names) of the other implementations of ``hook_name``, in
+        the order pytest calls them."""
+        caller = getattr(self._hook, hook_name)
+        found = []
+        for impl in reversed(caller.get_hookimpls()):
+            if impl.plugin is self:
+                continue
+            path = getattr(impl.plugin, "__file__", None)
+            found.append(Path(path).name if path else str(impl.plugin_name))
+        return found
+
     def pipeline(self, settings: PipelineSettings) -> Pipeline:
         """The pipeline object of ``settings`` (built and validated once per configuration)."""
         pipe = self._pipes.get(settings.variant)
@@ -165,7 +177,14 @@ class DefaultPipelineHooks:
         return memo[1]
 
     @pytest.hookimpl(trylast=True)
-    def pytest_ragev_answer(self, case: QAPair, kb: Any, settings: PipelineSettings) -> Answer:
+    def pytest_ragev_answer(
+        self, case: QAPair, kb: Any, settings: PipelineSettings
+    ) -> Answer | None:
+        if self.user_implements("pytest_ragev_answer"):
+            # pluggy calls this one only when every conftest implementation returned
+            # None: that is the conftest's error for this question, not a cue for the
+            # built-in pipeline to answer it (metrics from two pipelines, exit 0).
+            return None
         return self.pipeline(settings).answer(case, kb)
 
     def close(self) -> None:
