@@ -11,11 +11,13 @@ needs.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import getpass
 import os
 import secrets
 import time
+import warnings
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,7 +27,7 @@ import pytest
 
 from pytest_ragev.config import RagevConfig, RunOptions
 from pytest_ragev.core.attribution import PassageIndex
-from pytest_ragev.core.errors import RagevError
+from pytest_ragev.core.errors import CacheWarning, RagevError
 from pytest_ragev.core.record import QuestionKey, Record, nonfinite_warning
 from pytest_ragev.core.types import METRIC_NAMES, CustomMetric, QAPair
 from pytest_ragev.dataset import Dataset, load_dataset
@@ -125,6 +127,7 @@ class ActiveRun:
         self._cases: dict[int, QAPair] | None = None
         self._params: dict[str | None, dict[str, Any]] = {}
         self._warnings: tuple[str, ...] = ()
+        self._cache_dir: tuple[Path | None] | None = None  # memo of _cache_root
         self.defaults = DefaultPipelineHooks(
             hook=config.hook,
             source=ragev.source,
@@ -248,10 +251,28 @@ class ActiveRun:
                              tokenizer=self.config.hook.pytest_ragev_tokenizer())[0]
 
     def _cache_root(self) -> Path | None:
-        cache_provider = getattr(self.config, "cache", None)
-        if cache_provider is None:
-            return None
-        return Path(cache_provider.mkdir("ragev"))
+        """The plugin's folder in pytest's cache, made once; ``None``: run without caches.
+
+        The caches are an optimisation: a ``.pytest_cache`` that is read-only or full
+        (or not a folder) warns once, and every question is answered without them.
+        """
+        if self._cache_dir is None:
+            cache_provider = getattr(self.config, "cache", None)
+            root = None
+            if cache_provider is not None:
+                try:
+                    root = Path(cache_provider.mkdir("ragev"))
+                except OSError as exc:
+                    where = exc.filename or "pytest's cache directory"
+                    with contextlib.suppress(Exception):  # never fails a run, not under -W error
+                        warnings.warn(CacheWarning(
+                            f"ragev: the cache folder cannot be created ({where}: "
+                            f"{exc.strerror or exc}); the knowledge-base and answer caches "
+                            "are off for this run: make the folder writable, free space, or "
+                            "pass -p no:cacheprovider"
+                        ), stacklevel=2)
+            self._cache_dir = (root,)
+        return self._cache_dir[0]
 
     # -- activation
     def activate(self, session: pytest.Session) -> None:

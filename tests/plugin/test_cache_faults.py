@@ -128,3 +128,21 @@ def test_xdist_workers_share_one_answer_store(
     again = _run(pytester, "-n", "2")
     again.stdout.fnmatch_lines(["*answer cache 5 hits / 0 misses*"])
     assert _scores(pytester) == expected
+
+
+def test_an_unusable_pytest_cache_warns_once_and_runs_without_caches(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    make_project(conftest=None, pipeline=BUILTIN)
+    _run(pytester, "-p", "no:cacheprovider").assert_outcomes(passed=6)
+    expected = _scores(pytester)
+    # .pytest_cache itself cannot be made (as with a read-only project folder): pytest's
+    # own cache warns and goes on, and so must the KB and answer caches.
+    (pytester.path / ".pytest_cache").write_text("not a folder", encoding="utf-8")
+    result = _run(pytester)
+    result.assert_outcomes(passed=6)
+    out = result.stdout.str()
+    assert out.count("the cache folder cannot be created") == 1
+    result.stdout.fnmatch_lines(["*knowledge-base and answer caches are off for this run*"])
+    assert "Traceback" not in out and "INTERNALERROR" not in out
+    assert _scores(pytester) == expected
