@@ -39,6 +39,7 @@ _METRICS_KEYS = ("profile",)
 _REPORT_KEYS = ("json", "markdown", "html", "top_regressions", "task_user")
 _BASELINE_KEYS = ("path",)
 _RUN_KEYS = ("concurrency", "cache", "progress_interval")
+_REPORT_EXAMPLES = {"json": "ragev-report.json", "markdown": "ragev.md", "html": "ragev.html"}
 _VARIANT_KEYS = ("name", "pipeline")
 _VARIANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 
@@ -179,9 +180,13 @@ def parse_config(raw: Mapping[str, Any], *, source: Path) -> RagevConfig:
     report = top.sub("report")
     report.check_keys(_REPORT_KEYS)
     paths: dict[str, Path | None] = {}
-    for key in ("json", "markdown", "html"):
+    for key, example in _REPORT_EXAMPLES.items():
         written = report.string(key, fix="write a file path as a string")
-        paths[key] = (base_dir / written) if written else None
+        if written == "":
+            # An empty path used to switch the report off without a word.
+            raise report.fail(key, written, f'write a file path, e.g. {key} = "{example}", or '
+                              "remove the key to write no such report")
+        paths[key] = (base_dir / written) if written is not None else None
     top_regressions = report.integer("top_regressions", 10, low=0, example="10")
     assert top_regressions is not None
     task_user = report.boolean("task_user", False)
@@ -189,6 +194,9 @@ def parse_config(raw: Mapping[str, Any], *, source: Path) -> RagevConfig:
     baseline = top.sub("baseline")
     baseline.check_keys(_BASELINE_KEYS)
     baseline_raw = baseline.string("path", fix="write a file path as a string")
+    if baseline_raw == "":
+        raise baseline.fail("path", baseline_raw, 'write a file path, e.g. path = '
+                            '"ragev-baseline.json", or remove the key to gate on no baseline')
 
     gate = top.sub("gate")
 

@@ -23,14 +23,20 @@ if TYPE_CHECKING:
     from pytest_ragev.plugin.run import ActiveRun
 
 
-def _positive_int(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{value!r} must be >= 1")
-    return number
+def _positive_int(flag: str, example: str) -> Callable[[str], int]:
+    """The argparse type of ``flag``: a whole number >= 1, the message naming the fix."""
+
+    def parse(value: str) -> int:
+        fix = f"pass a whole number >= 1, e.g. {flag} {example}"
+        try:
+            number = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value!r} is not a whole number; {fix}") from None
+        if number < 1:
+            raise argparse.ArgumentTypeError(f"{value!r} is less than 1; {fix}")
+        return number
+
+    return parse
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -44,11 +50,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="write the JSON report (WeKnora EvaluationDetail shape) to PATH.",
     )
     group.addoption(
-        "--ragev-limit", dest="ragev_limit", metavar="N", type=_positive_int, default=None,
+        "--ragev-limit", dest="ragev_limit", metavar="N",
+        type=_positive_int("--ragev-limit", "20"), default=None,
         help="evaluate only the first N questions by id (quick local loops).",
     )
     group.addoption(
-        "--ragev-concurrency", dest="ragev_concurrency", metavar="N", type=_positive_int,
+        "--ragev-concurrency", dest="ragev_concurrency", metavar="N",
+        type=_positive_int("--ragev-concurrency", "4 (1 = strictly serial)"),
         default=None,
         help="pipeline calls run ahead in N threads (default: CPUs - 1; 1 = strictly serial).",
     )

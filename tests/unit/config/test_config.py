@@ -95,6 +95,12 @@ pipeline.chunk_size = 128
         ('[dataset]\npath = "data"\n[thresholds]\nrecall = true\n', "[thresholds] recall = True is invalid; use a number in [0, 1]"),
         ('[dataset]\npath = "data"\n[metrics]\nprofile = "trec"\n', "[metrics] profile = 'trec' is invalid; not a metric profile; use one of: weknora, standard"),
         ('[dataset]\npath = "data"\n[run]\nconcurrency = 0\n', "[run] concurrency = 0 is invalid; use a whole number >= 1, e.g. concurrency = 4"),
+        # #16 item 14: TOML's nan and inf are floats too; an empty path used to switch off.
+        ('[dataset]\npath = "data"\n[run]\nprogress_interval = nan\n', "[run] progress_interval = nan is invalid; use a number in (0, ∞), e.g. progress_interval = 2"),
+        ('[dataset]\npath = "data"\n[run]\nprogress_interval = inf\n', "[run] progress_interval = inf is invalid; use a number in (0, ∞)"),
+        ('[dataset]\npath = "data"\n[report]\njson = ""\n', "[report] json = '' is invalid; write a file path, e.g. json = \"ragev-report.json\", or remove the key"),
+        ('[dataset]\npath = "data"\n[report]\nhtml = ""\n', "[report] html = '' is invalid; write a file path, e.g. html = \"ragev.html\""),
+        ('[dataset]\npath = "data"\n[baseline]\npath = ""\n', "[baseline] path = '' is invalid; write a file path, e.g. path = \"ragev-baseline.json\", or remove the key"),
         ('[dataset]\npath = "data"\n[[variants]]\npipeline.chunk_size = 1\n', "[[variants]] #1 has no name"),
         ('[dataset]\npath = "data"\n[[variants]]\nname = "a b"\n', "is not a valid name"),
         ('[dataset]\npath = "data"\n[[variants]]\nname = "v1"\npipeline = 3\n',
