@@ -8,12 +8,18 @@ Redirects are followed only within the request's origin (scheme, host and port):
 ``urllib`` copies every request header, ``Authorization`` included, to wherever a
 ``Location`` points, so a redirect to another origin would hand it the key. Such a
 redirect fails with a :class:`PipelineError` instead.
+
+``timeout`` is a deadline for the whole request (connecting, sending, every byte of the
+reply), not ``urllib``'s limit on each socket operation: a server that trickles its
+reply a byte at a time would otherwise hold a question for as long as it likes.
 """
 
 from __future__ import annotations
 
 import email.utils
+import functools
 import http.client
+import io
 import json
 import math
 import random
@@ -40,10 +46,12 @@ _sleep: Callable[[float], None] = time.sleep
 class RetryPolicy:
     """How often and how patiently a request is retried.
 
-    ``max_retries`` extra attempts follow the first one on 429, 5xx, connection errors
-    and timeouts; the n-th retry waits ``backoff * 2**(n-1)`` seconds scaled by a random
-    factor in [0.5, 1] (jitter spreads the retries of parallel workers), or what the
-    server's ``Retry-After`` asks for, never more than :data:`MAX_DELAY_S`.
+    ``timeout`` is the most seconds one attempt may take from connecting to the last
+    byte of the reply. ``max_retries`` extra attempts follow the first one on 429, 5xx,
+    connection errors and timeouts; the n-th retry waits ``backoff * 2**(n-1)``
+    seconds scaled by a random factor in [0.5, 1] (jitter spreads the retries of
+    parallel workers), or what the server's ``Retry-After`` asks for, never more than
+    :data:`MAX_DELAY_S`.
     """
 
     timeout: float = 60.0
@@ -206,6 +214,90 @@ class CrossOriginRedirect(Exception):
         self.location = location
 
 
+#: The attribute of a request that holds its deadline (``time.monotonic()`` seconds).
+_DEADLINE = "_ragev_deadline"
+
+
+class _DeadlineReader(io.RawIOBase):
+    """A socket's reads, each given only the time left until the request's deadline.
+
+    ``urllib``'s timeout limits each read; a reply trickled in one byte per read never
+    hits it. Setting the socket's timeout to what is left before every read bounds the
+    whole reply (the status line and headers included: they are read through here too).
+    """
+
+    def __init__(self, raw: io.RawIOBase, sock: Any, deadline: float) -> None:
+        super().__init__()
+        self._raw = raw
+        self._sock = sock
+        self._deadline = deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int | None:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request's deadline passed")
+        self._sock.settimeout(left)
+        return self._raw.readinto(buffer)
+
+    def fileno(self) -> int:
+        return self._raw.fileno()
+
+    def close(self) -> None:
+        if not self.closed:
+            self._raw.close()
+        super().close()
+
+
+class _DeadlineResponse(http.client.HTTPResponse):
+    """An ``HTTPResponse`` that reads its socket through a :class:`_DeadlineReader`."""
+
+    def __init__(self, sock: Any, *args: Any, deadline: float, **kwargs: Any) -> None:
+        super().__init__(sock, *args, **kwargs)
+        # Nothing has been read yet: the buffer can be swapped for one over our reader.
+        raw = self.fp.detach()
+        self.fp = io.BufferedReader(_DeadlineReader(raw, sock, deadline))
+
+
+def _connection(cls: type[http.client.HTTPConnection], deadline: float | None) -> Any:
+    """``cls`` made to honour ``deadline``: connect within the time left, read through
+    :class:`_DeadlineResponse`."""
+    if deadline is None:
+        return cls
+
+    def connect(host: str, **kwargs: Any) -> http.client.HTTPConnection:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the request's deadline passed")
+        timeout = kwargs.get("timeout")
+        kwargs["timeout"] = left if not isinstance(timeout, int | float) else min(timeout, left)
+        connection = cls(host, **kwargs)
+        connection.response_class = functools.partial(  # type: ignore[assignment]
+            _DeadlineResponse, deadline=deadline)
+        return connection
+
+    return connect
+
+
+class _DeadlineHTTPHandler(urllib.request.HTTPHandler):
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(_connection(http.client.HTTPConnection, getattr(req, _DEADLINE, None)),
+                            req)
+
+
+class _DeadlineHTTPSHandler(urllib.request.HTTPSHandler):
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        # The keyword arguments urllib's own handler passes (check_hostname up to 3.11).
+        extra: dict[str, Any] = {"context": getattr(self, "_context", None)}
+        if hasattr(self, "_check_hostname"):
+            extra["check_hostname"] = self._check_hostname
+        return self.do_open(
+            _connection(http.client.HTTPSConnection, getattr(req, _DEADLINE, None)), req,
+            **extra)
+
+
 class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
     """Follows redirects that stay on the request's origin; refuses all others.
 
@@ -228,17 +320,24 @@ class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
             fp.close()
             raise CrossOriginRedirect(code, newurl)
         if code in (307, 308):
-            return urllib.request.Request(
+            new: urllib.request.Request | None = urllib.request.Request(
                 newurl, data=req.data, headers=dict(req.header_items()),
                 origin_req_host=req.origin_req_host, unverifiable=True,
                 method=req.get_method(),
             )
-        return super().redirect_request(req, fp, code, msg, headers, newurl)
+        else:
+            new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and hasattr(req, _DEADLINE):
+            setattr(new, _DEADLINE, getattr(req, _DEADLINE))  # one deadline for the whole chain
+        return new
 
 
 #: ``urllib``'s default opener (proxies from the environment, https, ...) with the
-#: redirect rule above in place of its own.
-_OPENER = urllib.request.build_opener(_SameOriginRedirects)
+#: redirect rule above in place of its own, and the request deadline.
+_OPENER = urllib.request.build_opener(
+    _SameOriginRedirects, _DeadlineHTTPHandler,
+    *([_DeadlineHTTPSHandler] if hasattr(urllib.request, "HTTPSHandler") else []),
+)
 
 
 def send(
@@ -276,6 +375,7 @@ def send(
         try:
             request = urllib.request.Request(url, data=data, headers=request_headers,
                                              method=method)
+            setattr(request, _DEADLINE, time.monotonic() + policy.timeout)
             with _OPENER.open(request, timeout=policy.timeout) as reply:
                 status = reply.status
                 raw = reply.read()
