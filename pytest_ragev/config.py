@@ -38,7 +38,7 @@ _DATASET_KEYS = ("path", "id")
 _METRICS_KEYS = ("profile",)
 _REPORT_KEYS = ("json", "markdown", "html", "top_regressions", "task_user")
 _BASELINE_KEYS = ("path",)
-_RUN_KEYS = ("concurrency", "cache", "progress_interval")
+_RUN_KEYS = ("concurrency", "cache", "progress_interval", "timeout", "deadline")
 _REPORT_EXAMPLES = {"json": "ragev-report.json", "markdown": "ragev.md", "html": "ragev.html"}
 _VARIANT_KEYS = ("name", "pipeline")
 _VARIANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
@@ -95,6 +95,10 @@ class RagevConfig:
     concurrency: int | None = None
     cache: bool | None = None
     progress_interval: float = 2.0
+    #: ``[run] timeout``: seconds one question's pipeline call may take (``None``: no limit).
+    timeout: float | None = None
+    #: ``[run] deadline``: seconds the whole run may answer for, then it is interrupted.
+    deadline: float | None = None
     variants: tuple[VariantConfig, ...] = ()
 
     @property
@@ -206,6 +210,8 @@ def parse_config(raw: Mapping[str, Any], *, source: Path) -> RagevConfig:
     cache = run.boolean("cache")
     interval = run.number("progress_interval", 2.0, low=0.0, low_open=True, example="2")
     assert interval is not None
+    timeout = run.number("timeout", None, low=0.0, low_open=True, example="120")
+    deadline = run.number("deadline", None, low=0.0, low_open=True, example="3600")
 
     variants_raw = raw.get("variants", [])
     if not isinstance(variants_raw, list):
@@ -251,6 +257,8 @@ def parse_config(raw: Mapping[str, Any], *, source: Path) -> RagevConfig:
         concurrency=concurrency,
         cache=cache,
         progress_interval=interval,
+        timeout=timeout,
+        deadline=deadline,
         variants=tuple(variants),
     )
 

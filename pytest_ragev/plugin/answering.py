@@ -2,7 +2,8 @@
 
 :class:`Answerer` builds each distinct knowledge base once (in the main thread, never in
 the pool), asks the ``pytest_ragev_answer`` hook (or the answer cache) for each question,
-runs pipeline calls ahead in ``--ragev-concurrency`` threads, and attaches the question's
+runs pipeline calls ahead in ``--ragev-concurrency`` threads, holds each call to
+``[run] timeout`` and the run to ``[run] deadline``, and attaches the question's
 :class:`~pytest_ragev.core.record.Record` to the item's test report.
 """
 
@@ -10,7 +11,9 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import queue
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -40,6 +43,104 @@ class NoAnswer(RagevError):
     """A ``pytest_ragev_answer`` hook of the project returned ``None`` for a question."""
 
 
+class QuestionTimeout(RagevError):
+    """A question's pipeline call took longer than ``[run] timeout``; it was abandoned."""
+
+
+#: One call for the pool: the future it settles, the function and its arguments.
+_Task = tuple[concurrent.futures.Future[Any], Callable[..., Any], tuple[Any, ...]]
+
+
+class CallPool:
+    """``workers`` daemon threads running pipeline calls, none of which is ever waited for.
+
+    Threads cannot be killed, so a call that hangs is *abandoned* instead
+    (:meth:`abandon`): it keeps its thread until it returns, if ever, but no longer
+    counts, and a fresh thread takes its place. :meth:`close` cancels the calls not
+    started yet and leaves the running ones behind: daemon threads, which neither
+    shutdown nor the interpreter's exit joins (a ``ThreadPoolExecutor`` joins its
+    threads at exit, so one hung call kept a stopped run alive).
+    """
+
+    def __init__(self, workers: int) -> None:
+        self._workers = workers
+        self._tasks: queue.SimpleQueue[_Task | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._running: dict[concurrent.futures.Future[Any], tuple[threading.Thread, float]] = {}
+        self._abandoned: set[threading.Thread] = set()
+        self._closed = False
+        for _ in range(workers):
+            self._spawn()
+
+    def _spawn(self) -> None:
+        threading.Thread(target=self._work, name="ragev-call", daemon=True).start()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any]:
+        """Queue ``fn(*args)``; its future settles with the result or the exception."""
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self._tasks.put((future, fn, args))
+        return future
+
+    def started_at(self, future: concurrent.futures.Future[Any]) -> float | None:
+        """When ``future``'s call started (``time.monotonic()``), ``None`` if it has not."""
+        with self._lock:
+            running = self._running.get(future)
+        return None if running is None else running[1]
+
+    def abandon(self, future: concurrent.futures.Future[Any]) -> None:
+        """Give up on ``future``: cancelled if it has not started, else left to its thread,
+        which a new thread replaces."""
+        if future.cancel():
+            return
+        with self._lock:
+            running = self._running.pop(future, None)
+            if running is None or self._closed:
+                return
+            self._abandoned.add(running[0])
+        self._spawn()
+
+    def close(self) -> None:
+        """Cancel every call not started; abandon the running ones (never join them)."""
+        with self._lock:
+            self._closed = True
+            self._running.clear()
+        while True:
+            try:
+                task = self._tasks.get_nowait()
+            except queue.Empty:
+                break
+            if task is not None:
+                task[0].cancel()
+        for _ in range(self._workers):
+            self._tasks.put(None)  # wakes the idle threads, which then end
+
+    def _work(self) -> None:
+        me = threading.current_thread()
+        while True:
+            task = self._tasks.get()
+            if task is None:
+                return
+            future, fn, args = task
+            if not future.set_running_or_notify_cancel():
+                continue
+            with self._lock:
+                if self._closed:
+                    future.cancel()
+                    return
+                self._running[future] = (me, time.monotonic())
+            try:
+                result = fn(*args)
+            except BaseException as exc:  # settled on the future, raised where it is read
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+            with self._lock:
+                self._running.pop(future, None)
+                if me in self._abandoned or self._closed:
+                    self._abandoned.discard(me)
+                    return  # replaced (or the run is over)
+
+
 class Answerer:
     """Answers the run's questions (thread-safe where the pool calls it).
 
@@ -47,6 +148,10 @@ class Answerer:
     settings; ``corpus`` and ``index`` are the dataset's passages and their chunk-text
     lookup; ``dataset_fingerprint`` keys the answer cache; ``concurrency`` > 1 runs
     pipeline calls ahead in threads (not on xdist workers: ``prefetch`` is then off).
+    ``timeout`` (``[run] timeout``) is the most seconds one question's call may take,
+    ``deadline`` (``[run] deadline``) the most seconds the run may answer for, counted
+    from now; with either set, calls run in a pool thread even at concurrency 1, so the
+    item can stop waiting for them.
     """
 
     def __init__(
@@ -63,6 +168,8 @@ class Answerer:
         scorer: Callable[[Record], Record] | None = None,
         score_every_question: bool = False,
         item_checks: Sequence[MinValue | MaxValue] = (),
+        timeout: float | None = None,
+        deadline: float | None = None,
     ) -> None:
         self._hook = hook
         self._defaults = defaults
@@ -72,13 +179,19 @@ class Answerer:
         self._fingerprint = dataset_fingerprint
         self._concurrency = concurrency
         self._prefetch_on = prefetch and concurrency > 1
+        self._timeout = timeout
+        self._deadline = deadline
+        self._deadline_at = None if deadline is None else time.monotonic() + deadline
+        self._threaded = self._prefetch_on or timeout is not None or deadline is not None
+        #: Set when the deadline stopped the run: what the report's interruption names.
+        self.stopped_by: str | None = None
         self._lock = threading.RLock()
         self._kbs: dict[str, Any] = {}
         self._kb_settings: dict[str, PipelineSettings] = {}
         self._kb_failures: dict[str, str] = {}
         self._kb_ready: set[str | None] = set()  # configurations whose KB exists (prefetch)
         self._cached: dict[QuestionKey, bool] = {}
-        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._pool: CallPool | None = None
         self._futures: dict[QuestionKey, concurrent.futures.Future[Answer]] = {}
         self._positions: dict[int, int] | None = None
         # Scoring at item time: every question when -v, --junitxml or per-question
@@ -169,19 +282,21 @@ class Answerer:
 
     def run_case(self, item: pytest.Item, case: QAPair, variant: str | None) -> None:
         """Answer ``case`` for ``item``, attach the record, fail the item on a pipeline error."""
+        self._check_deadline()
         try:
-            if self._prefetch_on:
+            if self._threaded:
                 # Build the KB synchronously, before any question runs in a thread.
                 self._ensure_kb(variant)
-                self._prefetch(item)
+                if self._prefetch_on:
+                    self._prefetch(item)
                 future = self._future(case, variant)  # already submitted by the prefetch
                 self._futures.pop((variant, case.qid), None)
-                answer = future.result()
+                answer = self._wait(future)
             else:
                 answer = self.answer(case, variant)
             record = make_record(case, answer, index=self._index(), variant=variant,
                                  cached=self._take_cached(case, variant))
-        except pytest.UsageError:
+        except (pytest.UsageError, pytest.exit.Exception):
             raise
         except Exception as exc:
             self._take_cached(case, variant)
@@ -220,22 +335,63 @@ class Answerer:
         """The record of a question that failed without answering."""
         return make_record(case, None, index=self._index(), variant=variant, error=error)
 
+    # -- time limits
+    def _wait(self, future: concurrent.futures.Future[Answer]) -> Answer:
+        """``future``'s answer, within ``[run] timeout`` of its start and the deadline."""
+        pool = self._pool
+        assert pool is not None
+        while True:
+            now = time.monotonic()
+            limits = []
+            if self._deadline_at is not None:
+                limits.append(self._deadline_at - now)
+            if self._timeout is not None:
+                started = pool.started_at(future)
+                # Not started yet (queued behind other calls): look again a timeout later.
+                limits.append(self._timeout if started is None else started + self._timeout - now)
+            wait = max(min(limits), 0.0) if limits else None
+            # wait(), not result(timeout=): the call itself may raise a TimeoutError.
+            concurrent.futures.wait([future], timeout=wait)
+            if future.done():
+                return future.result()
+            self._check_deadline()
+            started = pool.started_at(future)
+            if (self._timeout is not None and started is not None
+                    and time.monotonic() - started >= self._timeout):
+                pool.abandon(future)
+                raise QuestionTimeout(
+                    f"no answer within [run] timeout = {self._timeout:g} s; the call was "
+                    "abandoned (its thread may still run): raise [run] timeout, or find what "
+                    "the pipeline waits for"
+                )
+
+    def _check_deadline(self) -> None:
+        """Stop the run (exit status 2) once ``[run] deadline`` has passed."""
+        if self._deadline_at is None or time.monotonic() < self._deadline_at:
+            return
+        self.stopped_by = f"[run] deadline = {self._deadline:g} s"
+        if self._pool is not None:
+            self._pool.close()  # the running calls are abandoned, not waited for
+        pytest.exit(
+            f"ragev: [run] deadline = {self._deadline:g} s passed; the run stopped and its "
+            "running pipeline calls were abandoned: raise [run] deadline, set [run] timeout "
+            "for slow questions, or evaluate fewer (--ragev-limit)",
+            returncode=pytest.ExitCode.INTERRUPTED,
+        )
+
     # -- running ahead
     def _future(self, case: QAPair, variant: str | None) -> concurrent.futures.Future[Answer]:
         key = (variant, case.qid)
         future = self._futures.get(key)
         if future is None:
-            assert self._executor is not None
-            future = self._executor.submit(self.answer, case, variant)
+            if self._pool is None:
+                self._pool = CallPool(self._concurrency if self._prefetch_on else 1)
+            future = self._pool.submit(self.answer, case, variant)
             self._futures[key] = future
         return future
 
     def _prefetch(self, item: pytest.Item) -> None:
         """Submit the next ``2 x concurrency`` questions after ``item`` to the pool."""
-        if self._executor is None:
-            self._executor = concurrent.futures.ThreadPoolExecutor(
-                max_workers=self._concurrency, thread_name_prefix="ragev"
-            )
         items = item.session.items
         if self._positions is None:
             # Built once: a list.index per item would make a 10,000-question run quadratic.
@@ -261,12 +417,14 @@ class Answerer:
 
     # -- the end
     def close(self) -> None:
-        """Stop the pool, tear down every knowledge base, release the pipelines."""
-        if self._executor is not None:
-            for future in self._futures.values():
-                future.cancel()
-            self._executor.shutdown(wait=True, cancel_futures=True)
-            self._executor = None
+        """Stop the pool, tear down every knowledge base, release the pipelines.
+
+        Calls still running (a hung pipeline, an interrupted run) are abandoned, not
+        waited for: Ctrl-C, SIGTERM and the deadline end the run at once.
+        """
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
             self._futures.clear()
         with self._lock:
             try:

@@ -133,7 +133,7 @@ class Finisher:
             return f"stopped early ({stopped})"
         if not interrupted:
             return None
-        terminated = self._run.signals.terminated_by
+        terminated = self._run.signals.terminated_by or self._run.answerer_stopped_by()
         return f"interrupted by {terminated}" if terminated else "interrupted"
 
     def _conclude(self, session: pytest.Session, exitstatus: int | None) -> None:

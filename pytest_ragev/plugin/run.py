@@ -234,6 +234,8 @@ class ActiveRun:
                 scorer=self._score if (self.score_items or self.plan.custom_metrics) else None,
                 score_every_question=self.score_items,
                 item_checks=self.plan.item_thresholds,
+                timeout=self.ragev.timeout,
+                deadline=self.ragev.deadline,
             )
         return self._answerer
 
@@ -359,6 +361,10 @@ class ActiveRun:
     def answerer_usage_error(self) -> str | None:
         """The usage error a question showed while it was answered, if any."""
         return None if self._answerer is None else self._answerer.usage_error
+
+    def answerer_stopped_by(self) -> str | None:
+        """What stopped the answering early (``[run] deadline``), if anything did."""
+        return None if self._answerer is None else self._answerer.stopped_by
 
     def answerer_close(self) -> None:
         if self._answerer is not None:

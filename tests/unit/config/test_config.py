@@ -98,6 +98,8 @@ pipeline.chunk_size = 128
         # #16 item 14: TOML's nan and inf are floats too; an empty path used to switch off.
         ('[dataset]\npath = "data"\n[run]\nprogress_interval = nan\n', "[run] progress_interval = nan is invalid; use a number in (0, ∞), e.g. progress_interval = 2"),
         ('[dataset]\npath = "data"\n[run]\nprogress_interval = inf\n', "[run] progress_interval = inf is invalid; use a number in (0, ∞)"),
+        ('[dataset]\npath = "data"\n[run]\ntimeout = 0\n', "[run] timeout = 0 is invalid; use a number in (0, ∞), e.g. timeout = 120"),
+        ('[dataset]\npath = "data"\n[run]\ndeadline = -inf\n', "[run] deadline = -inf is invalid; use a number in (0, ∞), e.g. deadline = 3600"),
         ('[dataset]\npath = "data"\n[report]\njson = ""\n', "[report] json = '' is invalid; write a file path, e.g. json = \"ragev-report.json\", or remove the key"),
         ('[dataset]\npath = "data"\n[report]\nhtml = ""\n', "[report] html = '' is invalid; write a file path, e.g. html = \"ragev.html\""),
         ('[dataset]\npath = "data"\n[baseline]\npath = ""\n', "[baseline] path = '' is invalid; write a file path, e.g. path = \"ragev-baseline.json\", or remove the key"),
