@@ -174,7 +174,8 @@ class ActiveRun:
         """The run plan: settings resolved once, with the hooks' custom metrics."""
         if self._plan is None:
             try:
-                self._plan = RunPlan.build(self.ragev, self.options, self._custom_metrics())
+                self._plan = RunPlan.build(self.ragev, self.options, self._custom_metrics(),
+                                           self.config.hook.pytest_ragev_tokenizer())
             except RagevError as exc:
                 raise _usage(exc) from None
         return self._plan
@@ -244,7 +245,7 @@ class ActiveRun:
     def _score(self, record: Record) -> Record:
         return score_records([record], profile=self.plan.profile,
                              custom=self.plan.custom_metrics,
-                             tokenizer=self.config.hook.pytest_ragev_tokenizer())[0]
+                             tokenizer=self.plan.tokenizer.tokenizer)[0]
 
     def _cache_root(self) -> Path | None:
         cache_provider = getattr(self.config, "cache", None)
@@ -374,7 +375,6 @@ class ActiveRun:
             records=records,
             facts=self.facts(interrupted),
             params={v: self.params(v) for v in self.plan.variants if v in variants},
-            tokenizer=self.config.hook.pytest_ragev_tokenizer(),
         )
 
     def _progress(self, status: int, err_msg: str) -> dict[str, Any]:
