@@ -71,6 +71,8 @@ class RunOptions:
     no_baseline: bool = False
     #: ``--ragev-summary``: ``"short"`` (default) or ``"full"`` terminal summary.
     summary: str = "short"
+    #: ``--ragev-task-id``: the JSON report's task id (else one is made).
+    task_id: str | None = None
 
 
 @dataclass(frozen=True)

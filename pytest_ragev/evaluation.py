@@ -25,7 +25,7 @@ from pytest_ragev.core.digest import sha256_json
 from pytest_ragev.core.errors import ConfigError
 from pytest_ragev.core.record import Record
 from pytest_ragev.core.redact import redact
-from pytest_ragev.core.results import Direction, RunResult
+from pytest_ragev.core.results import Direction, MetricSummary, RunResult
 from pytest_ragev.core.types import (
     GENERATION_METRICS,
     METRIC_NAMES,
@@ -599,6 +599,41 @@ def _custom_value(metric: CustomMetric, metric_case: MetricCase, qid: int) -> fl
     if not math.isfinite(value) or metric.out_of_bounds(value):
         raise ConfigError(f"custom metric {metric.name!r} returned {value!r} for q{qid}; {wanted}")
     return value
+
+
+class RunningMeans:
+    """The base configuration's means over the questions answered so far.
+
+    The progress report shows them while a run goes. :meth:`add` scores only the records
+    it has not seen, so keeping the means up to date costs the scoring of each record
+    once, whatever the number of progress writes.
+    """
+
+    def __init__(self, plan: RunPlan) -> None:
+        self._plan = plan
+        self._sums: dict[str, float] = {}
+        self._counts: dict[str, int] = {}
+
+    def add(self, records: Sequence[Record]) -> None:
+        """Count ``records`` (the base configuration's only; errors have no metrics)."""
+        base = [r for r in records if r.variant is None and not r.error]
+        if not base:
+            return
+        plan = self._plan
+        for record in score_records(base, profile=plan.profile, custom=plan.custom_metrics,
+                                    tokenizer=plan.tokenizer.tokenizer):
+            for name, value in record.metrics.items():
+                self._sums[name] = self._sums.get(name, 0.0) + value
+                self._counts[name] = self._counts.get(name, 0) + 1
+
+    def summary(self) -> dict[str, MetricSummary]:
+        """The means so far, in report order (metrics with no value yet left out)."""
+        directions = {m.name: m.direction for m in self._plan.custom_metrics}
+        return {
+            name: MetricSummary(name=name, mean=self._sums[name] / self._counts[name],
+                                n=self._counts[name], direction=directions.get(name, "higher"))
+            for name in self._plan.metric_names if self._counts.get(name)
+        }
 
 
 def build_run(

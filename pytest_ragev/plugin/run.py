@@ -11,6 +11,7 @@ needs.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import secrets
@@ -26,12 +27,13 @@ from pytest_ragev.config import RagevConfig, RunOptions
 from pytest_ragev.core.attribution import PassageIndex
 from pytest_ragev.core.errors import RagevError
 from pytest_ragev.core.record import QuestionKey, Record
-from pytest_ragev.core.types import METRIC_NAMES, CustomMetric, QAPair
+from pytest_ragev.core.types import METRIC_NAMES, STATUS_RUNNING, CustomMetric, QAPair
 from pytest_ragev.dataset import Dataset, load_dataset
 from pytest_ragev.evaluation import (
     AnsweredBy,
     EvalInputs,
     RunFacts,
+    RunningMeans,
     RunPlan,
     run_params,
     score_records,
@@ -140,6 +142,9 @@ class ActiveRun:
         )
         self.finisher = Finisher(self, self.inputs)
         self._answerer: Answerer | None = None
+        # The running means of the progress report, and how many records they count.
+        self._running: RunningMeans | None = None
+        self._running_seen = 0
         self.activated = False
 
     def register(self) -> None:
@@ -266,8 +271,8 @@ class ActiveRun:
         if plan.options.update_baseline and not self.is_worker:
             _check_baseline_target(plan.baseline_path, self.ragev.source)
         if not self.is_worker:
-            self.task_id = make_task_id(self.dataset.dataset_id,
-                                        task_user(self.ragev.task_user))
+            self.task_id = plan.options.task_id or make_task_id(
+                self.dataset.dataset_id, task_user(self.ragev.task_user))
             self._warnings = tuple(self._unread_knobs())
             self.signals.install()
 
@@ -378,8 +383,19 @@ class ActiveRun:
         )
 
     def _progress(self, status: int, err_msg: str) -> dict[str, Any]:
+        running = None
+        if status == STATUS_RUNNING:
+            if self._running is None:
+                self._running = RunningMeans(self.plan)
+            new = self.records.since(self._running_seen)
+            self._running_seen += len(new)
+            # A misbehaving custom metric: the end of the run says so, in one line.
+            with contextlib.suppress(RagevError):
+                self._running.add(new)
+            running = self._running.summary()
         return progress_report(self.facts(), dataset_id=self.dataset.dataset_id,
-                               params=self.params(None), status=status, err_msg=err_msg)
+                               params=self.params(None), status=status, err_msg=err_msg,
+                               running=running)
 
     def _error_record(self, key: QuestionKey, error: str) -> Record:
         variant, qid = key
