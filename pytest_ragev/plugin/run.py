@@ -133,6 +133,7 @@ class ActiveRun:
             no_cache=options.no_cache,
             cache_setting=ragev.cache,
             progress=kb_progress_factory(config),
+            project_root=config.rootpath,
         )
         self.progress = ProgressFile(options.report_json or ragev.report_json,
                                      interval=ragev.progress_interval, report=self._progress)
