@@ -38,7 +38,7 @@ _DATASET_KEYS = ("path", "id")
 _METRICS_KEYS = ("profile", "tokenizer")
 _REPORT_KEYS = ("json", "markdown", "html", "top_regressions", "task_user")
 _BASELINE_KEYS = ("path",)
-_RUN_KEYS = ("concurrency", "cache", "progress_interval")
+_RUN_KEYS = ("concurrency", "cache", "progress_interval", "preflight")
 _VARIANT_KEYS = ("name", "pipeline")
 _VARIANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 
@@ -97,6 +97,8 @@ class RagevConfig:
     concurrency: int | None = None
     cache: bool | None = None
     progress_interval: float = 2.0
+    #: Check a remote pipeline's service with one request before any question.
+    preflight: bool = True
     variants: tuple[VariantConfig, ...] = ()
 
     @property
@@ -206,6 +208,7 @@ def parse_config(raw: Mapping[str, Any], *, source: Path) -> RagevConfig:
     cache = run.boolean("cache")
     interval = run.number("progress_interval", 2.0, low=0.0, low_open=True, example="2")
     assert interval is not None
+    preflight = run.boolean("preflight", True)
 
     variants_raw = raw.get("variants", [])
     if not isinstance(variants_raw, list):
@@ -252,6 +255,7 @@ def parse_config(raw: Mapping[str, Any], *, source: Path) -> RagevConfig:
         concurrency=concurrency,
         cache=cache,
         progress_interval=interval,
+        preflight=bool(preflight),
         variants=tuple(variants),
     )
 

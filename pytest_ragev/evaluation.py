@@ -61,8 +61,17 @@ from pytest_ragev.metrics import (
 Tokenizer = Callable[[str], list[list[str]]]
 
 
-def default_concurrency() -> int:
-    """The seed's default: one thread fewer than the CPUs, at least one."""
+#: Calls in flight by default for pipelines that wait on a service (chat, http, factory).
+IO_BOUND_CONCURRENCY = 8
+
+
+def default_concurrency(io_bound: bool = False) -> int:
+    """Calls in flight when nothing sets it. A pipeline that computes (the built-in one
+    offline) gets one thread fewer than the CPUs, at least one; one that waits on a
+    service gets :data:`IO_BOUND_CONCURRENCY` whatever the CPU count: its threads sleep
+    on sockets, and a 2-core CI runner would otherwise ask one question at a time."""
+    if io_bound:
+        return IO_BOUND_CONCURRENCY
     return max((os.cpu_count() or 1) - 1, 1)
 
 
@@ -142,9 +151,15 @@ class RunPlan:
 
     @property
     def concurrency(self) -> int:
-        """Pipeline calls in flight at once (``1`` is strictly serial)."""
+        """Pipeline calls in flight at once (``1`` is strictly serial), for a pipeline
+        that computes; see :meth:`concurrency_for`."""
+        return self.concurrency_for(io_bound=False)
+
+    def concurrency_for(self, *, io_bound: bool) -> int:
+        """Calls in flight: ``--ragev-concurrency``, else ``[run] concurrency``, else
+        :func:`default_concurrency` for the kind of pipeline."""
         value = self.options.concurrency or self.config.concurrency
-        return value if value is not None else default_concurrency()
+        return value if value is not None else default_concurrency(io_bound)
 
     @property
     def report_json(self) -> Path | None:

@@ -10,6 +10,7 @@ the caches live; the identities themselves are the pure functions of
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -68,6 +69,9 @@ class DefaultPipelineHooks:
         self._cache_setting = cache_setting
         self._progress = progress
         self._pipes: dict[str | None, Pipeline] = {}
+        # Guards the lazily made values below: --ragev-concurrency threads ask for them
+        # at once (a cache made twice, or seen before it is made, loses answers).
+        self._lazy = threading.RLock()
         self._cache: AnswerCache | None = None
         self._cache_ready = False
         # The corpus the last fingerprint was computed for (identity, not equality).
@@ -81,10 +85,12 @@ class DefaultPipelineHooks:
 
     def pipeline(self, settings: PipelineSettings) -> Pipeline:
         """The pipeline object of ``settings`` (built and validated once per configuration)."""
-        pipe = self._pipes.get(settings.variant)
-        if pipe is None:
-            pipe = self._pipes[settings.variant] = build_pipeline(settings, source=self._source)
-        return pipe
+        with self._lazy:
+            pipe = self._pipes.get(settings.variant)
+            if pipe is None:
+                pipe = build_pipeline(settings, source=self._source)
+                self._pipes[settings.variant] = pipe
+            return pipe
 
     def validate(self, all_settings: Sequence[PipelineSettings]) -> None:
         """Build (validate) every selected pipeline up front: bad knobs fail before any item.
@@ -139,6 +145,10 @@ class DefaultPipelineHooks:
         if pipe is not None and not isinstance(pipe, FactoryPipeline):
             return ""
         memo_key = None if pipe is None else pipe.name
+        with self._lazy:
+            return self._code_digest(pipe, memo_key)
+
+    def _code_digest(self, pipe: FactoryPipeline | None, memo_key: str | None) -> str:
         if memo_key not in self._code_memo:
             if pipe is None:
                 files = [Path(str(impl.plugin.__file__)) for name in USER_HOOKS
@@ -150,12 +160,13 @@ class DefaultPipelineHooks:
         return self._code_memo[memo_key]
 
     def _answer_cache(self) -> AnswerCache | None:
-        if not self._cache_ready:
-            self._cache_ready = True
-            root = self._cache_root()
-            if root is not None:
-                self._cache = AnswerCache(root / "answers")
-        return self._cache
+        with self._lazy:
+            if not self._cache_ready:
+                root = self._cache_root()
+                if root is not None:
+                    self._cache = AnswerCache(root / "answers")
+                self._cache_ready = True
+            return self._cache
 
     def kb_cache_dir(self) -> Path | None:
         """Where built knowledge bases are cached (``None``: nowhere)."""

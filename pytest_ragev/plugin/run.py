@@ -25,7 +25,7 @@ import pytest
 
 from pytest_ragev.config import RagevConfig, RunOptions
 from pytest_ragev.core.attribution import PassageIndex
-from pytest_ragev.core.errors import RagevError
+from pytest_ragev.core.errors import RagevError, name_variant
 from pytest_ragev.core.record import QuestionKey, Record
 from pytest_ragev.core.types import METRIC_NAMES, STATUS_RUNNING, CustomMetric, QAPair
 from pytest_ragev.dataset import Dataset, load_dataset
@@ -38,6 +38,7 @@ from pytest_ragev.evaluation import (
     run_params,
     score_records,
 )
+from pytest_ragev.pipelines import Pipeline, Preflight, is_io_bound
 from pytest_ragev.pipelines.builtin import BuiltinPipeline
 from pytest_ragev.pipelines.builtin.config import unread_knobs
 from pytest_ragev.plugin.answering import Answerer
@@ -232,7 +233,7 @@ class ActiveRun:
                 corpus=lambda: self.dataset.corpus,
                 index=lambda: self.passage_index,
                 dataset_fingerprint=lambda: self.dataset.fingerprint,
-                concurrency=self.plan.concurrency,
+                concurrency=self.plan.concurrency_for(io_bound=self._io_bound()),
                 prefetch=not self.is_worker,
                 scorer=self._score if (self.score_items or self.plan.custom_metrics) else None,
                 score_every_question=self.score_items,
@@ -275,7 +276,55 @@ class ActiveRun:
             self.task_id = plan.options.task_id or make_task_id(
                 self.dataset.dataset_id, task_user(self.ragev.task_user))
             self._warnings = tuple(self._unread_knobs())
+            if not self.config.option.collectonly:
+                self._check_services()
             self.signals.install()
+
+    def _configured_pipelines(self) -> list[tuple[str | None, Pipeline]]:
+        """The selected configurations' pipelines, unless the project's hooks answer."""
+        if self._user_answers():
+            return []
+        return [(variant, self.defaults.pipeline(self.plan.settings(variant)))
+                for variant in self.plan.variants]
+
+    def _io_bound(self) -> bool:
+        pipes = self._configured_pipelines()
+        return bool(pipes) and all(is_io_bound(pipe) for _, pipe in pipes)
+
+    def _answer_is_cached(self, variant: str | None, case: QAPair) -> bool:
+        settings = self.plan.settings(variant)
+        cache, key = self.defaults.answer_cache_entry(settings, case, self.dataset.fingerprint)
+        return cache is not None and key is not None and cache.get(key) is not None
+
+    def _check_services(self) -> None:
+        """Before any question: the environment a remote pipeline needs is set, and (one
+        request per configuration, unless ``[run] preflight = false``) its service
+        answers and takes the key. Either failing is one usage error (exit 4)."""
+        source = self.ragev.source
+        # Only pipelines that call a service (not the built-in one offline, whose cache
+        # is better left unopened until the questions run).
+        checks = [(variant, pipe) for variant, pipe in self._configured_pipelines()
+                  if isinstance(pipe, Preflight) and is_io_bound(pipe)]
+        missing: list[str] = []
+        seen: set[str] = set()
+        for variant, pipe in checks:
+            for line in pipe.missing_environment():
+                if line not in seen:  # variants that inherit a key need it said once
+                    seen.add(line)
+                    missing.append(name_variant(f"{source}: {line}", source, variant))
+        if missing:
+            raise pytest.UsageError("; ".join(missing))
+        if not self.ragev.preflight or not self.dataset.pairs:
+            return
+        first = self.dataset.pairs[0]
+        for variant, pipe in checks:
+            if self._answer_is_cached(variant, first):
+                continue  # a rerun served from the cache may not need the service at all
+            reason = pipe.preflight(first)
+            if reason is not None:
+                raise pytest.UsageError(name_variant(
+                    f"{source}: {reason}; no question was asked (set [run] preflight = false "
+                    "to skip this check)", source, variant))
 
     def _user_answers(self) -> list[Any]:
         """The ``pytest_ragev_answer`` implementations other than the built-in ones, in
