@@ -4,8 +4,8 @@
 ``task`` has the seed's fields (``status`` 0 pending, 1 running, 2 success, 3 failed,
 ``total``/``finished`` counted in questions), ``metric`` the means of the base run in the
 seed's two groups; beyond the seed, ``samples``, ``verdict``, ``errors``, ``attribution``,
-``usage``, ``lowest``, ``baseline``, ``variants`` and ``warnings``. Pure functions: the
-shell writes the file.
+``usage``, ``lowest``, ``passages``, ``baseline``, ``variants`` and ``warnings``. Pure
+functions: the shell writes the file.
 """
 
 from __future__ import annotations
@@ -37,7 +37,12 @@ from pytest_ragev.gate import Comparison, QuestionDiff
 
 
 def metric_block(run: RunResult | None) -> dict[str, Any]:
-    """``{"retrieval_metrics": {...}, "generation_metrics": {...}, "counts": {...}}``."""
+    """``{"retrieval_metrics": {...}, "generation_metrics": {...}, "counts": {...}}``.
+
+    Custom metrics add ``custom_metrics`` (their means) and ``directions`` (``"higher"``
+    or ``"lower"`` is better), so a saved report can be gated later (``ragev report
+    compare``) with each metric judged in its own direction.
+    """
     def means(names: Sequence[str]) -> dict[str, float | None]:
         if run is None:
             return {name: None for name in names}
@@ -53,6 +58,7 @@ def metric_block(run: RunResult | None) -> dict[str, Any]:
         custom = [name for name in run.summary if name not in METRIC_NAMES]
         if custom:
             block["custom_metrics"] = means(custom)
+            block["directions"] = {name: run.summary[name].direction for name in custom}
         block["counts"] = {name: item.n for name, item in run.summary.items()}
     return block
 
@@ -117,6 +123,10 @@ def final_report(
         **run_figures(base),
         "lowest": lowest_json(outcome.lowest),
     }
+    if outcome.passages:
+        # The texts of the passages the per-question views name (a few dozen, shortened),
+        # so a saved report renders them again (``ragev report html``).
+        data["passages"] = {str(pid): text for pid, text in sorted(outcome.passages.items())}
     if outcome.warnings:
         data["warnings"] = [outcome.relative(line) for line in outcome.warnings]
     if gate.comparisons or gate.not_compared is not None or gate.new_variants:
@@ -215,6 +225,7 @@ def comparison_json(comparison: Comparison) -> dict[str, Any]:
                 "family": m.family,
                 "n": m.n,
                 "status": m.status,
+                "gated": m.rule.enabled,
             }
             for m in comparison.metrics
         },
