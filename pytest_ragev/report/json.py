@@ -35,6 +35,11 @@ from pytest_ragev.evaluation import (
 )
 from pytest_ragev.gate import Comparison, QuestionDiff
 
+#: ``data.schema_version`` of the reports this version writes. Raised when a key changes
+#: meaning or goes away (adding keys does not): ``ragev report`` then refuses a report
+#: newer than it reads, instead of misreading it.
+REPORT_SCHEMA_VERSION = 1
+
 
 def metric_block(run: RunResult | None) -> dict[str, Any]:
     """``{"retrieval_metrics": {...}, "generation_metrics": {...}, "counts": {...}}``.
@@ -109,6 +114,7 @@ def final_report(
     else:
         status, err_msg = STATUS_SUCCESS, ""
     data: dict[str, Any] = {
+        "schema_version": REPORT_SCHEMA_VERSION,
         "task": _task(facts, dataset_id, status=status, err_msg=err_msg),
         "params": base.params if base is not None else dict(params),
         "metric": metric_block(base),

@@ -57,6 +57,7 @@ from pytest_ragev.gate import (
 )
 from pytest_ragev.gate.baseline import SCHEMA
 from pytest_ragev.gate.workflow import GateOutcome, not_compared_line
+from pytest_ragev.report.json import REPORT_SCHEMA_VERSION
 
 
 class ReportError(RagevError):
@@ -162,6 +163,16 @@ def report_data(report: Any, source: str) -> Mapping[str, Any]:
         raise ReportError(
             f"{source} is neither a pytest-ragev JSON report (no data.task and data.metric) "
             f"nor a baseline file (no \"schema\": {SCHEMA!r}); pass {_FILES}"
+        )
+    version = data.get("schema_version", 1)  # reports before the key was added are 1
+    if type(version) is not int or version < 1:
+        raise ReportError(f"{source}: data.schema_version is {version!r}, not a version "
+                          "number; pass a report pytest-ragev wrote")
+    if version > REPORT_SCHEMA_VERSION:
+        raise ReportError(
+            f"{source} has report schema_version {version}, this pytest-ragev reads up to "
+            f"{REPORT_SCHEMA_VERSION}: upgrade pytest-ragev (pip install -U pytest-ragev) "
+            "to read it"
         )
     task = _mapping(data["task"], "data.task", source)
     status = task.get("status")
@@ -348,6 +359,16 @@ def outcome_from_report(
 
 
 def _facts(data: Mapping[str, Any], source: str) -> RunFacts:
+    version = data.get("schema_version", 1)  # reports before the key was added are 1
+    if type(version) is not int or version < 1:
+        raise ReportError(f"{source}: data.schema_version is {version!r}, not a version "
+                          "number; pass a report pytest-ragev wrote")
+    if version > REPORT_SCHEMA_VERSION:
+        raise ReportError(
+            f"{source} has report schema_version {version}, this pytest-ragev reads up to "
+            f"{REPORT_SCHEMA_VERSION}: upgrade pytest-ragev (pip install -U pytest-ragev) "
+            "to read it"
+        )
     task = _mapping(data["task"], "data.task", source)
     status = task.get("status")
     err_msg = str(task.get("err_msg") or "")

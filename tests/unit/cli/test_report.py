@@ -253,6 +253,11 @@ BAD_FILES: dict[str, tuple[bytes | None, str]] = {
     "progress": (b'{"success": true, "data": {"task": {"status": 1, "finished": 2, '
                  b'"total": 9}, "params": {}, "metric": null}}',
                  "is a progress report (task status 1, running: 2 of 9 questions finished)"),
+    "newer report": (b'{"success": true, "data": {"schema_version": 2, "task": {"status": 2}, '
+                     b'"params": {}, "metric": {}}}',
+                     "has report schema_version 2, this pytest-ragev reads up to 1"),
+    "newer baseline": (b'{"schema": "pytest-ragev-baseline", "schema_version": 3}',
+                       "has schema_version 3, this pytest-ragev reads 1 and 2"),
     "damaged baseline": (b'{"schema": "pytest-ragev-baseline", "schema_version": 2}',
                          "dataset is missing"),
 }

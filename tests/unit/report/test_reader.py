@@ -387,6 +387,11 @@ def test_a_baseline_file_shows_its_runs_and_their_thresholds(tmp_path: Path) -> 
      (b"[1, 2]", "the top level is a list, not an object"),
      (b'{"schema": "pytest-ragev-baseline", "schema_version": 99}',
       "has schema_version 99, this pytest-ragev reads 1 and 2"),
+     (b'{"success": true, "data": {"schema_version": 7, "task": {"status": 2}, '
+      b'"metric": {}}}',
+      "has report schema_version 7, this pytest-ragev reads up to 1: upgrade pytest-ragev"),
+     (b'{"data": {"schema_version": "1", "task": {"status": 2}, "metric": {}}}',
+      "data.schema_version is '1', not a version number"),
      (b"{not json", "is not valid JSON (line 1 column 2"),
      (b"\xff\xfe{}", "is not UTF-8 text (byte 0xff at offset 0)"),
      (b"[" * 100_000 + b"]" * 100_000, "nests arrays or objects too deeply")],
