@@ -11,6 +11,7 @@ needs.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import secrets
@@ -26,12 +27,13 @@ from pytest_ragev.config import RagevConfig, RunOptions
 from pytest_ragev.core.attribution import PassageIndex
 from pytest_ragev.core.errors import RagevError
 from pytest_ragev.core.record import QuestionKey, Record
-from pytest_ragev.core.types import METRIC_NAMES, CustomMetric, QAPair
+from pytest_ragev.core.types import METRIC_NAMES, STATUS_RUNNING, CustomMetric, QAPair
 from pytest_ragev.dataset import Dataset, load_dataset
 from pytest_ragev.evaluation import (
     AnsweredBy,
     EvalInputs,
     RunFacts,
+    RunningMeans,
     RunPlan,
     run_params,
     score_records,
@@ -131,6 +133,7 @@ class ActiveRun:
             no_cache=options.no_cache,
             cache_setting=ragev.cache,
             progress=kb_progress_factory(config),
+            project_root=config.rootpath,
         )
         self.progress = ProgressFile(options.report_json or ragev.report_json,
                                      interval=ragev.progress_interval, report=self._progress)
@@ -140,6 +143,9 @@ class ActiveRun:
         )
         self.finisher = Finisher(self, self.inputs)
         self._answerer: Answerer | None = None
+        # The running means of the progress report, and how many records they count.
+        self._running: RunningMeans | None = None
+        self._running_seen = 0
         self.activated = False
 
     def register(self) -> None:
@@ -174,7 +180,8 @@ class ActiveRun:
         """The run plan: settings resolved once, with the hooks' custom metrics."""
         if self._plan is None:
             try:
-                self._plan = RunPlan.build(self.ragev, self.options, self._custom_metrics())
+                self._plan = RunPlan.build(self.ragev, self.options, self._custom_metrics(),
+                                           self.config.hook.pytest_ragev_tokenizer())
             except RagevError as exc:
                 raise _usage(exc) from None
         return self._plan
@@ -244,7 +251,7 @@ class ActiveRun:
     def _score(self, record: Record) -> Record:
         return score_records([record], profile=self.plan.profile,
                              custom=self.plan.custom_metrics,
-                             tokenizer=self.config.hook.pytest_ragev_tokenizer())[0]
+                             tokenizer=self.plan.tokenizer.tokenizer)[0]
 
     def _cache_root(self) -> Path | None:
         cache_provider = getattr(self.config, "cache", None)
@@ -265,8 +272,8 @@ class ActiveRun:
         if plan.options.update_baseline and not self.is_worker:
             _check_baseline_target(plan.baseline_path, self.ragev.source)
         if not self.is_worker:
-            self.task_id = make_task_id(self.dataset.dataset_id,
-                                        task_user(self.ragev.task_user))
+            self.task_id = plan.options.task_id or make_task_id(
+                self.dataset.dataset_id, task_user(self.ragev.task_user))
             self._warnings = tuple(self._unread_knobs())
             self.signals.install()
 
@@ -374,12 +381,22 @@ class ActiveRun:
             records=records,
             facts=self.facts(interrupted),
             params={v: self.params(v) for v in self.plan.variants if v in variants},
-            tokenizer=self.config.hook.pytest_ragev_tokenizer(),
         )
 
     def _progress(self, status: int, err_msg: str) -> dict[str, Any]:
+        running = None
+        if status == STATUS_RUNNING:
+            if self._running is None:
+                self._running = RunningMeans(self.plan)
+            new = self.records.since(self._running_seen)
+            self._running_seen += len(new)
+            # A misbehaving custom metric: the end of the run says so, in one line.
+            with contextlib.suppress(RagevError):
+                self._running.add(new)
+            running = self._running.summary()
         return progress_report(self.facts(), dataset_id=self.dataset.dataset_id,
-                               params=self.params(None), status=status, err_msg=err_msg)
+                               params=self.params(None), status=status, err_msg=err_msg,
+                               running=running)
 
     def _error_record(self, key: QuestionKey, error: str) -> Record:
         variant, qid = key

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_ragev.core.record import Record
-from pytest_ragev.core.results import RunResult
+from pytest_ragev.core.results import MetricSummary, RunResult
 from pytest_ragev.core.types import (
     GENERATION_METRICS,
     METRIC_NAMES,
@@ -48,23 +48,26 @@ def metric_block(run: RunResult | None) -> dict[str, Any]:
     or ``"lower"`` is better), so a saved report can be gated later (``ragev report
     compare``) with each metric judged in its own direction.
     """
+    return summary_block(None if run is None else run.summary)
+
+
+def summary_block(summary: Mapping[str, MetricSummary] | None) -> dict[str, Any]:
+    """:func:`metric_block` of a metric summary (``None``: every mean ``None``)."""
     def means(names: Sequence[str]) -> dict[str, float | None]:
-        if run is None:
+        if summary is None:
             return {name: None for name in names}
-        return {
-            name: (run.summary[name].mean if name in run.summary else None) for name in names
-        }
+        return {name: (summary[name].mean if name in summary else None) for name in names}
 
     block: dict[str, Any] = {
         "retrieval_metrics": means(RETRIEVAL_METRICS),
         "generation_metrics": means(GENERATION_METRICS),
     }
-    if run is not None:
-        custom = [name for name in run.summary if name not in METRIC_NAMES]
+    if summary is not None:
+        custom = [name for name in summary if name not in METRIC_NAMES]
         if custom:
             block["custom_metrics"] = means(custom)
-            block["directions"] = {name: run.summary[name].direction for name in custom}
-        block["counts"] = {name: item.n for name, item in run.summary.items()}
+            block["directions"] = {name: summary[name].direction for name in custom}
+        block["counts"] = {name: item.n for name, item in summary.items()}
     return block
 
 
@@ -83,15 +86,18 @@ def _task(facts: RunFacts, dataset_id: str, *, status: int, err_msg: str) -> dic
 def progress_report(
     facts: RunFacts, *, dataset_id: str, params: Mapping[str, Any],
     status: int = STATUS_RUNNING, err_msg: str = "",
+    running: Mapping[str, MetricSummary] | None = None,
 ) -> dict[str, Any]:
     """The report before the first item (status 0), while the run goes (1), or after a
-    usage error (3). ``params`` is the base configuration's settings snapshot."""
+    usage error (3). ``params`` is the base configuration's settings snapshot;
+    ``running`` the means of its questions answered so far, which ``metric`` shows while
+    the run goes, as the original's task detail does (``null`` before the first one)."""
     return {
         "success": status != STATUS_FAILED,
         "data": {
             "task": _task(facts, dataset_id, status=status, err_msg=err_msg),
             "params": dict(params),
-            "metric": None,
+            "metric": None if not running else summary_block(running),
         },
     }
 
