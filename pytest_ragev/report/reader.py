@@ -28,7 +28,12 @@ from typing import Any, Literal
 from pytest_ragev.core.digest import sha256_json
 from pytest_ragev.core.errors import BaselineError, RagevError
 from pytest_ragev.core.results import Direction, MetricSummary, RunResult, SampleResult
-from pytest_ragev.core.types import METRIC_NAMES, STATUS_FAILED
+from pytest_ragev.core.types import (
+    METRIC_NAMES,
+    STATUS_FAILED,
+    STATUS_PENDING,
+    STATUS_RUNNING,
+)
 from pytest_ragev.evaluation import (
     LOWEST_BY,
     LowestQuestions,
@@ -176,7 +181,8 @@ def report_data(report: Any, source: str) -> Mapping[str, Any]:
         )
     task = _mapping(data["task"], "data.task", source)
     status = task.get("status")
-    if data["metric"] is None:
+    # A running report shows the running means (metric is set): the status tells.
+    if data["metric"] is None or status in (STATUS_PENDING, STATUS_RUNNING):
         if status == STATUS_FAILED:
             raise ReportError(
                 f"{source}: the run failed before any question was scored "
@@ -299,6 +305,8 @@ def _run(
         samples=samples,
         summary=ordered,
         variant=variant,
+        # Empty in a report written before the tokenizer was recorded: taken at its word.
+        tokenizer=str(metrics_params.get("tokenizer") or ""),
     )
 
 
@@ -616,6 +624,12 @@ def compare_saved(
                 f"{base.source} was computed with metric profile {recorded.profile!r}, "
                 f"{current.source} with {run.profile!r}: numbers across metric profiles are "
                 "not comparable; compare runs of one profile"
+            )
+        if recorded.tokenizer and run.tokenizer and recorded.tokenizer != run.tokenizer:
+            raise ReportError(
+                f"{base.source} was computed with the tokenizer {recorded.tokenizer!r}, "
+                f"{current.source} with {run.tokenizer!r}: text metrics across tokenizers "
+                "are not comparable; compare runs of one [metrics] tokenizer"
             )
     if base.run_for(None) is None and any(run.variant is None for run in runs):
         ran = ", ".join(str(run.variant) for run in base.runs)

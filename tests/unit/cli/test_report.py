@@ -258,6 +258,11 @@ BAD_FILES: dict[str, tuple[bytes | None, str]] = {
                      "has report schema_version 2, this pytest-ragev reads up to 1"),
     "newer baseline": (b'{"schema": "pytest-ragev-baseline", "schema_version": 3}',
                        "has schema_version 3, this pytest-ragev reads 1 and 2"),
+    # The running report shows the running means: still not a finished run.
+    "running": (b'{"success": true, "data": {"task": {"status": 1, "finished": 3, '
+                b'"total": 9}, "params": {}, "metric": {"retrieval_metrics": '
+                b'{"recall": 0.5}, "generation_metrics": {}, "counts": {"recall": 3}}}}',
+                "is a progress report (task status 1, running: 3 of 9 questions finished)"),
     "damaged baseline": (b'{"schema": "pytest-ragev-baseline", "schema_version": 2}',
                          "dataset is missing"),
 }

@@ -318,6 +318,16 @@ def test_compare_refuses_files_it_cannot_pair(tmp_path: Path) -> None:
     with pytest.raises(ReportError, match=r"metric profile 'weknora', .*std\.json with "
                                           r"'standard'"):
         compare_saved(good, standard)
+    # Another text tokenizer (recorded in params.metrics by the plugin): not comparable.
+    def tokenized(saved: Saved, tokenizer: str) -> Saved:
+        return replace(saved, runs=tuple(replace(r, tokenizer=tokenizer) for r in saved.runs))
+    jieba, whitespace = tokenized(good, "default/2 jieba==0.42.1"), tokenized(good, "whitespace")
+    with pytest.raises(ReportError, match=r"tokenizer 'default/2 jieba==0\.42\.1', .*with "
+                                          r"'whitespace': text metrics across tokenizers"):
+        compare_saved(jieba, whitespace)
+    # A file that records no tokenizer (written before it was) is taken at its word.
+    assert good.runs[0].tokenizer  # the plugin's report recorded its tokenizer
+    assert compare_saved(tokenized(good, ""), whitespace).gate.comparisons
     # Another dataset (an edited one): a JSON report has no hashes to pair questions by.
     edited = replace(good, runs=tuple(replace(r, fingerprint="e" * 64) for r in good.runs))
     with pytest.raises(ReportError, match=r"the data changed, and .*good\.json is a JSON report"):
