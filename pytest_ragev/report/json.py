@@ -120,7 +120,6 @@ def final_report(
     else:
         status, err_msg = STATUS_SUCCESS, ""
     data: dict[str, Any] = {
-        "schema_version": REPORT_SCHEMA_VERSION,
         "task": _task(facts, dataset_id, status=status, err_msg=err_msg),
         "params": base.params if base is not None else dict(params),
         "metric": metric_block(base),
@@ -134,6 +133,8 @@ def final_report(
         "errors": errors_json(outcome.error_list),
         **run_figures(base),
         "lowest": lowest_json(outcome.lowest),
+        # After the seed's keys and ours that every report has: the seed's order first.
+        "schema_version": REPORT_SCHEMA_VERSION,
     }
     if outcome.passages:
         # The texts of the passages the per-question views name (a few dozen, shortened),
