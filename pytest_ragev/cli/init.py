@@ -51,6 +51,7 @@ name = "builtin"      # the embedded offline pipeline; hooks in conftest.py answ
 
 [metrics]
 profile = "weknora"   # or "standard" (trec_eval, rouge-score and NLTK definitions)
+# tokenizer = "ja"    # text metrics: "default" (every script), "ja" / "ko" (MeCab extras)
 
 [thresholds]          # floors on the means: the run fails below them
 # recall = 0.6
