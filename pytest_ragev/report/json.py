@@ -4,8 +4,8 @@
 ``task`` has the seed's fields (``status`` 0 pending, 1 running, 2 success, 3 failed,
 ``total``/``finished`` counted in questions), ``metric`` the means of the base run in the
 seed's two groups; beyond the seed, ``samples``, ``verdict``, ``errors``, ``attribution``,
-``usage``, ``lowest``, ``baseline``, ``variants`` and ``warnings``. Pure functions: the
-shell writes the file.
+``usage``, ``lowest``, ``passages``, ``baseline``, ``variants`` and ``warnings``. Pure
+functions: the shell writes the file.
 """
 
 from __future__ import annotations
@@ -35,9 +35,19 @@ from pytest_ragev.evaluation import (
 )
 from pytest_ragev.gate import Comparison, QuestionDiff
 
+#: ``data.schema_version`` of the reports this version writes. Raised when a key changes
+#: meaning or goes away (adding keys does not): ``ragev report`` then refuses a report
+#: newer than it reads, instead of misreading it.
+REPORT_SCHEMA_VERSION = 1
+
 
 def metric_block(run: RunResult | None) -> dict[str, Any]:
-    """``{"retrieval_metrics": {...}, "generation_metrics": {...}, "counts": {...}}``."""
+    """``{"retrieval_metrics": {...}, "generation_metrics": {...}, "counts": {...}}``.
+
+    Custom metrics add ``custom_metrics`` (their means) and ``directions`` (``"higher"``
+    or ``"lower"`` is better), so a saved report can be gated later (``ragev report
+    compare``) with each metric judged in its own direction.
+    """
     return summary_block(None if run is None else run.summary)
 
 
@@ -56,6 +66,7 @@ def summary_block(summary: Mapping[str, MetricSummary] | None) -> dict[str, Any]
         custom = [name for name in summary if name not in METRIC_NAMES]
         if custom:
             block["custom_metrics"] = means(custom)
+            block["directions"] = {name: summary[name].direction for name in custom}
         block["counts"] = {name: item.n for name, item in summary.items()}
     return block
 
@@ -122,7 +133,13 @@ def final_report(
         "errors": errors_json(outcome.error_list),
         **run_figures(base),
         "lowest": lowest_json(outcome.lowest),
+        # After the seed's keys and ours that every report has: the seed's order first.
+        "schema_version": REPORT_SCHEMA_VERSION,
     }
+    if outcome.passages:
+        # The texts of the passages the per-question views name (a few dozen, shortened),
+        # so a saved report renders them again (``ragev report html``).
+        data["passages"] = {str(pid): text for pid, text in sorted(outcome.passages.items())}
     if outcome.warnings:
         data["warnings"] = [outcome.relative(line) for line in outcome.warnings]
     if gate.comparisons or gate.not_compared is not None or gate.new_variants:
@@ -221,6 +238,7 @@ def comparison_json(comparison: Comparison) -> dict[str, Any]:
                 "family": m.family,
                 "n": m.n,
                 "status": m.status,
+                "gated": m.rule.enabled,
             }
             for m in comparison.metrics
         },

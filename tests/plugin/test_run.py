@@ -250,7 +250,7 @@ def test_report_schema(pytester: pytest.Pytester, make_project: Project) -> None
     assert report["success"] is True
     data = report["data"]
     assert list(data) == ["task", "params", "metric", "samples", "verdict", "errors",
-                          "attribution", "usage", "lowest"]
+                          "attribution", "usage", "lowest", "schema_version"]
     task = data["task"]
     assert list(task) == [
         "id", "dataset_id", "start_time", "status", "err_msg", "total", "finished"
