@@ -7,6 +7,7 @@ Nothing here imports pytest: the plugin passes the option values in.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import tomllib
@@ -178,6 +179,7 @@ def parse_config(raw: Mapping[str, Any], *, source: Path) -> RagevConfig:
     if not isinstance(name, str):
         raise ConfigError(f"{source}: [pipeline] name = {name!r} is invalid; use \"builtin\", "
                           "\"http\" or \"module:callable\"")
+    _check_finite(pipeline_table, "[pipeline]", source)
     pipeline = PipelineSettings(name=name, options=pipeline_table, base_dir=base_dir)
 
     metrics = top.sub("metrics")
@@ -249,6 +251,7 @@ def parse_config(raw: Mapping[str, Any], *, source: Path) -> RagevConfig:
         seen.add(vname)
         overrides = entry.sub("pipeline", where=f"{where} pipeline",
                               fix="write the overrides as pipeline.<knob> = ... under [[variants]]")
+        _check_finite(overrides.table, f"{where} pipeline", source)
         variants.append(VariantConfig(name=vname, pipeline=overrides.table))
 
     return RagevConfig(
@@ -290,6 +293,25 @@ def _thresholds(table: Table) -> dict[str, float]:
         assert value is not None
         values[metric] = value
     return values
+
+
+def _check_finite(value: Any, table: str, source: Path, path: str = "") -> None:
+    """Refuse TOML's ``nan`` and ``inf`` anywhere in a free-form ``table`` (``[pipeline]``,
+    a variant's overrides): its knobs go into every report and the baseline, which are
+    strict JSON. ``path`` is the dotted key inside ``table`` (``chat.temperature``)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        key = f"{table} {path}" if table.endswith("]") else f"{table}.{path}"
+        raise ConfigError(
+            f"{source}: {key} = {value!r} is invalid; the reports and the baseline record "
+            "every knob, and JSON has no NaN or infinity: write a finite number, or leave "
+            "the knob out"
+        )
+    if isinstance(value, Mapping):
+        for name, item in value.items():
+            _check_finite(item, table, source, f"{path}.{name}" if path else str(name))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_finite(item, table, source, f"{path}[{index}]")
 
 
 def _check_name(name: str, key: str, source: Path) -> None:

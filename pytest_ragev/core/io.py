@@ -90,6 +90,20 @@ def dumps_json(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, indent=2, allow_nan=False) + "\n"
 
 
+#: What a failed write of JSON may raise: the file system's OSError, or the content's
+#: ValueError (a NaN, an infinity, a cycle) and TypeError (a value JSON has no form for).
+WRITE_ERRORS = (OSError, ValueError, TypeError)
+
+
+def write_error_cause(exc: BaseException) -> tuple[str, bool]:
+    """Why a write failed, in words, and whether the content (not the disk) was at fault."""
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc), False
+    if "Out of range float" in str(exc):
+        return "it holds a NaN or an infinity, which strict JSON has no form for", True
+    return f"it is not JSON ({exc})", True
+
+
 def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
     """Serialise ``obj`` with :func:`dumps_json` and write it atomically."""
     atomic_write_text(path, dumps_json(obj))

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pytest_ragev.core.errors import BaselineError
+from pytest_ragev.core.io import WRITE_ERRORS, write_error_cause
 from pytest_ragev.core.results import RunResult
 from pytest_ragev.gate.baseline import (
     CorpusChange,
@@ -169,11 +170,13 @@ def _write(path: Path, snapshot: Snapshot, what: str = "baseline") -> str | None
     """Write ``snapshot`` to ``path``; the failure line when that is impossible."""
     try:
         write_snapshot(path, snapshot)
-    except (OSError, ValueError) as exc:
-        cause = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    except WRITE_ERRORS as exc:
+        cause, content = write_error_cause(exc)
+        fix = ("return finite numbers from custom metrics" if content else
+               "free space, make the folder writable, or point [baseline] path "
+               "(--ragev-baseline) at another file")
         return (f"ragev: could not write the {what} {path}: {cause}; the previous file, if "
-                "any, is untouched: free space, make the folder writable, or point "
-                "[baseline] path (--ragev-baseline) at another file")
+                f"any, is untouched: {fix}")
     return None
 
 

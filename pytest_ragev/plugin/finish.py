@@ -22,7 +22,13 @@ from _pytest._code.code import TerminalRepr
 from _pytest.junitxml import xml_key
 
 from pytest_ragev.core.errors import RagevError
-from pytest_ragev.core.io import is_stream, write_output, write_output_json
+from pytest_ragev.core.io import (
+    WRITE_ERRORS,
+    is_stream,
+    write_error_cause,
+    write_output,
+    write_output_json,
+)
 from pytest_ragev.core.types import STATUS_FAILED
 from pytest_ragev.evaluation import EvalInputs, Outcome, evaluate
 from pytest_ragev.report import (
@@ -43,12 +49,14 @@ def _unprefixed(message: str) -> str:
     return message.removeprefix("ragev: ")
 
 
-def write_error_line(what: str, path: Path | str, exc: Exception) -> str:
-    """One line naming the report file that could not be written and why."""
-    cause = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+def write_error_line(what: str, path: Path | str, exc: BaseException) -> str:
+    """One line naming the report file that could not be written, why, and the fix."""
+    cause, content = write_error_cause(exc)
+    fix = ("return JSON values (finite numbers, strings, lists, dicts) from "
+           "pytest_ragev_report hooks and custom metrics" if content else
+           "free space, make the folder writable, or choose another path")
     return (f"could not write the {what} {path}: {cause}; the previous file, if any, is "
-            "untouched and the other reports were written: free space, make the folder "
-            "writable, or choose another path")
+            f"untouched and the other reports were written: {fix}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -218,7 +226,7 @@ class Finisher:
         and the other reports are still written. Whether it was written."""
         try:
             write()
-        except (OSError, ValueError) as exc:  # ValueError: a NaN in strict JSON
+        except WRITE_ERRORS as exc:  # the disk, or content strict JSON refuses
             self.write_errors.append(write_error_line(what, path, exc))
             return False
         return True

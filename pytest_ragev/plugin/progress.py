@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_ragev.core.io import is_stream, write_output_json
+from pytest_ragev.core.io import WRITE_ERRORS, is_stream, write_error_cause, write_output_json
 from pytest_ragev.core.types import STATUS_FAILED, STATUS_RUNNING
 from pytest_ragev.plugin.collect import NodeIds
 
@@ -52,10 +52,10 @@ class ProgressFile:
         self._last_write = time.monotonic()
         try:
             write_output_json(self.path, self._report(status, err_msg))
-        except (OSError, ValueError) as exc:
+        except WRITE_ERRORS as exc:
             if not quiet and not self._warned:
                 self._warned = True  # every few seconds the same line would bury the output
-                cause = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                cause = write_error_cause(exc)[0]
                 sys.stderr.write(f"ragev: warning: could not write the running report to "
                                  f"{self.path}: {cause}; the run goes on\n")
             return False

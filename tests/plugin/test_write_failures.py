@@ -75,19 +75,24 @@ def test_a_baseline_that_cannot_be_written_is_one_line_in_the_report_too(
     assert (pytester.path / "baselines").read_text(encoding="utf-8").startswith("a file")
 
 
+@pytest.mark.parametrize(("value", "cause"), [
+    ("float('nan')", "holds a NaN or an infinity"),
+    ("{'eine Menge'}", "it is not JSON (Object of type set is not JSON serializable)"),
+])
 def test_a_report_that_cannot_be_written_does_not_stay_running(
-    pytester: pytest.Pytester, make_project: Project
+    pytester: pytest.Pytester, make_project: Project, value: str, cause: str
 ) -> None:
     make_project()
-    # A NaN the strict JSON writer refuses, put in by a report hook: never half a file,
-    # and the file is not left as the run's last running report either.
+    # A value strict JSON refuses, put in by a report hook: never half a file, and the
+    # file is not left as the run's last running report either.
     pytester.makeconftest(
         pytester.path.joinpath("conftest.py").read_text(encoding="utf-8") + "\n"
         "@pytest.hookimpl\n"
         "def pytest_ragev_report(report):\n"
-        "    report['data']['extra'] = float('nan')\n"
+        f"    report['data']['extra'] = {value}\n"
     )
     result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
-    _one_error(result, "could not write the JSON report", "r.json", "Out of range float")
+    _one_error(result, "could not write the JSON report", "r.json", cause,
+               "pytest_ragev_report hooks")
     task = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))["data"]["task"]
     assert task["status"] == 3 and "could not write the JSON report" in task["err_msg"]
