@@ -5,8 +5,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import stat
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -67,11 +69,48 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def dumps_json(obj: Any) -> str:
-    """The project's JSON style: ``ensure_ascii=False``, indent 2, trailing newline."""
-    return json.dumps(obj, ensure_ascii=False, indent=2) + "\n"
+def dumps_json(obj: Any, *, records: Collection[str] = ()) -> str:
+    """The project's JSON style: ``ensure_ascii=False``, indent 2, trailing newline.
+
+    A list of objects under a key in ``records`` (a baseline's ``questions``, a report's
+    ``samples``) is written one compact object per line instead: ``git diff`` still
+    shows one changed question as one changed line, the file is about half the size,
+    and the lines come from the C encoder (``indent`` makes :mod:`json` fall back to its
+    pure-Python encoder, about ten times slower). The text parses to the same value.
+    """
+    lists: list[list[Any]] = []
+    # The placeholder string written where a record list goes: a random tag between
+    # NULs, so no string of the data can look like one.
+    tag = secrets.token_hex(8)
+
+    def slot(value: Any, key: str | None) -> Any:
+        if isinstance(value, dict):
+            return {k: slot(v, k) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            if key in records and value and all(isinstance(v, dict) for v in value):
+                lists.append(list(value))
+                return f"\0{tag}{len(lists) - 1}\0"
+            return [slot(v, None) for v in value]
+        return value
+
+    text = json.dumps(slot(obj, None) if records else obj, ensure_ascii=False, indent=2)
+    if lists:
+        compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+        def fill(match: re.Match[str]) -> str:
+            indent, key, index, comma = match.groups()
+            inner = indent + "  "
+            body = (",\n" + inner).join(compact(v) for v in lists[int(index)])
+            return f"{indent}{key or ''}[\n{inner}{body}\n{indent}]{comma}"
+
+        slots = re.compile(rf'^( *)("[^"\n]*": )?"\\u0000{tag}(\d+)\\u0000"(,?)$',
+                           re.MULTILINE)
+        text = slots.sub(fill, text)
+    return text + "\n"
 
 
-def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
+def atomic_write_json(
+    path: str | os.PathLike[str], obj: Any, *, records: Collection[str] = ()
+) -> None:
     """Serialise ``obj`` with :func:`dumps_json` and write it atomically."""
-    atomic_write_text(path, dumps_json(obj))
+    atomic_write_text(path, dumps_json(obj, records=records))

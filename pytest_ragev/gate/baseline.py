@@ -1,9 +1,12 @@
 """Baseline snapshots: the committed record of a run that later runs are gated against.
 
 A snapshot is one JSON file (``ragev-baseline.json`` by default) written for code
-review: stable key order, ``ensure_ascii=False``, indent 2, questions sorted by qid,
-settings with sorted keys, so re-writing an unchanged run gives identical bytes and a
-changed run gives a readable diff. One file holds the base run and every variant::
+review: stable key order, ``ensure_ascii=False``, indent 2 with one compact line per
+question, questions sorted by qid, settings with sorted keys, so re-writing an
+unchanged run gives identical bytes and a changed run gives a readable diff, one line
+per changed question. A path ending in ``.gz`` is written gzip-compressed (for large
+datasets; ``git diff`` reads it through a textconv); either form is read. One file
+holds the base run and every variant::
 
     {
       "schema": "pytest-ragev-baseline",
@@ -39,17 +42,19 @@ Nothing here imports pytest or numpy.
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
 import sys
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pytest_ragev.core.errors import BaselineError
-from pytest_ragev.core.io import atomic_write_text, dumps_json
+from pytest_ragev.core.io import atomic_write_bytes, dumps_json
 from pytest_ragev.core.results import MetricSummary, RunResult, SampleResult
 
 #: Identifies a pytest-ragev baseline file.
@@ -169,7 +174,9 @@ class Snapshot:
 
     def to_json(self) -> str:
         """The file's text (project JSON style, trailing newline)."""
-        return dumps_json(self.to_data())
+        # One question per line: the diff of a rerun shows each changed question as
+        # one line, and the file of a 100k-question run stays in the tens of MB.
+        return dumps_json(self.to_data(), records=("questions",))
 
     @classmethod
     def from_data(cls, data: Any, *, source: str = "baseline") -> Snapshot:
@@ -557,7 +564,14 @@ def load_snapshot(path: str | os.PathLike[str]) -> Snapshot:
     """Read a baseline file. Missing, unreadable or corrupt files raise :class:`BaselineError`."""
     target = Path(path)
     try:
-        text = target.read_text(encoding="utf-8")
+        raw = target.read_bytes()
+        # A gzip file is read whatever its name (a .json.gz renamed, or the reverse).
+        text = (gzip.decompress(raw) if raw[:2] == _GZIP_MAGIC else raw).decode("utf-8")
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise BaselineError(
+            f"ragev: baseline {target} is a damaged gzip file ({exc}); restore it from "
+            "version control or rewrite it with --ragev-update-baseline"
+        ) from None
     except FileNotFoundError:
         raise BaselineError(
             f"ragev: baseline {target} not found; create it with --ragev-update-baseline"
@@ -586,18 +600,43 @@ def load_snapshot(path: str | os.PathLike[str]) -> Snapshot:
     return Snapshot.from_data(data, source=str(target))
 
 
-def write_snapshot(path: str | os.PathLike[str], snapshot: Snapshot) -> None:
-    """Write ``snapshot`` to ``path`` atomically (readers never see a torn file)."""
-    atomic_write_text(path, snapshot.to_json())
+_GZIP_MAGIC = b"\x1f\x8b"
+#: zlib's default level: a 100k-question baseline compresses about 5x in 1-2 s; level
+#: 9 saves 1-2% more for twice the time.
+_GZIP_LEVEL = 6
+
+
+def compressed(path: str | os.PathLike[str]) -> bool:
+    """Whether a baseline at ``path`` is written gzip-compressed (its name ends in ``.gz``)."""
+    return Path(path).suffix.lower() == ".gz"
+
+
+def write_snapshot(path: str | os.PathLike[str], snapshot: Snapshot) -> int:
+    """Write ``snapshot`` to ``path`` atomically (readers never see a torn file); the
+    bytes written.
+
+    A path ending in ``.gz`` gets the same text gzip-compressed, with no timestamp or
+    name in the header, so an unchanged run still writes identical bytes; ``git diff``
+    reads it through a textconv (docs/baselines.md).
+    """
+    data = snapshot.to_json().encode("utf-8")
+    if compressed(path):
+        data = gzip.compress(data, compresslevel=_GZIP_LEVEL, mtime=0)
+    atomic_write_bytes(path, data)
+    return len(data)
 
 
 def obtained_path(path: str | os.PathLike[str]) -> Path:
     """Where the current run's snapshot goes next to a baseline, for inspection or copying.
 
-    ``ragev-baseline.json`` → ``ragev-baseline.obtained.json``; a name without a suffix
-    gets ``.obtained`` appended.
+    ``ragev-baseline.json`` → ``ragev-baseline.obtained.json``,
+    ``ragev-baseline.json.gz`` → ``ragev-baseline.obtained.json.gz``; a name without a
+    suffix gets ``.obtained`` appended.
     """
     target = Path(path)
+    if compressed(target) and Path(target.stem).suffix:
+        inner = Path(target.stem)
+        return target.with_name(f"{inner.stem}.obtained{inner.suffix}{target.suffix}")
     if target.suffix:
         return target.with_name(f"{target.stem}.obtained{target.suffix}")
     return target.with_name(f"{target.name}.obtained")

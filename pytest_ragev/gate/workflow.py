@@ -20,7 +20,7 @@ writes the file on ``--ragev-update-baseline``. Everything else is a value.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -32,6 +32,7 @@ from pytest_ragev.gate.baseline import (
     Snapshot,
     _profile_mismatch,
     check_compatible,
+    compressed,
     corpus_change,
     id_list,
     load_snapshot,
@@ -158,6 +159,21 @@ def _subset_notes(runs: Sequence[RunResult], path: Path, inputs: GateInputs) -> 
     return notes
 
 
+#: A plain baseline larger than this gets a note suggesting the compressed form.
+LARGE_BASELINE = 20_000_000
+
+
+def _size_note(path: Path, written: int) -> list[str]:
+    """A note when a plain JSON baseline is large enough to be worth compressing."""
+    if written <= LARGE_BASELINE or compressed(path):
+        return []
+    return [
+        f"ragev: note: {path} is {written / 1e6:.0f} MB; set [baseline] path to "
+        f"{path.name}.gz to store it gzip-compressed, about 5x smaller (git diff reads it "
+        "through a textconv: see docs/baselines.md)"
+    ]
+
+
 def _remove_stale(path: Path) -> str | None:
     """Remove the ``.obtained.json`` of an earlier failed run; the note to print, if any."""
     obtained = obtained_path(path)
@@ -170,8 +186,17 @@ def _remove_stale(path: Path) -> str | None:
     return f"ragev: removed the stale {obtained} (this run passed)"
 
 
-def run_gate(runs: Sequence[RunResult], inputs: GateInputs) -> GateOutcome:
+def _quiet(name: str) -> None:
+    """Says nothing about a phase."""
+
+
+def run_gate(
+    runs: Sequence[RunResult], inputs: GateInputs, *, phase: Callable[[str], None] = _quiet
+) -> GateOutcome:
     """Run the baseline workflow and the variant comparison for one session.
+
+    ``phase("baseline write")`` is called before the baseline (or the
+    ``*.obtained.json``) is written, so the shell can say what the end of a run is doing.
 
     Every run is compared with its own recorded run (the base configuration with the
     base run, each variant with its variant run), whichever of them were selected. A
@@ -207,26 +232,29 @@ def run_gate(runs: Sequence[RunResult], inputs: GateInputs) -> GateOutcome:
         return replace(outcome, notes=(f"ragev: run interrupted: baseline {path} left untouched",))
     runs = _comparable(runs, inputs.source_fingerprint)
     if inputs.update:
-        return replace(outcome, notes=tuple(_update(runs, path, inputs)))
+        return replace(outcome, notes=tuple(_update(runs, path, inputs, phase)))
     if not path.exists():
         if not any(run.variant is None for run in runs):
             return replace(outcome, failures=(
                 f"ragev: baseline {path} not found, and the base configuration did not run "
                 "(only variants were selected); run without --ragev-variant to create it",
             ))
-        write_snapshot(path, Snapshot.from_runs(
+        phase("baseline write")
+        written = write_snapshot(path, Snapshot.from_runs(
             runs, plugin_version=inputs.plugin_version, hashes=inputs.hashes,
             corpus_fingerprint=inputs.corpus_fingerprint,
         ))
         return replace(
             outcome,
-            notes=tuple(_subset_notes(runs, path, inputs)),
+            notes=(*_subset_notes(runs, path, inputs), *_size_note(path, written)),
             failures=(f"ragev: baseline not found, created {path}; commit it and rerun",),
         )
-    return _compare(runs, path, inputs, outcome)
+    return _compare(runs, path, inputs, outcome, phase)
 
 
-def _update(runs: Sequence[RunResult], path: Path, inputs: GateInputs) -> list[str]:
+def _update(
+    runs: Sequence[RunResult], path: Path, inputs: GateInputs, phase: Callable[[str], None]
+) -> list[str]:
     """Write ``runs`` into the baseline (merging a partial session); the notes to print."""
     ran = {run.variant for run in runs}
     complete = all(name in ran for name in inputs.configured)
@@ -245,7 +273,8 @@ def _update(runs: Sequence[RunResult], path: Path, inputs: GateInputs) -> list[s
     merged = merge_snapshot(existing, runs, plugin_version=inputs.plugin_version,
                             keep=inputs.configured, hashes=inputs.hashes,
                             corpus_fingerprint=inputs.corpus_fingerprint)
-    write_snapshot(path, merged.snapshot)
+    phase("baseline write")
+    size = write_snapshot(path, merged.snapshot)
     message = f"ragev: baseline written to {path}"
     if not complete:
         written = ", ".join(_name(run.variant) for run in runs)
@@ -258,6 +287,7 @@ def _update(runs: Sequence[RunResult], path: Path, inputs: GateInputs) -> list[s
             "(no longer configured, or recorded on another dataset or metric profile)"
         )
     notes += _subset_notes(runs, path, inputs)
+    notes += _size_note(path, size)
     stale = _remove_stale(path)
     return [*notes, *([stale] if stale else [])]
 
@@ -293,7 +323,8 @@ def _pairings(
 
 
 def _compare(
-    runs: Sequence[RunResult], path: Path, inputs: GateInputs, outcome: GateOutcome
+    runs: Sequence[RunResult], path: Path, inputs: GateInputs, outcome: GateOutcome,
+    phase: Callable[[str], None],
 ) -> GateOutcome:
     try:
         baseline = load_snapshot(path)
@@ -334,6 +365,7 @@ def _compare(
         merged = merge_snapshot(baseline, runs, plugin_version=inputs.plugin_version,
                                 keep=inputs.configured, hashes=inputs.hashes,
                                 corpus_fingerprint=inputs.corpus_fingerprint)
+        phase("baseline write")
         write_snapshot(obtained, merged.snapshot)
         notes.append(f"ragev: this run's snapshot written to {obtained}; diff it against {path}")
     else:

@@ -35,6 +35,10 @@ from pytest_ragev.evaluation import (
 )
 from pytest_ragev.gate import Comparison, QuestionDiff
 
+#: The per-question lists of the report, written one question per line
+#: (``pytest_ragev.core.io.dumps_json(..., records=REPORT_RECORDS)``).
+REPORT_RECORDS = ("samples", "questions", "regressions")
+
 
 def metric_block(run: RunResult | None) -> dict[str, Any]:
     """``{"retrieval_metrics": {...}, "generation_metrics": {...}, "counts": {...}}``."""
