@@ -14,7 +14,9 @@
   reproducible and one metric's p-value does not depend on which other metrics were
   compared.
 * The work is sized to what the verdict needs. A metric whose paired differences are
-  all zero is decided without resampling (p = 1, interval [0, 0]); questions whose
+  all zero is decided without resampling (p = 1, interval [0, 0]); when the ``k``
+  changed questions have no more than ``resamples`` sign assignments (``2**k``), all
+  of them are enumerated and the p-value is exact; questions whose
   difference is zero take no part in the resampling (a sign flip does not move them,
   and a bootstrap draws them only as zeros) when they are at least half of them, so a
   rerun in which a few questions changed costs what those questions cost. Given the
@@ -299,6 +301,15 @@ def _resample(
     block = _block(k)
     look = FIRST_LOOK
     drawn = 0
+    if 2**k <= resamples:
+        # Few changed questions: every one of the 2**k sign assignments, in fewer steps
+        # than the resamples, and the p-value is exact. The identity assignment is the
+        # observed one the "+1" of the Monte-Carlo formula counts, so the counts are
+        # taken over the other 2**k - 1 and the usual formula gives the exact p.
+        flipped = 2.0 * (_all_signs(k) @ matrix) - totals
+        at_or_below = (flipped <= totals + slack).sum(axis=0).astype(np.float64) - 1.0
+        at_or_above = (flipped >= totals - slack).sum(axis=0).astype(np.float64) - 1.0
+        stopped = [2**k - 1] * width
     while drawn < resamples and (not all(stopped) or drawn < boot_total):
         size = min(block, resamples - drawn)
         if not all(stopped):
@@ -326,6 +337,15 @@ def _resample(
          boots[:boots_wanted[c], c])
         for c in range(width)
     ]
+
+
+def _all_signs(k: int) -> npt.NDArray[np.float64]:
+    """Every assignment of ``k`` signs as 0/1 rows (``2**k`` x ``k``)."""
+    import numpy as np
+
+    rows = np.arange(2**k, dtype=np.int64)[:, None] >> np.arange(k, dtype=np.int64)
+    result: npt.NDArray[np.float64] = (rows & 1).astype(np.float64)
+    return result
 
 
 def _bootstrap_block(
@@ -453,6 +473,13 @@ def maxt_columns(
     reached = np.zeros(live.size)
     look = FIRST_LOOK
     drawn = 0
+    if 2**n <= resamples:
+        # Every sign assignment (see _resample): the exact adjusted p-values.
+        flipped = (2.0 * (_all_signs(n) @ data) - totals)[:, order]
+        running = np.maximum.accumulate(flipped[:, ::-1], axis=1)[:, ::-1]
+        exact = (running >= observed - slack).sum(axis=0) / float(2**n)
+        adjusted[live[order]] = np.maximum.accumulate(exact)
+        return adjusted
     while drawn < resamples:
         size = min(block, resamples - drawn)
         raw = np.frombuffer(rng.bytes((size * n + 7) // 8), dtype=np.uint8)

@@ -62,7 +62,15 @@ def test_sign_flip_p_value_matches_exact_enumeration() -> None:
     ]
     exact = sum(1 for f in flips if f <= observed + 1e-12) / 32
     stats = paired_stats({"m": ([0.0] * 5, diffs)}, resamples=40_000, seed=5)["m"]
-    assert stats.p_lower == pytest.approx(exact, abs=0.01)
+    # 2**5 assignments are fewer than the resamples: all of them, so the p is exact.
+    assert stats.p_lower == pytest.approx(exact, abs=1e-12)
+    assert stats.resamples == 31  # the assignments other than the observed one
+
+
+def test_many_changed_questions_are_resampled_not_enumerated() -> None:
+    diffs = [(-1) ** i * 0.01 * (i % 7) - 0.002 for i in range(40)]
+    stats = paired_stats({"m": ([0.5] * 40, [0.5 + d for d in diffs])}, resamples=3000)["m"]
+    assert stats.resamples == 3000
 
 
 def test_holm_adjusted_p_values() -> None:
@@ -179,6 +187,9 @@ def test_maxt_columns_early_stop_keeps_rejections() -> None:
     full = maxt_columns(matrix, resamples=8000, seed=2)
     sized = maxt_columns(matrix, resamples=8000, seed=2, decide=(0.05, 0.05))
     assert full[2] == sized[2] == 1.0
+    # Few questions: every sign assignment, the exact adjusted p (one metric: its own p).
+    few = maxt_columns(np.array([[0.3], [0.2], [0.25], [-0.05], [0.1]]), resamples=8000, seed=0)
+    assert few[0] == pytest.approx(2 / 32)
     assert list(full < 0.05) == list(sized < 0.05) == [True, False, False]
     # Stopped early: its p-values are counted over fewer flips, so they are coarser.
     assert sized[0] > full[0]
