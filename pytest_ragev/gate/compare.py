@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import TYPE_CHECKING, Literal
 
 from pytest_ragev.core import fmt
@@ -173,6 +174,15 @@ class PairedTable:
         return np.where(self.paired[:, columns], diff, 0.0)
 
 
+def paired_table(
+    baseline: RunResult, current: RunResult, skip: Collection[int] = ()
+) -> PairedTable:
+    """The :class:`PairedTable` of every metric of two runs (report order), to share
+    between :func:`compare` and :func:`~pytest_ragev.gate.diffs.top_regressions`
+    (``skip``: the questions edited since the baseline, as both are given)."""
+    return PairedTable(baseline, current, _metric_order(current, baseline), skip=skip)
+
+
 def _score_matrix(
     run: RunResult, names: Sequence[str]
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
@@ -182,8 +192,18 @@ def _score_matrix(
     samples = sorted(run.samples, key=lambda s: s.qid)
     nan = math.nan
     qids = np.fromiter((s.qid for s in samples), dtype=np.int64, count=len(samples))
-    values = np.array([[s.metrics.get(name, nan) for name in names] for s in samples],
-                      dtype=np.float64).reshape(len(samples), len(names))
+    if not names:
+        return qids, np.empty((len(samples), 0))
+    # One C-level lookup of every metric per question; only a question that lacks one
+    # (no qrels, no reference answer, an error) takes the slow path.
+    pick = itemgetter(*names) if len(names) > 1 else (lambda m: (m[names[0]],))
+    rows = []
+    for sample in samples:
+        try:
+            rows.append(pick(sample.metrics))
+        except KeyError:
+            rows.append(tuple(sample.metrics.get(name, nan) for name in names))
+    values = np.array(rows, dtype=np.float64).reshape(len(samples), len(names))
     return qids, values
 
 
@@ -194,6 +214,7 @@ def compare(
     *,
     metrics: Sequence[str] | None = None,
     changed: Collection[int] = (),
+    table: PairedTable | None = None,
 ) -> Comparison:
     """Compare every metric of two runs over their shared questions and judge each.
 
@@ -214,7 +235,8 @@ def compare(
             "re-baseline on this dataset with --ragev-update-baseline"
         )
     names = list(metrics) if metrics is not None else _metric_order(current_run, baseline_run)
-    table = PairedTable(baseline_run, current_run, names, skip=edited)
+    if table is None or table.names != names:
+        table = PairedTable(baseline_run, current_run, names, skip=edited)
     pairs = {name: table.pair(name) for name in names}
     # The family: metrics with data whose verdict can depend on the test.
     family = [

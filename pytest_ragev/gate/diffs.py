@@ -101,6 +101,7 @@ def top_regressions(
     metric: str | None = None,
     *,
     skip: Collection[int] = (),
+    table: PairedTable | None = None,
 ) -> list[QuestionDiff]:
     """The ``n`` shared questions that got worst, worst first (ties by qid).
 
@@ -110,7 +111,8 @@ def top_regressions(
     since the baseline (not comparable, so never listed).
 
     The ranking is computed for every shared question at once (arrays); the diffs
-    themselves are built only for the ``n`` listed.
+    themselves are built only for the ``n`` listed. ``table`` (built with the same
+    ``skip``, :func:`~pytest_ragev.gate.compare.paired_table`) saves pairing the runs again.
     """
     if n <= 0:
         return []
@@ -120,7 +122,8 @@ def top_regressions(
     if metric is not None:
         names = [metric] if metric in names else []
     directions = {name: _direction(name, current_run, baseline_run) for name in names}
-    table = PairedTable(baseline_run, current_run, names, skip=skip)
+    if table is None or table.names != names:
+        table = PairedTable(baseline_run, current_run, names, skip=skip)
     before = {s.qid: s for s in baseline_run.samples}
     after = {s.qid: s for s in current_run.samples}
     # The change in each metric's worse direction, where both runs have a finite value.

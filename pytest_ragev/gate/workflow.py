@@ -41,7 +41,7 @@ from pytest_ragev.gate.baseline import (
     obtained_path,
     write_snapshot,
 )
-from pytest_ragev.gate.compare import Comparison, compare, power_lines
+from pytest_ragev.gate.compare import Comparison, compare, paired_table, power_lines
 from pytest_ragev.gate.diffs import QuestionDiff, VariantTable, compare_variants, top_regressions
 from pytest_ragev.gate.rules import GateRules
 
@@ -354,11 +354,13 @@ def _compare(
         before = baseline.run_for(run.variant)
         assert before is not None  # _pairings left out the runs the file lacks
         baseline_runs[run.variant] = before
-        comparison = compare(before, run, inputs.rules, changed=overlap.changed)
+        # Paired once: the comparison and the ranking of the questions read the same table.
+        table = paired_table(before, run, skip=overlap.changed)
+        comparison = compare(before, run, inputs.rules, changed=overlap.changed, table=table)
         comparisons.append(comparison)
         failures += comparison.failure_lines
         regressions += top_regressions(before, run, inputs.rules.top_regressions,
-                                       skip=overlap.changed)
+                                       skip=overlap.changed, table=table)
     notes += power_lines(comparisons, inputs.rules)
     if missing or any(not c.passed for c in comparisons):
         obtained = obtained_path(path)
