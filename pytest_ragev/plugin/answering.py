@@ -142,6 +142,19 @@ class Answerer:
             cache.put(key, result)
         return result
 
+    def _cached_answer(self, case: QAPair, variant: str | None) -> Answer | None:
+        """The cached answer of ``case`` (counted as a hit), or ``None`` (not counted:
+        :meth:`answer` looks again and counts the miss)."""
+        cache, key = self._defaults.answer_cache_entry(self._settings(variant), case,
+                                                       self._fingerprint())
+        if cache is None or key is None:
+            return None
+        cached = cache.get(key)
+        if cached is not None:
+            with self._lock:
+                self._cached[(variant, case.qid)] = True
+        return cached
+
     def _take_cached(self, case: QAPair, variant: str | None) -> bool | None:
         with self._lock:
             return self._cached.pop((variant, case.qid), None)
@@ -150,8 +163,8 @@ class Answerer:
         """Answer ``case`` for ``item``, attach the record, fail the item on a pipeline error."""
         try:
             if self._prefetch_on:
-                # Build the KB synchronously, before any question runs in a thread.
-                self._ensure_kb(variant)
+                # The prefetch window starts at this item: its answer is taken from the
+                # cache, or its KB is built here (main thread) before it runs in a thread.
                 self._prefetch(item)
                 future = self._future(case, variant)  # already submitted by the prefetch
                 self._futures.pop((variant, case.qid), None)
@@ -229,7 +242,16 @@ class Answerer:
             if not isinstance(upcoming, RagevItem):
                 continue
             window += 1
-            if (upcoming.variant, upcoming.case.qid) in self._futures:
+            key = (upcoming.variant, upcoming.case.qid)
+            if key in self._futures:
+                continue
+            # A cached answer needs no pipeline call and no KB: a fully cached rerun
+            # then never builds (or loads) one, as without --ragev-concurrency.
+            cached = self._cached_answer(upcoming.case, upcoming.variant)
+            if cached is not None:
+                done: concurrent.futures.Future[Answer] = concurrent.futures.Future()
+                done.set_result(cached)
+                self._futures[key] = done
                 continue
             try:
                 # Knowledge bases are built here, in the main thread, never in the pool.
