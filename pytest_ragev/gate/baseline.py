@@ -625,9 +625,9 @@ def load_snapshot(path: str | os.PathLike[str]) -> Snapshot:
 
 
 _GZIP_MAGIC = b"\x1f\x8b"
-#: zlib's default level: a 100k-question baseline compresses about 5x in 1-2 s; level
-#: 9 saves 1-2% more for twice the time.
-_GZIP_LEVEL = 6
+#: Measured on a 53 MB baseline of 100k questions: level 3 gives 12.6 MB in 0.4 s,
+#: zlib's default 6 gives 11.2 MB in 0.9 s, level 1 13.8 MB in 0.3 s.
+_GZIP_LEVEL = 3
 
 
 def compressed(path: str | os.PathLike[str]) -> bool:

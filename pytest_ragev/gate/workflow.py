@@ -169,7 +169,7 @@ def _size_note(path: Path, written: int) -> list[str]:
         return []
     return [
         f"ragev: note: {path} is {written / 1e6:.0f} MB; set [baseline] path to "
-        f"{path.name}.gz to store it gzip-compressed, about 5x smaller (git diff reads it "
+        f"{path.name}.gz to store it gzip-compressed, about 4x smaller (git diff reads it "
         "through a textconv: see docs/baselines.md)"
     ]
 

@@ -361,7 +361,7 @@ def test_a_large_plain_baseline_suggests_the_compressed_form(
     size = path.stat().st_size
     assert outcome.notes[-1] == (
         f"ragev: note: {path} is {size / 1e6:.0f} MB; set [baseline] path to "
-        "ragev-baseline.json.gz to store it gzip-compressed, about 5x smaller (git diff reads "
+        "ragev-baseline.json.gz to store it gzip-compressed, about 4x smaller (git diff reads "
         "it through a textconv: see docs/baselines.md)"
     )
     packed = tmp_path / "ragev-baseline.json.gz"
