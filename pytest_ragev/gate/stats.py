@@ -232,7 +232,7 @@ def _expansion(moved: npt.NDArray[np.float64], n: int, alpha: float) -> tuple[fl
     ``sd / sqrt(n)`` and skewness ``g / sqrt(n)``; its quantile is then
     ``mean + se * (z + g / (6 sqrt(n)) * (z**2 - 1))`` up to terms of order ``1 / n``.
     With thousands of changed questions that is closer to the bootstrap distribution
-    than ten thousand draws are (benchmarks/bench_gate.py --only interval).
+    than ten thousand draws are (benchmarks/bench_gate.py --only sizing).
     """
     s1 = float(moved.sum())
     s2 = float((moved * moved).sum())
