@@ -35,10 +35,10 @@ _TOP_LEVEL_KEYS = (
     "variants",
 )
 _DATASET_KEYS = ("path", "id")
-_METRICS_KEYS = ("profile",)
+_METRICS_KEYS = ("profile", "tokenizer")
 _REPORT_KEYS = ("json", "markdown", "html", "top_regressions", "task_user")
 _BASELINE_KEYS = ("path",)
-_RUN_KEYS = ("concurrency", "cache", "progress_interval")
+_RUN_KEYS = ("concurrency", "cache", "progress_interval", "preflight")
 _VARIANT_KEYS = ("name", "pipeline")
 _VARIANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 
@@ -71,6 +71,8 @@ class RunOptions:
     no_baseline: bool = False
     #: ``--ragev-summary``: ``"short"`` (default) or ``"full"`` terminal summary.
     summary: str = "short"
+    #: ``--ragev-task-id``: the JSON report's task id (else one is made).
+    task_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,7 @@ class RagevConfig:
     dataset_id: str | None
     pipeline: PipelineSettings
     profile: str = "weknora"
+    tokenizer: str = "default"
     thresholds: Mapping[str, float] = field(default_factory=dict)
     item_thresholds: Mapping[str, float] = field(default_factory=dict)
     report_json: Path | None = None
@@ -94,6 +97,8 @@ class RagevConfig:
     concurrency: int | None = None
     cache: bool | None = None
     progress_interval: float = 2.0
+    #: Check a remote pipeline's service with one request before any question.
+    preflight: bool = True
     variants: tuple[VariantConfig, ...] = ()
 
     @property
@@ -172,6 +177,11 @@ def parse_config(raw: Mapping[str, Any], *, source: Path) -> RagevConfig:
     metrics = top.sub("metrics")
     metrics.check_keys(_METRICS_KEYS)
     profile = metrics.choice("profile", "weknora", PROFILES, what="metric profile")
+    # "default", "ja", "ko" or "module:callable": resolved (and its extra checked) by the
+    # run plan, which may import the metric engine.
+    tokenizer = metrics.string("tokenizer", "default",
+                               fix='use "default", "ja", "ko" or "module:callable"')
+    assert tokenizer is not None
 
     thresholds = _thresholds(top.sub("thresholds"))
     item_thresholds = _thresholds(top.sub("item_thresholds"))
@@ -198,6 +208,7 @@ def parse_config(raw: Mapping[str, Any], *, source: Path) -> RagevConfig:
     cache = run.boolean("cache")
     interval = run.number("progress_interval", 2.0, low=0.0, low_open=True, example="2")
     assert interval is not None
+    preflight = run.boolean("preflight", True)
 
     variants_raw = raw.get("variants", [])
     if not isinstance(variants_raw, list):
@@ -231,6 +242,7 @@ def parse_config(raw: Mapping[str, Any], *, source: Path) -> RagevConfig:
         dataset_id=dataset_id,
         pipeline=pipeline,
         profile=profile,
+        tokenizer=tokenizer,
         thresholds=thresholds,
         item_thresholds=item_thresholds,
         report_json=paths["json"],
@@ -243,6 +255,7 @@ def parse_config(raw: Mapping[str, Any], *, source: Path) -> RagevConfig:
         concurrency=concurrency,
         cache=cache,
         progress_interval=interval,
+        preflight=bool(preflight),
         variants=tuple(variants),
     )
 

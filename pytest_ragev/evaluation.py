@@ -25,7 +25,7 @@ from pytest_ragev.core.digest import sha256_json
 from pytest_ragev.core.errors import ConfigError
 from pytest_ragev.core.record import Record
 from pytest_ragev.core.redact import redact
-from pytest_ragev.core.results import Direction, RunResult
+from pytest_ragev.core.results import Direction, MetricSummary, RunResult
 from pytest_ragev.core.types import (
     GENERATION_METRICS,
     METRIC_NAMES,
@@ -48,7 +48,14 @@ from pytest_ragev.gate.thresholds import (
     thresholds_from_table,
 )
 from pytest_ragev.gate.workflow import GateInputs, GateOutcome, run_gate
-from pytest_ragev.metrics import aggregate, score
+from pytest_ragev.metrics import (
+    TokenizerChoice,
+    aggregate,
+    audit_tokens,
+    custom_tokenizer,
+    resolve_tokenizer,
+    score,
+)
 
 #: A tokenizer for the generation metrics: text -> sentences of tokens.
 Tokenizer = Callable[[str], list[list[str]]]
@@ -62,8 +69,17 @@ def _no_phase(name: str) -> None:
     """The default :data:`Phase`: say nothing."""
 
 
-def default_concurrency() -> int:
-    """The seed's default: one thread fewer than the CPUs, at least one."""
+#: Calls in flight by default for pipelines that wait on a service (chat, http, factory).
+IO_BOUND_CONCURRENCY = 8
+
+
+def default_concurrency(io_bound: bool = False) -> int:
+    """Calls in flight when nothing sets it. A pipeline that computes (the built-in one
+    offline) gets one thread fewer than the CPUs, at least one; one that waits on a
+    service gets :data:`IO_BOUND_CONCURRENCY` whatever the CPU count: its threads sleep
+    on sockets, and a 2-core CI runner would otherwise ask one question at a time."""
+    if io_bound:
+        return IO_BOUND_CONCURRENCY
     return max((os.cpu_count() or 1) - 1, 1)
 
 
@@ -82,14 +98,26 @@ class RunPlan:
     rules: GateRules = field(default_factory=GateRules)
     thresholds: tuple[MinValue | MaxValue, ...] = ()
     item_thresholds: tuple[MinValue | MaxValue, ...] = ()
+    tokenizer: TokenizerChoice = field(default_factory=lambda: resolve_tokenizer(
+        "default", source="ragev.toml"))
 
     @classmethod
     def build(
         cls, config: RagevConfig, options: RunOptions,
         custom_metrics: Sequence[CustomMetric] = (),
+        hooked_tokenizer: Tokenizer | None = None,
     ) -> RunPlan:
-        """The plan of ``config`` run with ``options`` and the hooks' custom metrics."""
+        """The plan of ``config`` run with ``options`` and the hooks' custom metrics.
+
+        ``hooked_tokenizer`` is what a ``pytest_ragev_tokenizer`` hook returned: it wins
+        over ``[metrics] tokenizer``.
+        """
         custom = tuple(custom_metrics)
+        if hooked_tokenizer is not None:
+            tokenizer = custom_tokenizer(hooked_tokenizer, spec="pytest_ragev_tokenizer hook")
+        else:
+            tokenizer = resolve_tokenizer(config.tokenizer, source=config.source,
+                                          base_dir=config.source.parent)
         names = [*METRIC_NAMES, *(m.name for m in custom)]
         rules = (GateRules.from_table(config.gate, source=str(config.source), metric_names=names)
                  if config.gate else GateRules())
@@ -121,7 +149,7 @@ class RunPlan:
         return cls(
             config=config, options=options, variants=select_variants(config, options.variants),
             custom_metrics=custom, rules=rules, thresholds=tuple(thresholds),
-            item_thresholds=tuple(item_thresholds),
+            item_thresholds=tuple(item_thresholds), tokenizer=tokenizer,
         )
 
     @property
@@ -131,9 +159,15 @@ class RunPlan:
 
     @property
     def concurrency(self) -> int:
-        """Pipeline calls in flight at once (``1`` is strictly serial)."""
+        """Pipeline calls in flight at once (``1`` is strictly serial), for a pipeline
+        that computes; see :meth:`concurrency_for`."""
+        return self.concurrency_for(io_bound=False)
+
+    def concurrency_for(self, *, io_bound: bool) -> int:
+        """Calls in flight: ``--ragev-concurrency``, else ``[run] concurrency``, else
+        :func:`default_concurrency` for the kind of pipeline."""
         value = self.options.concurrency or self.config.concurrency
-        return value if value is not None else default_concurrency()
+        return value if value is not None else default_concurrency(io_bound)
 
     @property
     def report_json(self) -> Path | None:
@@ -196,8 +230,7 @@ class EvalInputs:
     """Everything :func:`evaluate` reads.
 
     ``params`` holds each configuration's resolved, redacted settings snapshot (see
-    :func:`run_params`); ``tokenizer`` replaces the metric tokenizer when a
-    ``pytest_ragev_tokenizer`` hook returned one.
+    :func:`run_params`). The text metrics' tokenizer is the plan's.
     """
 
     plan: RunPlan
@@ -205,7 +238,6 @@ class EvalInputs:
     records: Sequence[Record]
     facts: RunFacts
     params: Mapping[str | None, Mapping[str, Any]]
-    tokenizer: Tokenizer | None = None
 
 
 @dataclass(frozen=True)
@@ -593,6 +625,41 @@ def _custom_value(metric: CustomMetric, metric_case: MetricCase, qid: int) -> fl
     return value
 
 
+class RunningMeans:
+    """The base configuration's means over the questions answered so far.
+
+    The progress report shows them while a run goes. :meth:`add` scores only the records
+    it has not seen, so keeping the means up to date costs the scoring of each record
+    once, whatever the number of progress writes.
+    """
+
+    def __init__(self, plan: RunPlan) -> None:
+        self._plan = plan
+        self._sums: dict[str, float] = {}
+        self._counts: dict[str, int] = {}
+
+    def add(self, records: Sequence[Record]) -> None:
+        """Count ``records`` (the base configuration's only; errors have no metrics)."""
+        base = [r for r in records if r.variant is None and not r.error]
+        if not base:
+            return
+        plan = self._plan
+        for record in score_records(base, profile=plan.profile, custom=plan.custom_metrics,
+                                    tokenizer=plan.tokenizer.tokenizer):
+            for name, value in record.metrics.items():
+                self._sums[name] = self._sums.get(name, 0.0) + value
+                self._counts[name] = self._counts.get(name, 0) + 1
+
+    def summary(self) -> dict[str, MetricSummary]:
+        """The means so far, in report order (metrics with no value yet left out)."""
+        directions = {m.name: m.direction for m in self._plan.custom_metrics}
+        return {
+            name: MetricSummary(name=name, mean=self._sums[name] / self._counts[name],
+                                n=self._counts[name], direction=directions.get(name, "higher"))
+            for name in self._plan.metric_names if self._counts.get(name)
+        }
+
+
 def build_run(
     records: Sequence[Record],
     *,
@@ -600,12 +667,11 @@ def build_run(
     dataset: Dataset,
     variant: str | None,
     params: Mapping[str, Any],
-    tokenizer: Tokenizer | None = None,
 ) -> RunResult:
     """The :class:`RunResult` of one configuration from its records (in qid order)."""
     samples = score_records(
         sorted(records, key=lambda r: r.qid), profile=plan.profile,
-        custom=plan.custom_metrics, tokenizer=tokenizer,
+        custom=plan.custom_metrics, tokenizer=plan.tokenizer.tokenizer,
         cases={pair.qid: pair for pair in dataset.pairs} if plan.custom_metrics else None,
         corpus=dataset.corpus,
     )
@@ -624,6 +690,7 @@ def build_run(
         samples=samples,
         summary=summary,
         variant=variant,
+        tokenizer=plan.tokenizer.identity,
     )
 
 
@@ -672,7 +739,7 @@ def run_params(
                 "limit": plan.options.limit,
             },
             "pipeline": {"name": name, **pipeline_snapshot, **identity},
-            "metrics": {"profile": plan.profile},
+            "metrics": {"profile": plan.profile, "tokenizer": plan.tokenizer.identity},
             "thresholds": dict(config.thresholds),
         }
     )
@@ -709,7 +776,7 @@ def evaluate(inputs: EvalInputs, *, phase: Phase = _no_phase) -> Outcome:
     phase(f"scoring {len(inputs.records)} answers")
     runs = tuple(
         build_run(by_variant[variant], plan=plan, dataset=inputs.dataset, variant=variant,
-                  params=inputs.params[variant], tokenizer=inputs.tokenizer)
+                  params=inputs.params[variant])
         for variant in plan.variants if variant in by_variant
     )
     interrupted = None
@@ -765,6 +832,13 @@ def evaluate(inputs: EvalInputs, *, phase: Phase = _no_phase) -> Outcome:
     )
     shared = ChunkShare() if not runs else chunk_share([s for r in runs for s in r.samples])
     attribution = shared.warning()
+    # Texts the tokenizer gives no token for (or, for a custom one, loses letters of)
+    # would score silently: one line, with an example.
+    tokens = audit_tokens(
+        [text for run in runs for s in run.samples if not s.error
+         for text in (s.generated_text, s.generated_gt)],
+        plan.tokenizer,
+    ).warning()
     return Outcome(
         runs=runs,
         facts=facts,
@@ -773,7 +847,8 @@ def evaluate(inputs: EvalInputs, *, phase: Phase = _no_phase) -> Outcome:
         failures=(*(t.reason for t in thresholds if t.reason is not None), *floors,
                   *gate.failures),
         notes=(*notes, *gate.notes),
-        warnings=(*facts.warnings, *dataset.warnings, *([attribution] if attribution else [])),
+        warnings=(*facts.warnings, *dataset.warnings, *([attribution] if attribution else []),
+                  *([tokens] if tokens else [])),
         errors=len(error_list),
         fallbacks=fallbacks,
         interrupted=interrupted,

@@ -20,7 +20,18 @@ class ConfigError(RagevError):
 
 
 class PipelineError(RagevError):
-    """A pipeline could not be built or failed to answer (HTTP errors, bad responses)."""
+    """A pipeline could not be built or failed to answer (HTTP errors, bad responses).
+
+    A request that failed for good says how: ``status`` is the last HTTP status
+    (``None``: no response at all, or not a request's failure) and ``transport`` is true
+    when every retry was spent on connection errors, timeouts, 5xx or 429.
+    """
+
+    def __init__(self, *args: object, status: int | None = None, transport: bool = False
+                 ) -> None:
+        super().__init__(*args)
+        self.status = status
+        self.transport = transport
 
 
 class BaselineError(RagevError):

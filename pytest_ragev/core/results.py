@@ -51,6 +51,9 @@ class RunResult:
     samples: list[SampleResult]
     summary: dict[str, MetricSummary]
     variant: str | None = None
+    #: The identity of the text metrics' tokenizer (``default/2 jieba==0.42.1``); empty
+    #: when unknown (a baseline written before it was recorded).
+    tokenizer: str = ""
 
     def scores(self, metric: str) -> dict[int, float]:
         """Per-question values of ``metric``, keyed by qid (questions it applies to only)."""

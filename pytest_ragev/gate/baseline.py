@@ -50,7 +50,7 @@ import os
 import sys
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +91,8 @@ class Snapshot:
     source: str | None = field(default=None, compare=False)
     hashes: Mapping[int, str] = field(default_factory=dict)
     corpus_fingerprint: str | None = None
+    #: The text metrics' tokenizer identity (empty: not recorded, a file written before).
+    tokenizer: str = ""
 
     @classmethod
     def from_runs(
@@ -118,8 +120,10 @@ class Snapshot:
                 continue
             if run.variant in variants:
                 raise ValueError(f"variant {run.variant!r} appears twice")
-            if (run.fingerprint, run.profile) != (base.fingerprint, base.profile):
-                raise ValueError(f"variant {run.variant!r} ran on another dataset or profile")
+            if ((run.fingerprint, run.profile, run.tokenizer)
+                    != (base.fingerprint, base.profile, base.tokenizer)):
+                raise ValueError(f"variant {run.variant!r} ran on another dataset, profile or "
+                                 "tokenizer")
             variants[run.variant] = run
         recorded = {sample.qid for run in runs for sample in run.samples}
         known = dict(hashes or {})
@@ -136,6 +140,7 @@ class Snapshot:
             variants={name: variants[name] for name in sorted(variants)},
             hashes={qid: known[qid] for qid in sorted(recorded)},
             corpus_fingerprint=corpus_fingerprint,
+            tokenizer=base.tokenizer,
         )
 
     @property
@@ -166,6 +171,7 @@ class Snapshot:
             "schema_version": self.schema_version,
             "plugin_version": self.plugin_version,
             "profile": self.profile,
+            **({"tokenizer": self.tokenizer} if self.tokenizer else {}),
             "dataset": dataset,
             "base": _run_to_data(self.base, hashes),
             "variants": {
@@ -194,15 +200,17 @@ class Snapshot:
         reader.version = version
         dataset = reader.mapping(reader.key(top, "dataset"), "dataset")
         profile = reader.string(top, "profile")
+        tokenizer = reader.string(top, "tokenizer") if "tokenizer" in top else ""
         dataset_id = reader.string(dataset, "id", "dataset.id")
         fingerprint = reader.string(dataset, "fingerprint", "dataset.fingerprint")
         stats = dict(reader.mapping(dataset.get("stats", {}), "dataset.stats"))
 
         def run_of(data: Any, where: str, variant: str | None) -> RunResult:
-            return reader.run(
+            run = reader.run(
                 data, where, variant=variant, dataset_id=dataset_id, fingerprint=fingerprint,
                 stats=stats, profile=profile,
             )
+            return replace(run, tokenizer=tokenizer)
 
         base = run_of(reader.key(top, "base"), "base", None)
         variants_data = reader.mapping(top.get("variants", {}), "variants")
@@ -230,6 +238,7 @@ class Snapshot:
             source=source,
             hashes=hashes,
             corpus_fingerprint=corpus,
+            tokenizer=tokenizer,
         )
 
 
@@ -271,14 +280,24 @@ def _read_hashes(reader: _Reader, top: Mapping[str, Any]) -> dict[int, str]:
 
 def _profile_mismatch(snapshot: Snapshot, run: RunResult) -> str | None:
     """Why ``run``'s numbers cannot sit beside ``snapshot``'s at all (another metric
-    profile), or ``None`` when they can."""
-    if snapshot.profile == run.profile:
-        return None
+    profile or text tokenizer), or ``None`` when they can.
+
+    A file that records no tokenizer (written before the identity was kept) is taken
+    at its word: the built-in rules did not change for ASCII and Han texts.
+    """
     where = snapshot.source or "the baseline"
-    return (
-        f"ragev: {where} was computed with metric profile {snapshot.profile!r}, this run "
-        f"uses {run.profile!r}; numbers across metric versions are not comparable: {_FIX}"
-    )
+    if snapshot.profile != run.profile:
+        return (
+            f"ragev: {where} was computed with metric profile {snapshot.profile!r}, this run "
+            f"uses {run.profile!r}; numbers across metric versions are not comparable: {_FIX}"
+        )
+    if snapshot.tokenizer and run.tokenizer and snapshot.tokenizer != run.tokenizer:
+        return (
+            f"ragev: {where} was computed with the tokenizer {snapshot.tokenizer!r}, this run "
+            f"uses {run.tokenizer!r}; text metrics across tokenizers are not comparable: "
+            f"{_FIX} (or set [metrics] tokenizer back)"
+        )
+    return None
 
 
 def _dataset_changed(snapshot: Snapshot, run: RunResult) -> str:

@@ -25,6 +25,7 @@ import json
 import math
 import os
 import threading
+import time
 import warnings
 import zlib
 from collections.abc import Callable, Mapping
@@ -184,10 +185,7 @@ class AnswerCache:
                 connection = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT,
                                              isolation_level=None, check_same_thread=False)
                 try:
-                    connection.execute("PRAGMA journal_mode=WAL")
-                    # WAL + NORMAL: a commit survives a killed process (not a power cut).
-                    connection.execute("PRAGMA synchronous=NORMAL")
-                    connection.execute(_SCHEMA)
+                    _set_up(connection)
                 except BaseException:
                     connection.close()
                     raise
@@ -225,6 +223,46 @@ class AnswerCache:
         if kind not in self._warned:
             self._warned.add(kind)
             self._warn(message)
+
+
+def _set_up(connection: Any) -> None:
+    """WAL mode and the table, retried while another process holds the lock.
+
+    Two xdist workers opening a new database at once race here: switching to WAL and a
+    ``CREATE TABLE IF NOT EXISTS`` that must upgrade its read to a write can answer
+    "database is locked" at once, without SQLite's busy handler (which only covers
+    waiting for a lock, not a snapshot gone stale). So wait and try again, up to
+    :data:`BUSY_TIMEOUT`, as the busy handler would have.
+    """
+    import sqlite3
+
+    deadline = time.monotonic() + BUSY_TIMEOUT
+    pause = 0.005
+    while True:
+        try:
+            connection.execute("PRAGMA journal_mode=WAL")
+            # WAL + NORMAL: a commit survives a killed process (not a power cut).
+            connection.execute("PRAGMA synchronous=NORMAL")
+            # BEGIN IMMEDIATE takes the write lock first, under the busy handler.
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                connection.execute(_SCHEMA)
+                connection.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    connection.execute("ROLLBACK")
+                raise
+            return
+        except sqlite3.OperationalError as error:
+            if not _is_busy(error) or time.monotonic() + pause > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.2)
+
+
+def _is_busy(error: Exception) -> bool:
+    text = str(error).lower()
+    return "locked" in text or "busy" in text
 
 
 def _key_bytes(key: str) -> bytes | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from pytest_ragev.core.types import Answer, QAPair
 
@@ -28,4 +28,20 @@ class Pipeline(Protocol):
 
     def close(self) -> None:
         """Release models and clients."""
+        ...
+
+
+@runtime_checkable
+class Preflight(Protocol):
+    """What a pipeline that calls a service offers before the first question: the
+    environment it needs, and one look at the service (the plugin calls both at session
+    start, so a missing key or a dead endpoint is one line, not a failure per question)."""
+
+    def missing_environment(self) -> list[str]:
+        """One line per environment variable the pipeline needs and cannot find."""
+        ...
+
+    def preflight(self, case: QAPair) -> str | None:
+        """``None`` when the service answers (asked about ``case`` if it must be), else
+        why no question can be answered."""
         ...

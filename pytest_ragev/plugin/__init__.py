@@ -32,6 +32,15 @@ def _positive_int(value: str) -> int:
     return number
 
 
+def _task_id(value: str) -> str:
+    # It is a file name part for some callers and shown in every report: keep it plain.
+    if not value or len(value) > 200 or not all(ch.isalnum() or ch in "-_." for ch in value):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a task id; use letters, digits, '-', '_' and '.' (200 at most)"
+        )
+    return value
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("ragev", "RAG evaluation (pytest-ragev)")
     group.addoption(
@@ -82,6 +91,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--ragev-profile", dest="ragev_profile", metavar="NAME", default=None,
         choices=("weknora", "standard"),
         help="metric profile: 'weknora' (default) or 'standard' (trec_eval/rouge-score/NLTK).",
+    )
+    group.addoption(
+        "--ragev-task-id", dest="ragev_task_id", metavar="ID", type=_task_id, default=None,
+        help="the task id of the JSON report (default: evaluation_<unix ms>_<hex>_<dataset>), "
+        "for a caller that names its tasks, such as `ragev serve`.",
     )
     group.addoption(
         "--ragev-markdown", dest="ragev_markdown", metavar="PATH", default=None,
@@ -197,6 +211,7 @@ def pytest_configure(config: pytest.Config) -> None:
         profile=config.getoption("ragev_profile"),
         no_baseline=bool(config.getoption("ragev_no_baseline")),
         summary=config.getoption("ragev_summary") or "short",
+        task_id=config.getoption("ragev_task_id"),
     )
     if from_cli and not explicit:
         # `pytest --ragev-config ragev.toml` with no test paths: run only the evaluation.

@@ -10,6 +10,7 @@ the caches live; the identities themselves are the pure functions of
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -26,7 +27,12 @@ from pytest_ragev.pipelines.identity import (
     answer_settings_key,
     cache_enabled,
     kb_identity,
+    project_code_digest,
 )
+from pytest_ragev.pipelines.remote import FactoryPipeline
+
+#: The hooks whose implementations make a conftest pipeline's answers.
+USER_HOOKS = ("pytest_ragev_answer", "pytest_ragev_build_knowledge_base")
 
 #: Corpora with at least this many passages show the KB-build progress.
 PROGRESS_MIN_PASSAGES = 20_000
@@ -52,14 +58,20 @@ class DefaultPipelineHooks:
         no_cache: bool,
         cache_setting: bool | None,
         progress: ProgressFactory,
+        project_root: Path | None = None,
     ) -> None:
         self._hook = hook
+        self._project_root = project_root or source.parent
+        self._code_memo: dict[str | None, str] = {}
         self._source = source
         self._cache_root = cache_root
         self._no_cache = no_cache
         self._cache_setting = cache_setting
         self._progress = progress
         self._pipes: dict[str | None, Pipeline] = {}
+        # Guards the lazily made values below: --ragev-concurrency threads ask for them
+        # at once (a cache made twice, or seen before it is made, loses answers).
+        self._lazy = threading.RLock()
         self._cache: AnswerCache | None = None
         self._cache_ready = False
         # The corpus the last fingerprint was computed for (identity, not equality).
@@ -73,10 +85,12 @@ class DefaultPipelineHooks:
 
     def pipeline(self, settings: PipelineSettings) -> Pipeline:
         """The pipeline object of ``settings`` (built and validated once per configuration)."""
-        pipe = self._pipes.get(settings.variant)
-        if pipe is None:
-            pipe = self._pipes[settings.variant] = build_pipeline(settings, source=self._source)
-        return pipe
+        with self._lazy:
+            pipe = self._pipes.get(settings.variant)
+            if pipe is None:
+                pipe = build_pipeline(settings, source=self._source)
+                self._pipes[settings.variant] = pipe
+            return pipe
 
     def validate(self, all_settings: Sequence[PipelineSettings]) -> None:
         """Build (validate) every selected pipeline up front: bad knobs fail before any item.
@@ -113,24 +127,46 @@ class DefaultPipelineHooks:
     ) -> tuple[AnswerCache | None, str | None]:
         """The answer cache and the key of ``case``'s answer, or ``(None, None)``."""
         user_answers = self.user_implements("pytest_ragev_answer")
+        pipe = None if user_answers else self.pipeline(settings)
+        remote_model = isinstance(pipe, BuiltinPipeline) and pipe.config.chat_model != "extractive"
         if not cache_enabled(settings, no_cache=self._no_cache, configured=self._cache_setting,
-                             user_answers=user_answers):
+                             user_answers=user_answers, remote_model=remote_model):
             return None, None
         cache = self._answer_cache()
         if cache is None:
             return None, None
-        # A conftest pipeline (opted in with [run] cache = true): its knobs are all we know.
-        pipe = None if user_answers else self.pipeline(settings)
-        key = answer_cache_key(dataset_fingerprint, answer_settings_key(settings, pipe), case.qid)
-        return cache, key
+        settings_key = answer_settings_key(settings, pipe, code=self._user_code(pipe))
+        return cache, answer_cache_key(dataset_fingerprint, settings_key, case.qid)
+
+    def _user_code(self, pipe: Pipeline | None) -> str:
+        """The digest of the project code that answers (a conftest's hooks, a factory's
+        module, with the project modules they import); empty for the built-in pipeline,
+        whose own key covers its code. Computed once: the code cannot change mid-run."""
+        if pipe is not None and not isinstance(pipe, FactoryPipeline):
+            return ""
+        memo_key = None if pipe is None else pipe.name
+        with self._lazy:
+            return self._code_digest(pipe, memo_key)
+
+    def _code_digest(self, pipe: FactoryPipeline | None, memo_key: str | None) -> str:
+        if memo_key not in self._code_memo:
+            if pipe is None:
+                files = [Path(str(impl.plugin.__file__)) for name in USER_HOOKS
+                         for impl in getattr(self._hook, name).get_hookimpls()
+                         if impl.plugin is not self and getattr(impl.plugin, "__file__", None)]
+            else:
+                files = [pipe.source_file] if pipe.source_file is not None else []
+            self._code_memo[memo_key] = project_code_digest(files, self._project_root)
+        return self._code_memo[memo_key]
 
     def _answer_cache(self) -> AnswerCache | None:
-        if not self._cache_ready:
-            self._cache_ready = True
-            root = self._cache_root()
-            if root is not None:
-                self._cache = AnswerCache(root / "answers")
-        return self._cache
+        with self._lazy:
+            if not self._cache_ready:
+                root = self._cache_root()
+                if root is not None:
+                    self._cache = AnswerCache(root / "answers")
+                self._cache_ready = True
+            return self._cache
 
     def kb_cache_dir(self) -> Path | None:
         """Where built knowledge bases are cached (``None``: nowhere)."""

@@ -71,7 +71,11 @@ def pytest_ragev_metrics() -> Sequence[CustomMetric]:
 
 @hookspec(firstresult=True)
 def pytest_ragev_tokenizer() -> Callable[[str], list[list[str]]] | None:
-    """Replace the spec tokenizer of the generation metrics (``text -> sentences of tokens``).
+    """Replace the text metrics' tokenizer (``text -> sentences of tokens``).
+
+    Wins over ``[metrics] tokenizer``. Its identity (``custom <module>:<name>``, plus the
+    version of the package it comes from) is recorded in the report and the baseline,
+    so change its name when you change what it does.
 
     Example (whitespace tokens, one sentence per line)::
 

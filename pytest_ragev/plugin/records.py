@@ -58,6 +58,7 @@ class RecordCollector:
         self._progress = progress
         self._collect_only = collect_only
         self._records: dict[QuestionKey, Record] = {}
+        self._arrived: list[Record] = []  # the same records, in arrival order
         self._question_of: dict[str, QuestionKey] = {}  # node id -> question, collected items
         self._collected: set[QuestionKey] = set()
         # Questions whose item ran to its end, recorded or not: a hand-written
@@ -74,6 +75,10 @@ class RecordCollector:
     def records(self) -> list[Record]:
         """The gathered records, in arrival order (the first record of a question counts)."""
         return list(self._records.values())
+
+    def since(self, start: int) -> list[Record]:
+        """The records that arrived after the first ``start`` ones."""
+        return self._arrived[start:]
 
     @property
     def finished(self) -> int:
@@ -135,6 +140,7 @@ class RecordCollector:
             self.duplicates += 1
             return
         self._records[key] = record
+        self._arrived.append(record)
         self._done.add(key)
         if key not in self._collected:  # e.g. a test the xdist node ids did not reveal
             self.total += 1

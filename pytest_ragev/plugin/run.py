@@ -11,6 +11,7 @@ needs.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import secrets
@@ -24,18 +25,20 @@ import pytest
 
 from pytest_ragev.config import RagevConfig, RunOptions
 from pytest_ragev.core.attribution import PassageIndex
-from pytest_ragev.core.errors import RagevError
+from pytest_ragev.core.errors import RagevError, name_variant
 from pytest_ragev.core.record import QuestionKey, Record
-from pytest_ragev.core.types import METRIC_NAMES, CustomMetric, QAPair
+from pytest_ragev.core.types import METRIC_NAMES, STATUS_RUNNING, CustomMetric, QAPair
 from pytest_ragev.dataset import Dataset, load_dataset
 from pytest_ragev.evaluation import (
     AnsweredBy,
     EvalInputs,
     RunFacts,
+    RunningMeans,
     RunPlan,
     run_params,
     score_records,
 )
+from pytest_ragev.pipelines import Pipeline, Preflight, is_io_bound
 from pytest_ragev.pipelines.builtin import BuiltinPipeline
 from pytest_ragev.pipelines.builtin.config import unread_knobs
 from pytest_ragev.plugin.answering import Answerer
@@ -131,6 +134,7 @@ class ActiveRun:
             no_cache=options.no_cache,
             cache_setting=ragev.cache,
             progress=kb_progress_factory(config),
+            project_root=config.rootpath,
         )
         self.progress = ProgressFile(options.report_json or ragev.report_json,
                                      interval=ragev.progress_interval, report=self._progress)
@@ -140,6 +144,9 @@ class ActiveRun:
         )
         self.finisher = Finisher(self, self.inputs)
         self._answerer: Answerer | None = None
+        # The running means of the progress report, and how many records they count.
+        self._running: RunningMeans | None = None
+        self._running_seen = 0
         self.activated = False
 
     def register(self) -> None:
@@ -174,7 +181,8 @@ class ActiveRun:
         """The run plan: settings resolved once, with the hooks' custom metrics."""
         if self._plan is None:
             try:
-                self._plan = RunPlan.build(self.ragev, self.options, self._custom_metrics())
+                self._plan = RunPlan.build(self.ragev, self.options, self._custom_metrics(),
+                                           self.config.hook.pytest_ragev_tokenizer())
             except RagevError as exc:
                 raise _usage(exc) from None
         return self._plan
@@ -225,7 +233,7 @@ class ActiveRun:
                 corpus=lambda: self.dataset.corpus,
                 index=lambda: self.passage_index,
                 dataset_fingerprint=lambda: self.dataset.fingerprint,
-                concurrency=self.plan.concurrency,
+                concurrency=self.plan.concurrency_for(io_bound=self._io_bound()),
                 prefetch=not self.is_worker,
                 scorer=self._score if (self.score_items or self.plan.custom_metrics) else None,
                 score_every_question=self.score_items,
@@ -244,7 +252,7 @@ class ActiveRun:
     def _score(self, record: Record) -> Record:
         return score_records([record], profile=self.plan.profile,
                              custom=self.plan.custom_metrics,
-                             tokenizer=self.config.hook.pytest_ragev_tokenizer())[0]
+                             tokenizer=self.plan.tokenizer.tokenizer)[0]
 
     def _cache_root(self) -> Path | None:
         cache_provider = getattr(self.config, "cache", None)
@@ -265,10 +273,58 @@ class ActiveRun:
         if plan.options.update_baseline and not self.is_worker:
             _check_baseline_target(plan.baseline_path, self.ragev.source)
         if not self.is_worker:
-            self.task_id = make_task_id(self.dataset.dataset_id,
-                                        task_user(self.ragev.task_user))
+            self.task_id = plan.options.task_id or make_task_id(
+                self.dataset.dataset_id, task_user(self.ragev.task_user))
             self._warnings = tuple(self._unread_knobs())
+            if not self.config.option.collectonly:
+                self._check_services()
             self.signals.install()
+
+    def _configured_pipelines(self) -> list[tuple[str | None, Pipeline]]:
+        """The selected configurations' pipelines, unless the project's hooks answer."""
+        if self._user_answers():
+            return []
+        return [(variant, self.defaults.pipeline(self.plan.settings(variant)))
+                for variant in self.plan.variants]
+
+    def _io_bound(self) -> bool:
+        pipes = self._configured_pipelines()
+        return bool(pipes) and all(is_io_bound(pipe) for _, pipe in pipes)
+
+    def _answer_is_cached(self, variant: str | None, case: QAPair) -> bool:
+        settings = self.plan.settings(variant)
+        cache, key = self.defaults.answer_cache_entry(settings, case, self.dataset.fingerprint)
+        return cache is not None and key is not None and cache.get(key) is not None
+
+    def _check_services(self) -> None:
+        """Before any question: the environment a remote pipeline needs is set, and (one
+        request per configuration, unless ``[run] preflight = false``) its service
+        answers and takes the key. Either failing is one usage error (exit 4)."""
+        source = self.ragev.source
+        # Only pipelines that call a service (not the built-in one offline, whose cache
+        # is better left unopened until the questions run).
+        checks = [(variant, pipe) for variant, pipe in self._configured_pipelines()
+                  if isinstance(pipe, Preflight) and is_io_bound(pipe)]
+        missing: list[str] = []
+        seen: set[str] = set()
+        for variant, pipe in checks:
+            for line in pipe.missing_environment():
+                if line not in seen:  # variants that inherit a key need it said once
+                    seen.add(line)
+                    missing.append(name_variant(f"{source}: {line}", source, variant))
+        if missing:
+            raise pytest.UsageError("; ".join(missing))
+        if not self.ragev.preflight or not self.dataset.pairs:
+            return
+        first = self.dataset.pairs[0]
+        for variant, pipe in checks:
+            if self._answer_is_cached(variant, first):
+                continue  # a rerun served from the cache may not need the service at all
+            reason = pipe.preflight(first)
+            if reason is not None:
+                raise pytest.UsageError(name_variant(
+                    f"{source}: {reason}; no question was asked (set [run] preflight = false "
+                    "to skip this check)", source, variant))
 
     def _user_answers(self) -> list[Any]:
         """The ``pytest_ragev_answer`` implementations other than the built-in ones, in
@@ -374,12 +430,22 @@ class ActiveRun:
             records=records,
             facts=self.facts(interrupted),
             params={v: self.params(v) for v in self.plan.variants if v in variants},
-            tokenizer=self.config.hook.pytest_ragev_tokenizer(),
         )
 
     def _progress(self, status: int, err_msg: str) -> dict[str, Any]:
+        running = None
+        if status == STATUS_RUNNING:
+            if self._running is None:
+                self._running = RunningMeans(self.plan)
+            new = self.records.since(self._running_seen)
+            self._running_seen += len(new)
+            # A misbehaving custom metric: the end of the run says so, in one line.
+            with contextlib.suppress(RagevError):
+                self._running.add(new)
+            running = self._running.summary()
         return progress_report(self.facts(), dataset_id=self.dataset.dataset_id,
-                               params=self.params(None), status=status, err_msg=err_msg)
+                               params=self.params(None), status=status, err_msg=err_msg,
+                               running=running)
 
     def _error_record(self, key: QuestionKey, error: str) -> Record:
         variant, qid = key

@@ -4,8 +4,8 @@
 ``task`` has the seed's fields (``status`` 0 pending, 1 running, 2 success, 3 failed,
 ``total``/``finished`` counted in questions), ``metric`` the means of the base run in the
 seed's two groups; beyond the seed, ``samples``, ``verdict``, ``errors``, ``attribution``,
-``usage``, ``lowest``, ``baseline``, ``variants`` and ``warnings``. Pure functions: the
-shell writes the file.
+``usage``, ``lowest``, ``passages``, ``baseline``, ``variants`` and ``warnings``. Pure
+functions: the shell writes the file.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_ragev.core.record import Record
-from pytest_ragev.core.results import RunResult
+from pytest_ragev.core.results import MetricSummary, RunResult
 from pytest_ragev.core.types import (
     GENERATION_METRICS,
     METRIC_NAMES,
@@ -35,29 +35,43 @@ from pytest_ragev.evaluation import (
 )
 from pytest_ragev.gate import Comparison, QuestionDiff
 
+#: ``data.schema_version`` of the reports this version writes. Raised when a key changes
+#: meaning or goes away (adding keys does not): ``ragev report`` then refuses a report
+#: newer than it reads, instead of misreading it.
+REPORT_SCHEMA_VERSION = 1
+
 #: The per-question lists of the report, written one question per line
 #: (``pytest_ragev.core.io.dumps_json(..., records=REPORT_RECORDS)``).
 REPORT_RECORDS = ("samples", "questions", "regressions")
 
 
 def metric_block(run: RunResult | None) -> dict[str, Any]:
-    """``{"retrieval_metrics": {...}, "generation_metrics": {...}, "counts": {...}}``."""
+    """``{"retrieval_metrics": {...}, "generation_metrics": {...}, "counts": {...}}``.
+
+    Custom metrics add ``custom_metrics`` (their means) and ``directions`` (``"higher"``
+    or ``"lower"`` is better), so a saved report can be gated later (``ragev report
+    compare``) with each metric judged in its own direction.
+    """
+    return summary_block(None if run is None else run.summary)
+
+
+def summary_block(summary: Mapping[str, MetricSummary] | None) -> dict[str, Any]:
+    """:func:`metric_block` of a metric summary (``None``: every mean ``None``)."""
     def means(names: Sequence[str]) -> dict[str, float | None]:
-        if run is None:
+        if summary is None:
             return {name: None for name in names}
-        return {
-            name: (run.summary[name].mean if name in run.summary else None) for name in names
-        }
+        return {name: (summary[name].mean if name in summary else None) for name in names}
 
     block: dict[str, Any] = {
         "retrieval_metrics": means(RETRIEVAL_METRICS),
         "generation_metrics": means(GENERATION_METRICS),
     }
-    if run is not None:
-        custom = [name for name in run.summary if name not in METRIC_NAMES]
+    if summary is not None:
+        custom = [name for name in summary if name not in METRIC_NAMES]
         if custom:
             block["custom_metrics"] = means(custom)
-        block["counts"] = {name: item.n for name, item in run.summary.items()}
+            block["directions"] = {name: summary[name].direction for name in custom}
+        block["counts"] = {name: item.n for name, item in summary.items()}
     return block
 
 
@@ -76,15 +90,18 @@ def _task(facts: RunFacts, dataset_id: str, *, status: int, err_msg: str) -> dic
 def progress_report(
     facts: RunFacts, *, dataset_id: str, params: Mapping[str, Any],
     status: int = STATUS_RUNNING, err_msg: str = "",
+    running: Mapping[str, MetricSummary] | None = None,
 ) -> dict[str, Any]:
     """The report before the first item (status 0), while the run goes (1), or after a
-    usage error (3). ``params`` is the base configuration's settings snapshot."""
+    usage error (3). ``params`` is the base configuration's settings snapshot;
+    ``running`` the means of its questions answered so far, which ``metric`` shows while
+    the run goes, as the original's task detail does (``null`` before the first one)."""
     return {
         "success": status != STATUS_FAILED,
         "data": {
             "task": _task(facts, dataset_id, status=status, err_msg=err_msg),
             "params": dict(params),
-            "metric": None,
+            "metric": None if not running else summary_block(running),
         },
     }
 
@@ -120,7 +137,13 @@ def final_report(
         "errors": errors_json(outcome.error_list),
         **run_figures(base),
         "lowest": lowest_json(outcome.lowest),
+        # After the seed's keys and ours that every report has: the seed's order first.
+        "schema_version": REPORT_SCHEMA_VERSION,
     }
+    if outcome.passages:
+        # The texts of the passages the per-question views name (a few dozen, shortened),
+        # so a saved report renders them again (``ragev report html``).
+        data["passages"] = {str(pid): text for pid, text in sorted(outcome.passages.items())}
     if outcome.warnings:
         data["warnings"] = [outcome.relative(line) for line in outcome.warnings]
     if gate.comparisons or gate.not_compared is not None or gate.new_variants:
@@ -219,6 +242,7 @@ def comparison_json(comparison: Comparison) -> dict[str, Any]:
                 "family": m.family,
                 "n": m.n,
                 "status": m.status,
+                "gated": m.rule.enabled,
             }
             for m in comparison.metrics
         },

@@ -279,6 +279,8 @@ class Runner:
             "--ragev-report", str(folder / "report.json"),
             "--ragev-html", str(folder / "report.html"),
             "-p", "pytest_ragev.server.probe", "-q",
+            # The plugin's own report and HTML then carry the API's task id.
+            "--ragev-task-id", task_id,
         ]
         for variant in plan.variants:
             args += ["--ragev-variant", variant]

@@ -46,10 +46,13 @@ def test_http_pipeline_through_the_plugin(
     assert len(rows) == 5 and all(row["error"] is None for row in rows)
     assert {row["generated_text"] for row in rows} == {f"answer to {q}" for q in range(1, 6)}
     assert all(row["retrieval_ids"][1] == 6 for row in rows)  # type: ignore[index]
-    assert len(server.seen) == 5
+    # The preflight asks the first question once before the run, then all five run.
+    assert len(server.seen) == 6
+    assert [seen.body["id"] for seen in server.seen[:1]] == [1]
     second = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "b.json")
     second.stdout.fnmatch_lines(["*answer cache 5 hits / 0 misses*"])
-    assert len(server.seen) == 5  # every answer came from the cache
+    # Every answer came from the cache; no preflight either: the first answer is cached.
+    assert len(server.seen) == 6
     assert samples(pytester, "b.json") == rows
 
 

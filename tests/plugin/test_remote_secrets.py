@@ -74,7 +74,8 @@ def test_showlocals_through_the_plugin(
 ) -> None:
     server.default = echo(401)
     monkeypatch.setenv("CANARY_KEY", CANARY)
-    make_project(conftest=None, pipeline=textwrap.dedent(f"""\
+    # The per-question path: the preflight would stop the run before any question.
+    make_project("[run]\npreflight = false\n", conftest=None, pipeline=textwrap.dedent(f"""\
         [pipeline]
         name = "builtin"
 
@@ -150,7 +151,8 @@ def test_a_redirect_to_another_origin_through_the_plugin(
         other.default = lambda seen: Reply(200, {"answer": "gestohlen"})
         server.default = lambda seen: Reply(302, {}, {"Location": f"{other.url}/rag"})
         monkeypatch.setenv("CANARY_KEY", CANARY)
-        make_project(conftest=None, pipeline=textwrap.dedent(f"""\
+        # The per-question path: the preflight would stop the run before any question.
+        make_project("[run]\npreflight = false\n", conftest=None, pipeline=textwrap.dedent(f"""\
             [pipeline]
             name = "http"
             url = "{server.url}/rag"

@@ -250,7 +250,7 @@ def test_report_schema(pytester: pytest.Pytester, make_project: Project) -> None
     assert report["success"] is True
     data = report["data"]
     assert list(data) == ["task", "params", "metric", "samples", "verdict", "errors",
-                          "attribution", "usage", "lowest"]
+                          "attribution", "usage", "lowest", "schema_version"]
     task = data["task"]
     assert list(task) == [
         "id", "dataset_id", "start_time", "status", "err_msg", "total", "finished"
@@ -339,6 +339,45 @@ def test_progress_file_is_rewritten_while_the_run_goes(
     # The file exists from the start: status 1 with nothing finished when q1 is asked.
     assert seen[:5] == ["1 1 0", "2 1 1", "3 1 2", "4 1 3", "5 1 4"]
     assert report_of(pytester.path / "r.json")["data"]["task"]["status"] == 2
+
+
+def test_the_running_report_shows_the_mean_of_the_answered_questions(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    make_project(
+        "[run]\nprogress_interval = 0.001\n",
+        conftest=textwrap.dedent(
+            """
+            import json, pathlib, time
+            import pytest
+            from pytest_ragev import Answer
+
+            @pytest.hookimpl
+            def pytest_ragev_answer(case, kb, settings):
+                time.sleep(0.02)
+                report = pathlib.Path("r.json")
+                if report.exists():
+                    metric = json.loads(report.read_text())["data"]["metric"]
+                    with open("seen.jsonl", "a") as seen:
+                        seen.write(json.dumps([case.qid, metric]) + "\\n")
+                # Odd questions retrieve their passage, even ones a distractor only.
+                return Answer(retrieved=list(case.pids) if case.qid % 2 else [7],
+                              text=case.answer)
+            """
+        ),
+    )
+    result = pytester.runpytest(
+        "--ragev-config", "ragev.toml", "--ragev-report", "r.json", "--ragev-concurrency", "1"
+    )
+    assert result.ret == pytest.ExitCode.OK
+    seen = dict(json.loads(line) for line in
+                (pytester.path / "seen.jsonl").read_text().splitlines())
+    assert seen[1] is None  # nothing answered yet, as the original
+    # Asked for q4, the report holds q1..q3: recall 1, 0, 1.
+    assert seen[4]["counts"]["recall"] == 3
+    assert seen[4]["retrieval_metrics"]["recall"] == pytest.approx(2 / 3)
+    assert set(seen[4]["generation_metrics"]) == {"bleu1", "bleu2", "bleu4", "rouge1", "rouge2",
+                                                  "rougel"}
 
 
 def test_interrupted_run_leaves_status_3(pytester: pytest.Pytester, make_project: Project) -> None:

@@ -108,7 +108,9 @@ def test_api_key_env_secret_of_the_chat_client(
         return Reply(401, {"error": {"message": f"Incorrect API key provided: {key}"}})
 
     server.default = chat
+    # The per-question path: the preflight would stop the run before any question.
     make_project(
+        "[run]\npreflight = false\n",
         conftest=None,
         pipeline=textwrap.dedent(f"""\
             [pipeline]
@@ -152,7 +154,9 @@ def test_header_secret_expanded_from_the_environment(
         return Reply(403, {"error": {"message": f"bad credentials {seen.headers['Authorization']}"}})
 
     server.default = service
+    # The per-question path: the preflight would stop the run before any question.
     make_project(
+        "[run]\npreflight = false\n",
         conftest=None,
         pipeline=textwrap.dedent(f"""\
             [pipeline]

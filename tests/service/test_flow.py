@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable
@@ -37,6 +38,10 @@ def test_create_poll_success_on_the_sample(shared_server: Server) -> None:
     assert data["verdict"]["passed"] is True
     assert data["task"]["end_time"] and data["task"]["duration"] > 0
     assert data["request"]["config"] == "default"
+    # The plugin's own report carries the API's task id (--ragev-task-id).
+    report = json.loads((shared_server.workspace / "tasks" / task["id"] / "report.json")
+                        .read_text(encoding="utf-8"))
+    assert report["data"]["task"]["id"] == task["id"]
 
     # The original's spelling of the routes, with the trailing slash, answers the same.
     again = viewer.get("/api/v1/evaluation/", params={"task_id": task["id"]}).json()["data"]

@@ -268,6 +268,21 @@ class BuiltinPipeline:
         return Answer(retrieved=retrieved, text=extractive_answer(
             case.question, contexts, max_tokens=self.config.max_tokens))
 
+    # -- before the run
+    def missing_environment(self) -> list[str]:
+        """The environment variables a remote chat model needs and the environment lacks."""
+        return [] if self._chat is None else self._chat.missing_environment()
+
+    def preflight(self, case: QAPair) -> str | None:
+        """With a remote chat model, one look at its server (see
+        :meth:`ChatClient.preflight`); the offline generator needs none."""
+        return None if self._chat is None else self._chat.preflight()
+
+    @property
+    def io_bound(self) -> bool:
+        """Whether answering waits on a remote chat model more than it computes."""
+        return self._chat is not None
+
     def close(self) -> None:
         self._embedder = None
         self._reranker = None

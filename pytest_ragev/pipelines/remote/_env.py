@@ -51,3 +51,13 @@ def snapshot_headers(headers: Mapping[str, str]) -> dict[str, str]:
     """
     snapshot: dict[str, str] = redact(dict(headers))
     return snapshot
+
+
+def unset_references(headers: Mapping[str, str]) -> list[str]:
+    """The ``${VAR}`` names in ``headers`` that the environment does not set, in order."""
+    missing: list[str] = []
+    for value in headers.values():
+        for var in REFERENCE.findall(value):
+            if var not in os.environ and var not in missing:
+                missing.append(var)
+    return missing

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from pytest_ragev.core.errors import PipelineError
+from pytest_ragev.pipelines.remote._breaker import Breaker
 
 #: No single wait (backoff or ``Retry-After``) is longer than this many seconds.
 MAX_DELAY_S = 60.0
@@ -66,6 +67,10 @@ class Response:
     body: Any
     attempts: int
     latency_s: float
+
+
+#: Statuses that refuse the credentials: every later request would be refused too.
+AUTH_STATUSES = frozenset({401, 403})
 
 
 #: Builds the hint for a 4xx status: ``(status, server_message) -> fix``.
@@ -251,15 +256,20 @@ def send(
     what: str,
     client_error_hint: ClientErrorHint,
     secrets: Iterable[str] = (),
+    breaker: Breaker | None = None,
 ) -> Response:
     """Send one JSON request, retrying per ``policy``; the decoded JSON of a 2xx response.
 
     Raises :class:`PipelineError` (one line, prefixed with ``what``, secrets scrubbed) on a
-    4xx other than 429, when the retries are exhausted, and when a 2xx body is not JSON.
+    4xx other than 429, when the retries are exhausted (with ``status`` and ``transport`` set), and
+    when a 2xx body is not JSON. With a ``breaker``, a request it refuses is not sent, and
+    every outcome is counted (see :mod:`._breaker`).
     """
     __tracebackhide__ = True  # its locals hold the headers (pytest -l)
     secret_values = tuple(secrets)
     scrubber = Scrubber(secret_values)
+    if breaker is not None:
+        breaker.check(what, scrub(url, secret_values))
     try:
         data = None if payload is None else json.dumps(payload, ensure_ascii=False).encode()
     except (TypeError, ValueError) as error:
@@ -273,6 +283,7 @@ def send(
     while True:
         attempt += 1
         retry_after: float | None = None
+        failed_status: int | None = None  # the status of a retryable HTTP failure
         try:
             request = urllib.request.Request(url, data=data, headers=request_headers,
                                              method=method)
@@ -296,11 +307,16 @@ def send(
             if status != 429 and status < 500:
                 hint = client_error_hint(status, message)
                 detail = f": {message}" if message else ""
-                raise PipelineError(
-                    scrub(f"{what}: HTTP {status} from {url}{detail}; {hint}", secret_values)
-                ) from None
+                text = scrub(f"{what}: HTTP {status} from {url}{detail}; {hint}", secret_values)
+                if breaker is not None:
+                    if status in AUTH_STATUSES:
+                        breaker.failed(scrub(f"HTTP {status}{detail}", secret_values))
+                    else:
+                        breaker.answered()
+                raise PipelineError(text, status=status) from None
             retry_after = parse_retry_after(error.headers.get("Retry-After"))
             failure = f"HTTP {status}" + (f": {message}" if message else "")
+            failed_status = status
         except TimeoutError:
             failure = f"no response within timeout = {policy.timeout:g} s"
         except urllib.error.URLError as error:
@@ -317,6 +333,8 @@ def send(
             ) from None
         else:
             latency = time.perf_counter() - started
+            if breaker is not None:
+                breaker.answered()
             try:
                 body = json.loads(raw.decode("utf-8"))
             except RecursionError:
@@ -339,12 +357,16 @@ def send(
                 body = scrubber.json(body)
             return Response(status=status, body=body, attempts=attempt, latency_s=latency)
         if attempt > policy.max_retries:
+            if breaker is not None:
+                breaker.failed(scrub(failure, secret_values))
             raise PipelineError(
                 scrub(
                     f"{what}: {url} failed after {attempt} attempt(s), last: {failure}; check "
                     "that the service is up, or raise timeout / max_retries",
                     secret_values,
-                )
+                ),
+                status=failed_status,
+                transport=True,
             )
         _sleep(policy.delay(attempt, retry_after))
 

@@ -17,6 +17,7 @@ from pytest_ragev.core.errors import PipelineError
 from pytest_ragev.core.redact import Secret, redact_urls, url_secrets
 from pytest_ragev.core.tables import Table, check_placeholders, fill
 from pytest_ragev.pipelines.remote import _env, _retry
+from pytest_ragev.pipelines.remote._breaker import DEFAULT_LIMIT, Breaker
 
 DEFAULT_PROMPT = (
     "You are a helpful assistant. Answer the question using only the provided context. "
@@ -27,11 +28,14 @@ DEFAULT_CONTEXT_TEMPLATE = "Context:\n{contexts}\n\nQuestion: {query}"
 CHAT_KEYS = (
     "base_url", "model", "api_key_env", "temperature", "top_p", "max_tokens", "seed",
     "prompt", "context_template", "timeout", "max_retries", "retry_backoff", "extra_headers",
+    "max_consecutive_failures",
 )
 # Knobs that change how a request travels, not what the model answers: kept out of
 # answer_key() so raising a timeout does not throw the answer cache away.
 _TRANSPORT_KEYS = frozenset({"api_key_env", "timeout", "max_retries", "retry_backoff",
-                             "extra_headers"})
+                             "extra_headers", "max_consecutive_failures"})
+#: The preflight's own patience: one quick look, not a question's retry budget.
+PREFLIGHT_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,7 @@ class ChatConfig:
     timeout: float = 60.0
     max_retries: int = 3
     retry_backoff: float = 0.5
+    max_consecutive_failures: int = DEFAULT_LIMIT
     # Literal header values may be credentials: keep them out of repr().
     extra_headers: Mapping[str, str] = field(default_factory=dict, repr=False)
 
@@ -89,7 +94,9 @@ class ChatConfig:
         seed = table.get("seed")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise opts.fail("seed", seed, "use a whole number, e.g. seed = 42")
+        stop_after = opts.integer("max_consecutive_failures", DEFAULT_LIMIT, low=0, example="5")
         assert timeout is not None and backoff is not None and retries is not None
+        assert stop_after is not None
         return cls(
             base_url=base_url.rstrip("/"),
             model=model,
@@ -103,6 +110,7 @@ class ChatConfig:
             timeout=timeout,
             max_retries=retries,
             retry_backoff=backoff,
+            max_consecutive_failures=stop_after,
             extra_headers=opts.string_table("extra_headers"),
         )
 
@@ -126,6 +134,7 @@ class ChatConfig:
             "timeout": self.timeout,
             "max_retries": self.max_retries,
             "retry_backoff": self.retry_backoff,
+            "max_consecutive_failures": self.max_consecutive_failures,
             "extra_headers": _env.snapshot_headers(self.extra_headers),
         }
 
@@ -162,6 +171,8 @@ class ChatClient:
 
     def __init__(self, config: ChatConfig) -> None:
         self.config = config
+        self.breaker = Breaker(config.max_consecutive_failures,
+                               knob="[pipeline.chat] max_consecutive_failures")
 
     def __repr__(self) -> str:
         return f"ChatClient(model={self.config.model!r}, endpoint={self.config.endpoint!r})"
@@ -184,21 +195,59 @@ class ChatClient:
                 body[name] = value
         return body
 
-    def complete(self, query: str, contexts: Sequence[str]) -> ChatResult:
-        """Ask the model; :class:`PipelineError` on HTTP errors, timeouts, malformed replies."""
+    def missing_environment(self) -> list[str]:
+        """One line per environment variable a request needs and the environment lacks."""
+        cfg = self.config
+        lines = []
+        if cfg.api_key_env is not None and not os.environ.get(cfg.api_key_env):
+            lines.append(_unset_key_line(cfg.api_key_env))
+        lines += [f"[pipeline.chat] extra_headers refer to ${{{var}}}, which is not set; "
+                  f"export {var}=... before running pytest"
+                  for var in _env.unset_references(cfg.extra_headers)]
+        return lines
+
+    def preflight(self) -> str | None:
+        """One look at the server before any question: ``None`` when it is there and takes
+        the key, else why the run cannot go on (one line).
+
+        It asks ``GET {base_url}/models`` (every OpenAI-compatible server we know has it;
+        it costs no tokens) with one retry and at most :data:`PREFLIGHT_TIMEOUT_S`. No
+        connection, no answer in time, or 401/403 stop the run; any other answer, a 404
+        of a server without the route included, shows a server that is listening.
+        """
+        __tracebackhide__ = True  # its locals hold the key (pytest -l)
+        cfg = self.config
+        policy = _retry.RetryPolicy(timeout=min(cfg.timeout, PREFLIGHT_TIMEOUT_S),
+                                    max_retries=min(cfg.max_retries, 1), backoff=cfg.retry_backoff)
+        try:
+            headers, secrets = self._headers()
+            _retry.send(method="GET", url=f"{cfg.base_url}/models", headers=headers,
+                        payload=None, policy=policy,
+                        what=f"[pipeline.chat] model {cfg.model!r}: preflight",
+                        client_error_hint=self._hint, secrets=secrets)
+        except PipelineError as error:
+            if (error.transport and error.status is None) or error.status in _retry.AUTH_STATUSES:
+                return str(error)  # nobody answered, or the key was refused
+        return None
+
+    def _headers(self) -> tuple[dict[str, str], list[str]]:
+        """The request headers (the key expanded from the environment) and the secrets."""
         __tracebackhide__ = True  # its locals hold the key (pytest -l)
         cfg = self.config
         headers, secrets = _env.expand_headers(cfg.extra_headers, where="[pipeline.chat]")
         if cfg.api_key_env is not None:
             key = Secret(os.environ.get(cfg.api_key_env) or "")
             if not key:
-                raise PipelineError(
-                    f"[pipeline.chat] api_key_env = {cfg.api_key_env!r}: the environment "
-                    f"variable {cfg.api_key_env} is not set; export {cfg.api_key_env}=... or "
-                    "remove api_key_env for a server without authentication"
-                )
+                raise PipelineError(_unset_key_line(cfg.api_key_env))
             headers["Authorization"] = Secret(f"Bearer {key}")
             secrets.append(key)
+        return headers, secrets
+
+    def complete(self, query: str, contexts: Sequence[str]) -> ChatResult:
+        """Ask the model; :class:`PipelineError` on HTTP errors, timeouts, malformed replies."""
+        __tracebackhide__ = True  # its locals hold the key (pytest -l)
+        cfg = self.config
+        headers, secrets = self._headers()
         response = _retry.send(
             method="POST",
             url=cfg.endpoint,
@@ -208,6 +257,7 @@ class ChatClient:
             what=f"[pipeline.chat] model {cfg.model!r}",
             client_error_hint=self._hint,
             secrets=secrets,
+            breaker=self.breaker,
         )
         text = _completion_text(response.body)
         if text is None:
@@ -233,6 +283,11 @@ class ChatClient:
             return (f"check base_url ({self.config.base_url}) and model "
                     f"({self.config.model!r})")
         return "check the [pipeline.chat] settings against the server's API"
+
+
+def _unset_key_line(var: str) -> str:
+    return (f"[pipeline.chat] api_key_env = {var!r}: the environment variable {var} is not "
+            f"set; export {var}=... or remove api_key_env for a server without authentication")
 
 
 def _completion_text(body: Any) -> str | None:

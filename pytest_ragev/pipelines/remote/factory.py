@@ -34,10 +34,16 @@ class AnswerPipeline(Protocol):
 class FactoryPipeline:
     """Adapts the user's object to the remote-pipeline interface."""
 
-    def __init__(self, name: str, settings: PipelineSettings, inner: AnswerPipeline) -> None:
+    def __init__(
+        self, name: str, settings: PipelineSettings, inner: AnswerPipeline,
+        source_file: Path | None = None,
+    ) -> None:
         self.name = name
         self.settings = settings
         self.inner = inner
+        #: The file of the factory's module: the answer cache's key covers its source
+        #: and the project modules it imports.
+        self.source_file = source_file
 
     def __repr__(self) -> str:
         return f"FactoryPipeline({self.name!r}, {type(self.inner).__name__})"
@@ -144,4 +150,6 @@ def load_factory(
             f"{type(built).__name__} without an answer(case) method; return an object "
             "whose answer(case) gives a pytest_ragev.Answer"
         )
-    return FactoryPipeline(name, settings, built)
+    module_file = getattr(sys.modules.get(module_name), "__file__", None)
+    return FactoryPipeline(name, settings, built,
+                           source_file=Path(module_file) if module_file else None)

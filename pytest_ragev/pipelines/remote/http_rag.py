@@ -21,13 +21,18 @@ from pytest_ragev.core.redact import Secret, redact_urls, url_secrets
 from pytest_ragev.core.tables import Table, check_placeholders, fill
 from pytest_ragev.core.types import Answer, Chunk, PipelineSettings, QAPair, Retrieved
 from pytest_ragev.pipelines.remote import _env, _retry
+from pytest_ragev.pipelines.remote._breaker import DEFAULT_LIMIT, Breaker
 from pytest_ragev.pipelines.remote._paths import JsonPath, PathMissError, PathSyntaxError
 
 HTTP_KEYS = (
     "name", "url", "method", "headers", "body", "answer_path", "contexts_path", "ids_path",
-    "timeout", "max_retries", "retry_backoff",
+    "timeout", "max_retries", "retry_backoff", "max_consecutive_failures",
 )
+#: Refusals of the preflight request that every question would meet too.
+_PREFLIGHT_FATAL = frozenset({401, 403, 404, 405})
 _PLACEHOLDERS = ("question", "qid")
+#: The preflight's own patience: one quick look, not a question's retry budget.
+PREFLIGHT_TIMEOUT_S = 10.0
 _METHODS = ("POST", "PUT", "GET")
 DEFAULT_BODY: Mapping[str, Any] = {"query": "{question}"}
 
@@ -91,6 +96,9 @@ class HttpRagPipeline:
         backoff = opts.number("retry_backoff", 0.5, low=0.0, example="0.5")
         assert timeout is not None and retries is not None and backoff is not None
         self.policy = _retry.RetryPolicy(timeout=timeout, max_retries=retries, backoff=backoff)
+        stop_after = opts.integer("max_consecutive_failures", DEFAULT_LIMIT, low=0, example="5")
+        assert stop_after is not None
+        self.breaker = Breaker(stop_after, knob="[pipeline] max_consecutive_failures")
 
     def __repr__(self) -> str:
         return f"HttpRagPipeline(url={self.url!r}, method={self.method!r})"
@@ -104,6 +112,7 @@ class HttpRagPipeline:
             "timeout": self.policy.timeout,
             "max_retries": self.policy.max_retries,
             "retry_backoff": self.policy.backoff,
+            "max_consecutive_failures": self.breaker.limit,
         }
 
     def _answer_knobs(self) -> dict[str, Any]:
@@ -139,24 +148,52 @@ class HttpRagPipeline:
         return fill(self._target, {"question": urllib.parse.quote(case.question, safe=""),
                                    "qid": str(case.qid)})
 
-    def answer(self, case: QAPair, kb: object | None = None) -> Answer:
-        """Ask the service about ``case``; :class:`PipelineError` on any failure."""
+    def missing_environment(self) -> list[str]:
+        """One line per ``${VAR}`` of the headers that the environment does not set."""
+        return [f"[pipeline] headers refer to ${{{var}}}, which is not set; export {var}=... "
+                "before running pytest" for var in _env.unset_references(self.headers)]
+
+    def preflight(self, case: QAPair) -> str | None:
+        """Ask the service about ``case`` once before the run: ``None`` when it answers,
+        else why no question could be answered (one line). No connection or no answer in
+        time (one retry), and 401, 403, 404 or 405 stop the run; any other reply, an error
+        about this question included, shows a service that is there. The answer itself is
+        not used: the question is asked again in its turn."""
+        __tracebackhide__ = True  # its locals hold the expanded headers (pytest -l)
+        policy = _retry.RetryPolicy(timeout=min(self.policy.timeout, PREFLIGHT_TIMEOUT_S),
+                                    max_retries=min(self.policy.max_retries, 1),
+                                    backoff=self.policy.backoff)
+        try:
+            self._send(case, policy, f"[pipeline] http preflight (qid {case.qid})", None)
+        except PipelineError as error:
+            if error.status is None or error.status in _PREFLIGHT_FATAL:
+                return str(error)  # no response at all, or a refusal every question meets
+        return None
+
+    def _send(self, case: QAPair, policy: _retry.RetryPolicy, what: str,
+              breaker: Breaker | None) -> _retry.Response:
         __tracebackhide__ = True  # its locals hold the expanded headers (pytest -l)
         headers, secrets = _env.expand_headers(self.headers, where="[pipeline] headers")
         if self._basic is not None:
             headers["Authorization"] = self._basic
         secrets += self._url_secrets
-        what = f"[pipeline] http qid {case.qid}"
-        response = _retry.send(
+        return _retry.send(
             method=self.method,
             url=self.request_url(case),
             headers=headers,
             payload=self.request_body(case),
-            policy=self.policy,
+            policy=policy,
             what=what,
             client_error_hint=_hint,
             secrets=secrets,
+            breaker=breaker,
         )
+
+    def answer(self, case: QAPair, kb: object | None = None) -> Answer:
+        """Ask the service about ``case``; :class:`PipelineError` on any failure."""
+        __tracebackhide__ = True  # its locals hold the expanded headers (pytest -l)
+        what = f"[pipeline] http qid {case.qid}"
+        response = self._send(case, self.policy, what, self.breaker)
         reply = response.body
         text = self._read(self.answer_path, "answer_path", reply, what)
         if not isinstance(text, str):

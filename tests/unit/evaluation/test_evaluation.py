@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -93,6 +94,20 @@ def test_a_custom_metric_outside_its_range_is_a_config_error(tmp_path: Path) -> 
     with pytest.raises(ConfigError, match=r"custom metric 'länge' returned 2.0 for q1"):
         evaluate(EvalInputs(plan=plan, dataset=dataset, records=answered(dataset),
                             facts=RunFacts(), params={None: {}}))
+
+
+def test_default_concurrency_depends_on_what_the_pipeline_waits_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    plan = RunPlan.build(load_config(write(tmp_path, '[dataset]\npath = "data"\n')), RunOptions())
+    assert plan.concurrency_for(io_bound=False) == plan.concurrency == 1
+    assert plan.concurrency_for(io_bound=True) == 8
+    configured = RunPlan.build(load_config(write(
+        tmp_path, '[dataset]\npath = "data"\n[run]\nconcurrency = 3\n')), RunOptions())
+    assert configured.concurrency_for(io_bound=True) == 3
+    assert RunPlan.build(configured.config, RunOptions(concurrency=2)).concurrency_for(
+        io_bound=True) == 2
 
 
 def test_the_plan_resolves_options_over_the_file(tmp_path: Path) -> None:

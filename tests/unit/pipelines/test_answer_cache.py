@@ -279,6 +279,39 @@ def test_two_processes_write_the_same_key(tmp_path: Path) -> None:
     assert got is not None and got.text in {"p0", "p1"} and list(got.retrieved) == [49]
 
 
+def _open_and_write(folder: str, worker: int, start: Any, warnings_out: Any) -> None:
+    messages: list[str] = []
+    cache = AnswerCache(Path(folder), warn=messages.append)
+    start.wait()
+    for n in range(3):
+        cache.put(answer_cache_key("fp", "settings", worker * 10 + n),
+                  Answer(retrieved=[n], text=f"w{worker}"))
+    warnings_out.put(messages)
+
+
+def test_workers_opening_a_new_store_at_once_all_keep_the_cache(tmp_path: Path) -> None:
+    # xdist workers start together and open a database none has created yet: setting WAL
+    # mode and creating the table can answer "database is locked" without SQLite's busy
+    # wait. That once turned one worker's cache off (its answers never stored).
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork" if sys.platform != "win32" else "spawn")
+    for trial in range(25):
+        folder = tmp_path / f"t{trial}"
+        start, out = context.Barrier(3), context.Queue()
+        workers = [context.Process(target=_open_and_write, args=(str(folder), w, start, out))
+                   for w in range(3)]
+        for worker in workers:
+            worker.start()
+        reports = [out.get(timeout=60) for _ in workers]
+        for worker in workers:
+            worker.join(timeout=60)
+        assert reports == [[], [], []], f"trial {trial}: {reports}"
+        cache = AnswerCache(folder)
+        assert all(cache.get(answer_cache_key("fp", "settings", w * 10 + n)) is not None
+                   for w in range(3) for n in range(3))
+
+
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text()
     | st.floats(allow_nan=False, allow_infinity=False),

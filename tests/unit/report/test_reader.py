@@ -1,16 +1,35 @@
-"""A saved JSON report back into RunResult values that the gate can compare."""
+"""Saved files read back: JSON reports and baselines into runs, outcomes and comparisons."""
 
 from __future__ import annotations
 
+import json
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pytest_ragev import Answer, CustomMetric
+from pytest_ragev.config import RunOptions, load_config
+from pytest_ragev.core.attribution import PassageIndex
+from pytest_ragev.core.record import Record, make_record
 from pytest_ragev.core.results import RunResult
-from pytest_ragev.gate import compare
-from pytest_ragev.report.reader import ReportError, runs_from_report
+from pytest_ragev.dataset import Dataset, load_dataset, write_dataset
+from pytest_ragev.evaluation import EvalInputs, Outcome, RunFacts, RunPlan, evaluate, run_params
+from pytest_ragev.gate import GateRules, MetricRule, compare
+from pytest_ragev.report import final_report, terminal_lines
+from pytest_ragev.report.reader import (
+    ReportError,
+    Saved,
+    compare_saved,
+    outcome_from_report,
+    read_saved,
+    runs_from_report,
+)
 
 
 def _sample(qid: int, recall: float, variant: str | None = None) -> dict[str, Any]:
@@ -102,3 +121,326 @@ def test_samples_and_means_read_back(recalls: list[float]) -> None:
     run = runs_from_report(_report(recalls))[0]
     assert [s.metrics["recall"] for s in run.samples] == recalls
     assert run.scores("recall") == {i + 1: r for i, r in enumerate(recalls)}
+
+
+# --------------------------------------------------------------------------------------------
+# Real runs: evaluate() on a multilingual Parquet dataset, its JSON report read back.
+
+#: Eight questions in six languages, one relevant passage each, and two distractors.
+QUERIES = {
+    1: "埃菲尔铁塔是哪一年建成的？",
+    2: "Wie hoch ist der Eiffelturm?",
+    3: "Какова высота Эвереста?",
+    4: "Pythonを作ったのは誰ですか？",
+    5: "만리장성의 길이는 얼마입니까?",
+    6: "Who wrote Hamlet?",
+    7: "长城有多长？",
+    8: "Wann wurde Python veröffentlicht?",
+}
+CORPUS = {
+    1: "埃菲尔铁塔于1889年建成，位于巴黎。",
+    2: "Der Eiffelturm ist etwa 330 Meter hoch.",
+    3: "Высота Эвереста составляет 8849 метров.",
+    4: "Pythonはグイド・ヴァンロッサムによって作られました。",
+    5: "만리장성은 2만 킬로미터가 넘습니다.",
+    6: "Hamlet is a tragedy written by William Shakespeare.",
+    7: "长城全长超过两万公里。",
+    8: "Python wurde 1991 zum ersten Mal veröffentlicht.",
+    9: "Der Louvre ist das meistbesuchte Museum der Welt.",
+    10: "Rust 是一种注重内存安全的系统编程语言。",
+}
+ANSWERS = {100 + q: text for q, text in {
+    1: "埃菲尔铁塔于1889年建成。", 2: "Etwa 330 Meter.", 3: "8849 метров.",
+    4: "グイド・ヴァンロッサムです。", 5: "2만 킬로미터가 넘습니다.",
+    6: "William Shakespeare.", 7: "超过两万公里。", 8: "Im Jahr 1991.",
+}.items()}
+QRELS = [(q, q) for q in QUERIES]
+QAS = [(q, 100 + q) for q in QUERIES]
+CONFIG = """\
+[dataset]
+path = "data"
+id = "multi"
+
+[pipeline]
+name = "oracle"
+
+[thresholds]
+recall = 0.5
+latency_s = 2.0
+
+[report]
+top_regressions = 3
+
+[baseline]
+path = "ragev-baseline.json"
+
+[gate]
+mode = "tolerance"
+max_drop = 0.05
+resamples = 200
+
+[gate.metrics.bleu4]
+enabled = false
+
+[[variants]]
+name = "k2"
+pipeline.top = 2
+"""
+LATENCY = CustomMetric("latency_s", lambda m: float(m.meta.get("latency_s", 0.0)),
+                       direction="lower", bounds=(0.0, None))
+#: How the pipeline treats one question: the gold passage, a distractor before it, only
+#: distractors, a text that is no passage, or an exception.
+BEHAVIOURS = ("gold", "late", "miss", "stray", "error")
+
+
+@dataclass(frozen=True)
+class Project:
+    folder: Path
+    dataset: Dataset
+
+    def plan(self, **options: object) -> RunPlan:
+        config = load_config(self.folder / "ragev.toml")
+        return RunPlan.build(config, RunOptions(**options), [LATENCY])  # type: ignore[arg-type]
+
+
+def make_project(folder: Path) -> Project:
+    write_dataset(folder / "data", queries=QUERIES, corpus=CORPUS, answers=ANSWERS,
+                  qrels=QRELS, qas=QAS)
+    (folder / "ragev.toml").write_text(CONFIG, encoding="utf-8")
+    return Project(folder, load_dataset(folder / "data", "multi"))
+
+
+def records(dataset: Dataset, behaviour: Sequence[str], variant: str | None,
+            latency: float) -> list[Record]:
+    index = PassageIndex(dataset.corpus)
+    out = []
+    for case, how in zip(dataset.pairs, behaviour, strict=True):
+        if how == "error":
+            out.append(make_record(case, None, index=index, variant=variant,
+                                   error="TimeoutError: 模型超时 nach 30 s"))
+            continue
+        retrieved: list[int | str] = {
+            "gold": list(case.pids), "late": [9, *case.pids], "miss": [9, 10],
+            "stray": ["Этого текста нет в корпусе.", *case.pids],
+        }[how]
+        text = case.answer if how in ("gold", "late") else "不知道 / weiß nicht"
+        meta = {"latency_s": latency * case.qid, "prompt_tokens": 40, "completion_tokens": 7}
+        out.append(make_record(case, Answer(retrieved=retrieved, text=text or "", meta=meta),
+                               index=index, variant=variant))
+    return out
+
+
+def run(project: Project, plan: RunPlan, behaviour: Sequence[str], latency: float,
+        *, interrupted: bool = False) -> Outcome:
+    dataset = project.dataset
+    answered = [*records(dataset, behaviour, None, latency),
+                *records(dataset, list(reversed(behaviour)), "k2", latency)]
+    facts = RunFacts(task_id="evaluation_1_ab_multi", start_time="2026-01-02T03:04:05+00:00",
+                     total=len(answered) + (3 if interrupted else 0), finished=len(answered),
+                     interrupted="interrupted by SIGTERM" if interrupted else None)
+    params = {v: run_params(plan, dataset, {"top": 2} if v else {}, v) for v in plan.variants}
+    return evaluate(EvalInputs(plan=plan, dataset=dataset, records=answered, facts=facts,
+                               params=params))
+
+
+def write_report(outcome: Outcome, path: Path) -> Path:
+    base = outcome.runs[0]
+    report = final_report(outcome, dataset_id="multi", params=base.params)
+    path.write_text(json.dumps(report, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+def summary(outcome: Outcome) -> list[tuple[str, dict[str, bool]]]:
+    """The terminal summary without the notes (a report does not keep them)."""
+    return [line for line in terminal_lines(outcome, verbose=1, full=True)
+            if line[0] not in outcome.notes]
+
+
+behaviours = st.lists(st.sampled_from(BEHAVIOURS), min_size=8, max_size=8)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(before=behaviours, after=behaviours, latency=st.sampled_from([0.05, 0.2, 0.4]),
+       interrupted=st.booleans())
+def test_a_report_reads_back_to_the_same_report_and_summary(
+    before: list[str], after: list[str], latency: float, interrupted: bool
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        project = make_project(Path(tmp))
+        first = run(project, project.plan(update_baseline=True), before, 0.1)
+        outcome = run(project, project.plan(), after, latency, interrupted=interrupted)
+        path = write_report(outcome, Path(tmp) / "报告.json")
+        written = json.loads(path.read_text(encoding="utf-8"))
+        saved = read_saved(path)
+        back = outcome_from_report(saved, rules=project.plan().rules)
+        again = final_report(back, dataset_id="multi", params=back.runs[0].params)
+        assert again == written
+        assert summary(back) == summary(outcome)
+        # Gating the saved files again gives what the plugin's gate found.
+        baseline = read_saved(Path(tmp) / "ragev-baseline.json")
+        first_report = read_saved(write_report(first, Path(tmp) / "first.json"))
+        for base in (baseline, first_report):
+            if interrupted:
+                break  # an interrupted run is not gated by the plugin
+            gated = compare_saved(base, saved, project.plan().rules)
+            assert gated.gate.comparisons == outcome.gate.comparisons
+            assert gated.gate.regressions == outcome.gate.regressions
+            assert gated.failed == outcome.failed
+            assert summary(gated) == summary(outcome)
+
+
+def _saved(tmp_path: Path, name: str, behaviour: Sequence[str], latency: float = 0.1,
+           **options: object) -> Saved:
+    project = make_project(tmp_path)
+    outcome = run(project, project.plan(**options), behaviour, latency)
+    return read_saved(write_report(outcome, tmp_path / name))
+
+
+def test_a_lower_is_better_metric_regresses_upwards(tmp_path: Path) -> None:
+    base = _saved(tmp_path, "fast.json", ["gold"] * 8, latency=0.01, no_baseline=True)
+    slow = _saved(tmp_path, "slow.json", ["gold"] * 8, latency=0.3, no_baseline=True)
+    assert base.runs[0].summary["latency_s"].direction == "lower"
+    outcome = compare_saved(base, slow, GateRules(default=MetricRule(mode="tolerance")))
+    comparison = outcome.gate.comparisons[0]
+    latency = comparison.get("latency_s")
+    assert latency is not None and latency.status == "regressed"
+    assert any(line.startswith("ragev: latency_s ") and " > baseline " in line
+               for line in outcome.failures)
+    # The thresholds CURRENT recorded are checked too: latency_s = 2.0 is a ceiling.
+    assert any("latency_s" in t.metric and not t.passed for t in outcome.thresholds) is False
+    assert compare_saved(slow, base, GateRules(default=MetricRule(mode="tolerance"))
+                         ).gate.comparisons[0].get("latency_s").status == "improved"  # type: ignore[union-attr]
+
+
+def test_compare_refuses_files_it_cannot_pair(tmp_path: Path) -> None:
+    good = _saved(tmp_path, "good.json", ["gold"] * 8, no_baseline=True)
+    standard = _saved(tmp_path, "std.json", ["gold"] * 8, no_baseline=True, profile="standard")
+    with pytest.raises(ReportError, match=r"metric profile 'weknora', .*std\.json with "
+                                          r"'standard'"):
+        compare_saved(good, standard)
+    # Another text tokenizer (recorded in params.metrics by the plugin): not comparable.
+    def tokenized(saved: Saved, tokenizer: str) -> Saved:
+        return replace(saved, runs=tuple(replace(r, tokenizer=tokenizer) for r in saved.runs))
+    jieba, whitespace = tokenized(good, "default/2 jieba==0.42.1"), tokenized(good, "whitespace")
+    with pytest.raises(ReportError, match=r"tokenizer 'default/2 jieba==0\.42\.1', .*with "
+                                          r"'whitespace': text metrics across tokenizers"):
+        compare_saved(jieba, whitespace)
+    # A file that records no tokenizer (written before it was) is taken at its word.
+    assert good.runs[0].tokenizer  # the plugin's report recorded its tokenizer
+    assert compare_saved(tokenized(good, ""), whitespace).gate.comparisons
+    # Another dataset (an edited one): a JSON report has no hashes to pair questions by.
+    edited = replace(good, runs=tuple(replace(r, fingerprint="e" * 64) for r in good.runs))
+    with pytest.raises(ReportError, match=r"the data changed, and .*good\.json is a JSON report"):
+        compare_saved(good, edited)
+    with pytest.raises(ReportError, match="strict_dataset = true"):
+        compare_saved(good, edited, GateRules(strict_dataset=True))
+    # A variant BASE lacks: a warning, unless every variant is required.
+    only_base = replace(good, runs=good.runs[:1])
+    outcome = compare_saved(only_base, good)
+    assert outcome.gate.new_variants == ("k2",)
+    assert any("variant 'k2' is new, not compared" in note for note in outcome.notes)
+    with pytest.raises(ReportError, match=r"no run of variant 'k2' and .*require_all_variants"):
+        compare_saved(only_base, good, GateRules(require_all_variants=True))
+    only_variant = replace(good, runs=good.runs[1:])
+    with pytest.raises(ReportError, match="no run of the base configuration"):
+        compare_saved(only_variant, good)
+    disjoint = replace(good, runs=tuple(replace(r, samples=[replace(s, qid=s.qid + 100)
+                                                            for s in r.samples])
+                                        for r in good.runs))
+    with pytest.raises(ReportError, match="share no unchanged question"):
+        compare_saved(disjoint, good)
+
+
+def test_an_edited_dataset_pairs_by_the_hashes_of_a_baseline_file(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    run(project, project.plan(update_baseline=True), ["gold"] * 8, 0.1)
+    baseline = read_saved(tmp_path / "ragev-baseline.json")
+    # Edit question 2's reference answer and add question 9.
+    answers = {**ANSWERS, 102: "Ungefähr 330 Meter."}
+    write_dataset(tmp_path / "data", queries={**QUERIES, 9: "谁写了哈姆雷特？"}, corpus=CORPUS,
+                  answers={**answers, 109: "莎士比亚。"}, qrels=[*QRELS, (9, 6)],
+                  qas=[*QAS, (9, 109)])
+    edited = Project(tmp_path, load_dataset(tmp_path / "data", "multi"))
+    outcome = run(edited, edited.plan(), ["gold"] * 9, 0.1)
+    saved = read_saved(write_report(outcome, tmp_path / "edited.json"))
+    with pytest.raises(ReportError, match="pass --dataset DIR"):
+        compare_saved(baseline, saved, edited.plan().rules)
+    gated = compare_saved(baseline, saved, edited.plan().rules,
+                          hashes=edited.dataset.question_hashes)
+    comparison = gated.gate.comparisons[0]
+    assert (comparison.added, comparison.changed) == ([9], [2])
+    assert comparison == outcome.gate.comparisons[0]
+
+
+def test_a_baseline_file_shows_its_runs_and_their_thresholds(tmp_path: Path) -> None:
+    project = make_project(tmp_path)
+    run(project, project.plan(update_baseline=True), ["miss"] * 4 + ["error"] * 4, 0.1)
+    saved = read_saved(tmp_path / "ragev-baseline.json")
+    assert saved.kind == "baseline" and [r.variant for r in saved.runs] == [None, "k2"]
+    outcome = outcome_from_report(saved)
+    assert outcome.errors == 8 and outcome.failed
+    assert [t.metric for t in outcome.thresholds if not t.passed] == ["recall"]
+    lines = [line for line, _ in terminal_lines(outcome, verbose=0)]
+    assert "ragev: multi (base configuration), 8 questions, profile weknora" in lines
+    assert any(line.startswith("ragev: errors: 8 question(s) raised (TimeoutError 8)")
+               for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [(b'{"success": true, "data": {"task": {"status": 1, "finished": 3, "total": 20}, '
+      b'"params": {}, "metric": null}}',
+      "is a progress report (task status 1, running: 3 of 20 questions finished)"),
+     (b'{"success": false, "data": {"task": {"status": 3, "err_msg": "bad key"}, '
+      b'"metric": null}}', "the run failed before any question was scored (bad key)"),
+     (b'{"rows": [1, 2]}', "is neither a pytest-ragev JSON report"),
+     (b"[1, 2]", "the top level is a list, not an object"),
+     (b'{"schema": "pytest-ragev-baseline", "schema_version": 99}',
+      "has schema_version 99, this pytest-ragev reads 1 and 2"),
+     (b'{"success": true, "data": {"schema_version": 7, "task": {"status": 2}, '
+      b'"metric": {}}}',
+      "has report schema_version 7, this pytest-ragev reads up to 1: upgrade pytest-ragev"),
+     (b'{"data": {"schema_version": "1", "task": {"status": 2}, "metric": {}}}',
+      "data.schema_version is '1', not a version number"),
+     (b"{not json", "is not valid JSON (line 1 column 2"),
+     (b"\xff\xfe{}", "is not UTF-8 text (byte 0xff at offset 0)"),
+     (b"[" * 100_000 + b"]" * 100_000, "nests arrays or objects too deeply")],
+)
+def test_files_that_are_not_readable_reports(tmp_path: Path, content: bytes,
+                                             message: str) -> None:
+    path = tmp_path / "r.json"
+    path.write_bytes(content)
+    with pytest.raises(ReportError) as info:
+        read_saved(path)
+    assert message in str(info.value) and str(path) in str(info.value)
+    assert "\n" not in str(info.value) and not str(info.value).startswith("ragev: ")
+
+
+def test_missing_files_and_folders(tmp_path: Path) -> None:
+    with pytest.raises(ReportError, match="no such file; pass a JSON report"):
+        read_saved(tmp_path / "nope.json")
+    with pytest.raises(ReportError, match="is a folder, not a file"):
+        read_saved(tmp_path)
+
+
+def test_a_recorded_direction_must_be_known(tmp_path: Path) -> None:
+    report = _report([1.0])
+    report["data"]["metric"]["directions"] = {"latency": "sideways"}
+    with pytest.raises(ReportError, match=r"metric\.directions\.latency is 'sideways'"):
+        runs_from_report(report, source="r.json")
+    report["data"]["metric"]["directions"] = {"latency": "lower"}
+    assert runs_from_report(report)[0].summary["latency"].direction == "lower"
+
+
+def test_a_variant_only_report_lists_each_variant_once() -> None:
+    report = _report([], variant=[1.0, 0.5])
+    report["data"].update(_block([_sample(1, 1.0, "k256"), _sample(2, 0.5, "k256")]))
+    runs = runs_from_report(report)
+    assert [run.variant for run in runs] == ["k256"]
+
+
+def test_a_non_finite_sample_metric_is_refused() -> None:
+    report = _report([1.0])
+    report["data"]["samples"][0]["metrics"]["recall"] = float("nan")
+    with pytest.raises(ReportError, match=r"data.samples\[0\].metrics.recall is nan"):
+        runs_from_report(report, source="r.json")
