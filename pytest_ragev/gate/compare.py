@@ -221,7 +221,8 @@ def compare(
     ``changed`` lists shared questions whose content was edited since the baseline
     (:func:`~pytest_ragev.gate.baseline.check_compatible` finds them): they are left
     out of the comparison and reported. Raises :class:`BaselineError` when the runs
-    share no unchanged question.
+    share no unchanged question. ``table`` (:func:`paired_table` of the same runs,
+    built with ``changed`` as its ``skip``) saves pairing the runs again.
     """
     rules = rules or GateRules()
     before_qids = {s.qid for s in baseline_run.samples}

@@ -97,6 +97,21 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
+def _line_writer(reporter: Any) -> Callable[[str], None]:
+    """``reporter.write_line`` that first ends a line of progress dots (``-q``): pytest's
+    own ``ensure_newline`` only knows about lines it started with a file path."""
+
+    def write(line: str) -> None:
+        reporter.ensure_newline()  # ends a -v item line
+        # No public way to ask whether the current line is still not empty (-q dots);
+        # without the attribute the line is written as pytest would.
+        if getattr(getattr(reporter, "_tw", None), "width_of_current_line", 0):
+            reporter.write("\n")
+        reporter.write_line(line)
+
+    return write
+
+
 class _Phases:
     """Prints a line as each end-of-run phase starts, and their seconds at the end."""
 
@@ -197,7 +212,7 @@ class Finisher:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         try:
             inputs = self._inputs(interrupted)
-            phases = _Phases(reporter.write_line if reporter is not None
+            phases = _Phases(_line_writer(reporter) if reporter is not None
                              and len(inputs.records) >= PHASE_LINES_FROM else None)
             with paused_gc():
                 outcome = evaluate(inputs, phase=phases)

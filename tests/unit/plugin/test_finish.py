@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from pytest_ragev.plugin.finish import _Phases, paused_gc
+from pytest_ragev.plugin.finish import _line_writer, _Phases, paused_gc
 
 
 def test_a_line_per_phase_then_their_seconds() -> None:
@@ -46,3 +46,35 @@ def test_paused_gc_restores_the_collector_even_after_an_error() -> None:
         assert not gc.isenabled()  # left as it was found
     finally:
         gc.enable()
+
+
+class _Writer:
+    def __init__(self, width: int) -> None:
+        self.width_of_current_line = width
+
+
+class _Reporter:
+    """What _line_writer uses of pytest's TerminalReporter."""
+
+    def __init__(self, width: int) -> None:
+        self._tw = _Writer(width)
+        self.out: list[str] = []
+
+    def ensure_newline(self) -> None:
+        self.out.append("<ensure>")
+
+    def write(self, text: str) -> None:
+        self.out.append(text)
+        self._tw.width_of_current_line = 0 if text.endswith("\n") else 1
+
+    def write_line(self, line: str) -> None:
+        self.out.append(line + "\n")
+
+
+def test_phase_lines_start_on_a_line_of_their_own() -> None:
+    dots = _Reporter(width=48)  # -q: a line of progress dots is open
+    _line_writer(dots)("ragev: end of run: gate")
+    assert dots.out == ["<ensure>", "\n", "ragev: end of run: gate\n"]
+    clean = _Reporter(width=0)
+    _line_writer(clean)("ragev: end of run: gate")
+    assert clean.out == ["<ensure>", "ragev: end of run: gate\n"]
