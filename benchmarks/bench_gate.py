@@ -1,7 +1,7 @@
 """Soundness and speed of the regression gate, by simulation (run on demand).
 
     .venv/bin/python benchmarks/bench_gate.py [--seeds 2000] [--run-seeds 1500]
-        [--resamples 10000] [--only speed|soundness|run-level]
+        [--resamples 10000] [--only speed|soundness|run-level|sizing]
 
 Soundness: simulated pipelines answer 300 questions. Each question has 1-5 relevant
 passages and a difficulty q (Beta(2, 2)); a passage is retrieved when its uniform
@@ -33,6 +33,14 @@ drop) with ``correction = "none"``, the default ``"holm"`` and ``"maxt"``.
 Speed: ``paired_stats`` on 400 questions x 12 metrics x 10,000 resamples, against
 ``scipy.stats.permutation_test`` + ``scipy.stats.bootstrap`` (when scipy is installed)
 doing the same work metric by metric. Medians of several repeats.
+
+Sizing (#15): ``paired_stats`` over 100,000 questions x 12 metrics with the full
+10,000 resamples against the sized gate (``decide``: the thresholds the p-values
+meet, Holm over 12 metrics), interleaved, in four scenarios: identical runs, 1% of
+the questions changed, every question noisy without a change, every question noisy
+with a clear drop. Reports both times, the ratio, the resamples drawn and whether
+the decisions (p below alpha/12, p below alpha) agree; then the interval of the
+Cornish-Fisher expansion against the drawn bootstrap's at 20,000 changed questions.
 """
 
 from __future__ import annotations
@@ -339,6 +347,47 @@ def speed(repeats: int) -> None:
     )
 
 
+def sizing(repeats: int, n: int = 100_000) -> None:
+    from pytest_ragev.gate import decision_band
+
+    rng = np.random.default_rng(0)
+    scenarios = {"identical": (0.0, 0.0), "1% changed": (0.01, 0.0),
+                 "all noisy, no change": (1.0, 0.0), "all noisy, drop 0.01": (1.0, -0.01)}
+    print(f"sizing: paired_stats, {n} questions x 12 metrics, full 10,000 resamples vs sized")
+    for label, (share, shift) in scenarios.items():
+        pairs = {}
+        for m in range(12):
+            before = rng.random(n)
+            after = before.copy()
+            moved = rng.random(n) < share
+            after[moved] = np.clip(before[moved] + rng.normal(shift, 0.1, int(moved.sum())), 0, 1)
+            pairs[f"m{m}"] = (before, after)
+        bands = {name: decision_band(0.05, 12) for name in pairs}
+        full_t, sized_t = [], []
+        for _ in range(repeats):  # interleaved: the machine's noise hits both alike
+            start = time.perf_counter()
+            full = paired_stats(pairs, resamples=10_000, seed=0)
+            full_t.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            sized = paired_stats(pairs, resamples=10_000, seed=0, decide=bands)
+            sized_t.append(time.perf_counter() - start)
+        agree = all((full[m].p_lower < a) == (sized[m].p_lower < a)
+                    for m in pairs for a in (0.05 / 12, 0.05))
+        ci = max(max(abs(full[m].ci_low - sized[m].ci_low), abs(full[m].ci_high - sized[m].ci_high))
+                 for m in pairs)
+        f, z = statistics.median(full_t), statistics.median(sized_t)
+        print(f"  {label:22} full {f:6.2f} s  sized {z:5.2f} s  ratio {f / max(z, 1e-9):6.1f}x  "
+              f"resamples {sized['m0'].resamples:5}  decisions agree: {agree}  "
+              f"largest CI bound difference {ci:.5f}")
+    before = rng.random(20_000)
+    after = np.clip(before + rng.normal(-0.002, 0.1, 20_000), 0, 1)
+    drawn = paired_stats({"m": (before, after)}, resamples=10_000, seed=1)["m"]
+    expanded = paired_stats({"m": (before, after)}, resamples=10_000, seed=1,
+                            decide={"m": decision_band(0.05)})["m"]
+    print(f"  interval at 20,000 changed questions: drawn [{drawn.ci_low:.5f}, "
+          f"{drawn.ci_high:.5f}], expansion [{expanded.ci_low:.5f}, {expanded.ci_high:.5f}]")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=2000)
@@ -348,7 +397,8 @@ def main() -> None:
                         help="seeds of the run-level (twelve metrics) simulation")
     parser.add_argument("--run-questions", type=int, default=RUN_QUESTIONS,
                         help="questions per run in the run-level simulation")
-    parser.add_argument("--only", choices=("speed", "soundness", "run-level"), default=None)
+    parser.add_argument("--only", choices=("speed", "soundness", "run-level", "sizing"),
+                        default=None)
     args = parser.parse_args()
     if args.only in (None, "speed"):
         speed(args.repeats)
@@ -356,6 +406,8 @@ def main() -> None:
         soundness(args.seeds, args.resamples)
     if args.only in (None, "run-level"):
         run_level(args.run_seeds, args.resamples, n=args.run_questions)
+    if args.only in (None, "sizing"):
+        sizing(min(args.repeats, 3))
 
 
 if __name__ == "__main__":

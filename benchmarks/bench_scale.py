@@ -281,14 +281,167 @@ def bench(questions: int, passages: int, repeats: int, xdist: bool) -> None:
           f"  (target <= {1000 if passages <= 300_000 else 2000} MB)")
 
 
+# ------------------------------------------------------------------ end of a run
+
+
+def _answers(dataset: Any, changed: float, seed: int) -> list[Any]:
+    """One :class:`Answer` per question as the built-in pipeline would return it: ten
+    passage ids (the target at a rank that varies by question, or missed) and the
+    reference's first words; ``changed`` of the questions answered differently."""
+    import random
+
+    from pytest_ragev import Answer
+
+    rng = random.Random(seed)
+    answers = []
+    passages = max(dataset.corpus) if dataset.corpus else 1
+    for pair in dataset.pairs:
+        local = random.Random(pair.qid)
+        rank = local.randrange(14)  # 10..13: the target is missed
+        if rng.random() < changed:
+            rank = local.randrange(14)
+        ids = [local.randrange(1, passages + 1) for _ in range(10)]
+        if rank < 10 and pair.pids:
+            ids[rank] = pair.pids[0]
+        words = (pair.answer or "").split()
+        keep = len(words) - (rank % 4)
+        answers.append(Answer(retrieved=ids, text=" ".join(words[:max(keep, 1)])))
+    return answers
+
+
+def end_of_run(questions: int, passages: int, repeats: int) -> list[dict[str, float]]:
+    """The end of a run of ``questions`` answers, in this process, phase by phase.
+
+    What pytest hands the plugin at the end of the test loop is the list of records;
+    this builds the same records (``make_record`` on synthetic answers, as the items
+    do) and times what the plugin does from there: ``evaluate`` (scoring, gate,
+    baseline write) and the report writes (JSON, Markdown, HTML), with the callback
+    the plugin prints its phase lines from. It does not run pytest items, so it
+    measures the end of the run only. Three runs: the first (no baseline: written),
+    an identical rerun (compared, every metric unchanged) and a rerun with 3% of the
+    answers changed (compared, resampled).
+    """
+    import resource
+
+    from pytest_ragev.config import RunOptions, load_config
+    from pytest_ragev.core.attribution import PassageIndex
+    from pytest_ragev.core.io import atomic_write_json, atomic_write_text
+    from pytest_ragev.core.record import make_record
+    from pytest_ragev.dataset import load_dataset
+    from pytest_ragev.evaluation import EvalInputs, RunFacts, RunPlan, evaluate, run_params
+    from pytest_ragev.plugin.finish import paused_gc
+    from pytest_ragev.report import (
+        REPORT_RECORDS,
+        ReportModel,
+        final_report,
+        render_html,
+        render_markdown,
+    )
+
+    dataset = load_dataset(make_dataset(questions, passages), "scale")
+    index = PassageIndex(dataset.corpus)
+    results = []
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory(prefix="ragev-endrun-") as tmp:
+            root = Path(tmp)
+            (root / "ragev.toml").write_text(
+                f'[dataset]\npath = "{make_dataset(questions, passages)}"\nid = "scale"\n\n'
+                '[baseline]\npath = "baseline.json"\n', encoding="utf-8")
+            plan = RunPlan.build(load_config(root / "ragev.toml"), RunOptions())
+            params = run_params(plan, dataset, {"name": "builtin", "top_k": 10}, None)
+            for scenario, changed in (("first", 0.0), ("identical", 0.0), ("changed", 0.03)):
+                answers = _answers(dataset, changed, seed=1)
+                records = [make_record(pair, answer, index=index, variant=None)
+                           for pair, answer in zip(dataset.pairs, answers, strict=True)]
+                inputs = EvalInputs(plan=plan, dataset=dataset, records=records,
+                                    facts=RunFacts(total=len(records), finished=len(records),
+                                                   rootdir=str(root)),
+                                    params={None: params})
+                times: dict[str, float] = {}
+                current: list[Any] = []
+
+                def phase(name: str, times: dict[str, float] = times,
+                          current: list[Any] = current) -> None:
+                    now = time.perf_counter()
+                    if current:
+                        times[current[0]] = times.get(current[0], 0.0) + now - current[1]
+                    current[:] = [name.split(" ")[0], now]
+
+                started = time.perf_counter()
+                # As plugin.finish.Finisher does it: the collector paused, the same calls.
+                with paused_gc():
+                    outcome = evaluate(inputs, phase=phase)
+                    phase("json report")
+                    atomic_write_json(root / "report.json",
+                                      final_report(outcome, dataset_id="scale", params=params),
+                                      records=REPORT_RECORDS)
+                    phase("markdown")
+                    model = ReportModel.from_outcome(outcome)
+                    atomic_write_text(root / "report.md", render_markdown(model))
+                    phase("html")
+                    atomic_write_text(root / "report.html", render_html(model))
+                    phase("end")
+                total = time.perf_counter() - started
+                sizes = {f"{name}_mb": (root / name).stat().st_size / 1e6
+                         for name in ("baseline.json", "report.json", "report.html")}
+                if scenario == "first":
+                    # The same snapshot compressed, as a *.json.gz baseline path writes it.
+                    from pytest_ragev.gate import load_snapshot, write_snapshot
+
+                    written = load_snapshot(root / "baseline.json")
+                    zipped = time.perf_counter()
+                    write_snapshot(root / "baseline.json.gz", written)
+                    sizes["gz_write_s"] = time.perf_counter() - zipped
+                    sizes["baseline.json.gz_mb"] = (root / "baseline.json.gz").stat().st_size / 1e6
+                peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+                row = {"scenario": scenario, "total": total, **times, **sizes, "peak_mb": peak}
+                results.append(row)
+                print(f"  {scenario:9} {total:6.2f} s  " + "  ".join(
+                    f"{k} {v:.2f}" for k, v in times.items()) + "  " + "  ".join(
+                    f"{k} {v:.1f}" for k, v in sizes.items()), flush=True)
+                if scenario == "first":
+                    # What the first run wrote is the baseline the reruns are gated on.
+                    assert (root / "baseline.json").exists()
+    return results
+
+
+def end_of_run_table(sizes: list[tuple[int, int]], repeats: int) -> None:
+    """Medians per size and scenario: seconds per phase and file sizes."""
+    keys = ["total", "scoring", "gate", "baseline", "verdict", "json", "markdown", "html",
+            "baseline.json_mb", "baseline.json.gz_mb", "gz_write_s", "report.json_mb",
+            "report.html_mb", "peak_mb"]
+    table = []
+    for questions, passages in sizes:
+        print(f"\n== end of run, {questions} questions / {passages} passages (in-process)",
+              flush=True)
+        rows = end_of_run(questions, passages, repeats)
+        for scenario in ("first", "identical", "changed"):
+            mine = [r for r in rows if r["scenario"] == scenario]
+            med = {k: statistics.median(float(r.get(k, 0.0)) for r in mine) for k in keys}
+            table.append((questions, scenario, med))
+    short = {"baseline.json_mb": "base MB", "baseline.json.gz_mb": "gz MB",
+             "gz_write_s": "gz s", "report.json_mb": "json MB", "report.html_mb": "html MB",
+             "peak_mb": "RSS MB"}
+    print("\nquestions scenario   " + " ".join(f"{short.get(k, k):>9}" for k in keys))
+    for questions, scenario, med in table:
+        print(f"{questions:9} {scenario:10} " + " ".join(f"{med[k]:9.2f}" for k in keys))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="+", default=["3000x30000", "10000x100000"],
                         help="QUESTIONSxPASSAGES, e.g. 30000x300000 100000x1000000")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--no-xdist", action="store_true", help="skip the -n 2 runs")
+    parser.add_argument("--end-of-run", action="store_true",
+                        help="time only the end of a run, in this process, on synthetic "
+                             "records (no pytest items): scoring, gate, baseline, reports")
     args = parser.parse_args()
     DATA.mkdir(parents=True, exist_ok=True)
+    if args.end_of_run:
+        end_of_run_table([tuple(int(p) for p in size.lower().split("x"))  # type: ignore[misc]
+                          for size in args.sizes], args.repeats)
+        return
     for size in args.sizes:
         questions, passages = (int(part) for part in size.lower().split("x"))
         bench(questions, passages, args.repeats, not args.no_xdist)

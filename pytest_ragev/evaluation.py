@@ -60,6 +60,14 @@ from pytest_ragev.metrics import (
 #: A tokenizer for the generation metrics: text -> sentences of tokens.
 Tokenizer = Callable[[str], list[list[str]]]
 
+#: Told the name of each end-of-run phase as it starts (``"scoring 100000 answers"``,
+#: ``"gate"``, ``"baseline write"``), so the shell can print a progress line for it.
+Phase = Callable[[str], None]
+
+
+def _no_phase(name: str) -> None:
+    """The default :data:`Phase`: say nothing."""
+
 
 #: Calls in flight by default for pipelines that wait on a service (chat, http, factory).
 IO_BOUND_CONCURRENCY = 8
@@ -573,7 +581,8 @@ def score_records(
                     metric_case = _metric_case(record, metric_input, cases, corpus)
                 kept[metric.name] = _custom_value(metric, metric_case, record.qid)
         scored[id(record)] = record.scored(kept)
-    return [scored.get(id(r), r.scored({})) for r in records]
+    # Not scored.get(id(r), r.scored({})): that would copy every record a second time.
+    return [scored[id(r)] if id(r) in scored else r.scored({}) for r in records]
 
 
 def _metric_case(
@@ -750,8 +759,10 @@ def _portable_path(path: Path, base: Path) -> str:
 
 
 # ---------------------------------------------------------------------- verdict
-def evaluate(inputs: EvalInputs) -> Outcome:
+def evaluate(inputs: EvalInputs, *, phase: Phase = _no_phase) -> Outcome:
     """Score every configuration that ran, check thresholds and the baseline, decide.
+
+    ``phase`` is told when scoring, the gate and a baseline write start.
 
     A baseline that cannot be used is part of the outcome (``gate.not_compared``), not
     an exception. Raises :class:`~pytest_ragev.core.errors.BaselineError` when a partial
@@ -762,6 +773,7 @@ def evaluate(inputs: EvalInputs) -> Outcome:
     by_variant: dict[str | None, list[Record]] = {}
     for record in inputs.records:
         by_variant.setdefault(record.variant, []).append(record)
+    phase(f"scoring {len(inputs.records)} answers")
     runs = tuple(
         build_run(by_variant[variant], plan=plan, dataset=inputs.dataset, variant=variant,
                   params=inputs.params[variant])
@@ -794,6 +806,7 @@ def evaluate(inputs: EvalInputs) -> Outcome:
             "(the first one counts)"
         )
     dataset = inputs.dataset
+    phase("gate")
     gate = run_gate(runs, GateInputs(
         rules=plan.rules,
         baseline_path=plan.baseline_path,
@@ -809,7 +822,8 @@ def evaluate(inputs: EvalInputs) -> Outcome:
         corpus_fingerprint=(corpus_fingerprint(dataset.corpus)
                             if plan.baseline_path is not None else None),
         no_baseline=plan.options.no_baseline,
-    ))
+    ), phase=phase)
+    phase("verdict")
     roots = _display_roots(facts.rootdir, plan.config.base_dir)
     lowest = tuple(
         lowest_questions(runs[0], metric, plan.rules.top_regressions)

@@ -26,6 +26,7 @@ from pytest_ragev.dataset import Dataset, corpus_fingerprint, load_dataset
 from pytest_ragev.evaluation import Outcome
 from pytest_ragev.gate import GateRules
 from pytest_ragev.report import (
+    REPORT_RECORDS,
     ReportModel,
     final_report,
     render_html,
@@ -169,10 +170,10 @@ def _write_outputs(outcome: Outcome, args: argparse.Namespace) -> None:
         base = outcome.runs[0]
         report = final_report(outcome, dataset_id=base.dataset_id, params=base.params)
         if args.json == "-":
-            _write("-", dumps_json(report), "JSON report")
+            _write("-", dumps_json(report, records=REPORT_RECORDS), "JSON report")
         else:
             try:
-                atomic_write_json(args.json, report)
+                atomic_write_json(args.json, report, records=REPORT_RECORDS)
             except OSError as exc:
                 raise ReportError(f"cannot write the JSON report to {args.json} "
                                   f"({exc.strerror or exc})") from None

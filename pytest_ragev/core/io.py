@@ -7,9 +7,11 @@ import contextlib
 import errno
 import json
 import os
+import re
 import secrets
 import stat
 import sys
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -81,13 +83,49 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def dumps_json(obj: Any) -> str:
+def dumps_json(obj: Any, *, records: Collection[str] = ()) -> str:
     """The project's JSON style: ``ensure_ascii=False``, indent 2, trailing newline.
 
     Strict JSON: a NaN or an infinity raises ``ValueError`` instead of being written as
     the bare ``NaN``/``Infinity`` that JSON parsers other than Python's refuse.
+
+    A list of objects under a key in ``records`` (a baseline's ``questions``, a report's
+    ``samples``) is written one compact object per line instead: ``git diff`` still
+    shows one changed question as one changed line, the file is about half the size,
+    and the lines come from the C encoder (``indent`` makes :mod:`json` fall back to its
+    pure-Python encoder, about ten times slower). The text parses to the same value.
     """
-    return json.dumps(obj, ensure_ascii=False, indent=2, allow_nan=False) + "\n"
+    lists: list[list[Any]] = []
+    # The placeholder string written where a record list goes: a random tag between
+    # NULs, so no string of the data can look like one.
+    tag = secrets.token_hex(8)
+
+    def slot(value: Any, key: str | None) -> Any:
+        if isinstance(value, dict):
+            return {k: slot(v, k) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            if key in records and value and all(isinstance(v, dict) for v in value):
+                lists.append(list(value))
+                return f"\0{tag}{len(lists) - 1}\0"
+            return [slot(v, None) for v in value]
+        return value
+
+    text = json.dumps(slot(obj, None) if records else obj, ensure_ascii=False, indent=2,
+                      allow_nan=False)
+    if lists:
+        compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"),
+                                   allow_nan=False).encode
+
+        def fill(match: re.Match[str]) -> str:
+            indent, key, index, comma = match.groups()
+            inner = indent + "  "
+            body = (",\n" + inner).join(compact(v) for v in lists[int(index)])
+            return f"{indent}{key or ''}[\n{inner}{body}\n{indent}]{comma}"
+
+        slots = re.compile(rf'^( *)("[^"\n]*": )?"\\u0000{tag}(\d+)\\u0000"(,?)$',
+                           re.MULTILINE)
+        text = slots.sub(fill, text)
+    return text + "\n"
 
 
 #: What a failed write of JSON may raise: the file system's OSError, or the content's
@@ -104,9 +142,11 @@ def write_error_cause(exc: BaseException) -> tuple[str, bool]:
     return f"it is not JSON ({exc})", True
 
 
-def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
+def atomic_write_json(
+    path: str | os.PathLike[str], obj: Any, *, records: Collection[str] = ()
+) -> None:
     """Serialise ``obj`` with :func:`dumps_json` and write it atomically."""
-    atomic_write_text(path, dumps_json(obj))
+    atomic_write_text(path, dumps_json(obj, records=records))
 
 
 #: The standard streams a path may name (``/dev/stdout``, ``/proc/self/fd/2``, ...).
@@ -183,9 +223,11 @@ def write_output(path: str | os.PathLike[str], text: str) -> None:
         os.close(fd)
 
 
-def write_output_json(path: str | os.PathLike[str], obj: Any) -> None:
+def write_output_json(
+    path: str | os.PathLike[str], obj: Any, *, records: Collection[str] = ()
+) -> None:
     """Serialise ``obj`` with :func:`dumps_json` and write it with :func:`write_output`."""
-    write_output(path, dumps_json(obj))
+    write_output(path, dumps_json(obj, records=records))
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -47,7 +47,15 @@ from pytest_ragev.gate.rules import (
     MetricRule,
     Mode,
 )
-from pytest_ragev.gate.stats import PairedStats, holm, paired_stats, smallest_p, step_down_maxt
+from pytest_ragev.gate.stats import (
+    PairedStats,
+    decision_band,
+    holm,
+    maxt_columns,
+    paired_stats,
+    smallest_p,
+    step_down_maxt,
+)
 from pytest_ragev.gate.thresholds import (
     MaxValue,
     MinValue,
@@ -85,9 +93,11 @@ __all__ = [
     "check_thresholds",
     "compare",
     "compare_variants",
+    "decision_band",
     "holm",
     "judge",
     "load_snapshot",
+    "maxt_columns",
     "merge_snapshot",
     "obtained_path",
     "paired_stats",

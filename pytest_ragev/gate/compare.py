@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import TYPE_CHECKING, Literal
 
 from pytest_ragev.core import fmt
@@ -13,14 +14,16 @@ from pytest_ragev.core.results import Direction, RunResult
 from pytest_ragev.gate.rules import CORRECTION_NAMES, GateRules, MetricRule
 from pytest_ragev.gate.stats import (
     PairedStats,
+    decision_band,
     holm,
+    maxt_columns,
     paired_stats,
     smallest_p,
-    step_down_maxt,
 )
 
 if TYPE_CHECKING:
-    pass
+    import numpy as np
+    import numpy.typing as npt
 
 
 #: What happened to one metric between the baseline and the current run.
@@ -125,31 +128,83 @@ def _direction(metric: str, *runs: RunResult) -> Direction:
     return "higher"
 
 
-def _paired_scores(
-    baseline: RunResult, current: RunResult, metric: str, skip: Collection[int] = ()
-) -> dict[int, tuple[float, float]]:
-    """``(baseline, current)`` scores of ``metric`` per shared question, in qid order.
+class PairedTable:
+    """Two runs' per-question scores side by side: one row per shared question (qid
+    order, ``skip`` left out), one column per metric, ``NaN`` where a metric is missing
+    or not finite in either run.
 
-    ``skip`` holds questions edited since the baseline: their scores are not comparable.
+    Built once per comparison from the samples (one pass over each run), so pairing
+    twelve metrics over 100,000 questions costs array operations, not dict lookups.
     """
-    before = baseline.scores(metric)
-    after = current.scores(metric)
-    # A NaN from a custom metric would poison every resampled mean (and comparisons with
-    # NaN are all false, which would read as a tiny p-value): such questions sit out.
-    return {
-        q: (before[q], after[q]) for q in sorted(before.keys() & after.keys())
-        if math.isfinite(before[q]) and math.isfinite(after[q]) and q not in skip
-    }
+
+    def __init__(
+        self, baseline: RunResult, current: RunResult, names: Sequence[str],
+        skip: Collection[int] = (),
+    ) -> None:
+        import numpy as np
+
+        self.names = list(names)
+        before_qids, before = _score_matrix(baseline, self.names)
+        after_qids, after = _score_matrix(current, self.names)
+        common, at_before, at_after = np.intersect1d(
+            before_qids, after_qids, assume_unique=True, return_indices=True)
+        if skip:
+            keep = ~np.isin(common, np.fromiter(skip, dtype=np.int64, count=len(skip)))
+            common, at_before, at_after = common[keep], at_before[keep], at_after[keep]
+        self.qids = common
+        self.before = before[at_before]
+        self.after = after[at_after]
+        # A NaN from a custom metric would poison every resampled mean (and comparisons
+        # with NaN are all false, which would read as a tiny p-value): such questions
+        # sit out, as do questions a metric does not apply to in one of the runs.
+        self.paired = np.isfinite(self.before) & np.isfinite(self.after)
+
+    def pair(self, metric: str) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """The baseline's and the current run's scores of ``metric``, in qid order."""
+        column = self.names.index(metric)
+        rows = self.paired[:, column]
+        return self.before[rows, column], self.after[rows, column]
+
+    def differences(self, metrics: Sequence[str]) -> npt.NDArray[np.float64]:
+        """``current - baseline`` per shared question and metric, 0 where not paired."""
+        import numpy as np
+
+        columns = [self.names.index(m) for m in metrics]
+        diff = self.after[:, columns] - self.before[:, columns]
+        return np.where(self.paired[:, columns], diff, 0.0)
 
 
-def _aligned(scores: Mapping[int, tuple[float, float]]) -> tuple[list[float], list[float]]:
-    """The baseline's and the current run's scores as two lists in the same order."""
-    return [b for b, _ in scores.values()], [a for _, a in scores.values()]
+def paired_table(
+    baseline: RunResult, current: RunResult, skip: Collection[int] = ()
+) -> PairedTable:
+    """The :class:`PairedTable` of every metric of two runs (report order), to share
+    between :func:`compare` and :func:`~pytest_ragev.gate.diffs.top_regressions`
+    (``skip``: the questions edited since the baseline, as both are given)."""
+    return PairedTable(baseline, current, _metric_order(current, baseline), skip=skip)
 
 
-def _differences(scores: Mapping[int, tuple[float, float]]) -> dict[int, float]:
-    """``current - baseline`` per question."""
-    return {q: after - before for q, (before, after) in scores.items()}
+def _score_matrix(
+    run: RunResult, names: Sequence[str]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """The run's qids (sorted) and its questions x metrics scores (NaN: missing)."""
+    import numpy as np
+
+    samples = sorted(run.samples, key=lambda s: s.qid)
+    nan = math.nan
+    qids = np.fromiter((s.qid for s in samples), dtype=np.int64, count=len(samples))
+    if not names:
+        return qids, np.empty((len(samples), 0))
+    # One C-level lookup of every metric per question; only a question that lacks one
+    # (no qrels, no reference answer, an error) takes the slow path.
+    pick = itemgetter(*names) if len(names) > 1 else (lambda m: (m[names[0]],))
+    rows = []
+    for sample in samples:
+        try:
+            rows.append(pick(sample.metrics))
+        except KeyError:
+            rows.append(tuple(sample.metrics.get(name, nan) for name in names))
+    values = np.array(rows, dtype=np.float64).reshape(len(samples), len(names))
+    return qids, values
 
 
 def compare(
@@ -159,13 +214,15 @@ def compare(
     *,
     metrics: Sequence[str] | None = None,
     changed: Collection[int] = (),
+    table: PairedTable | None = None,
 ) -> Comparison:
     """Compare every metric of two runs over their shared questions and judge each.
 
     ``changed`` lists shared questions whose content was edited since the baseline
     (:func:`~pytest_ragev.gate.baseline.check_compatible` finds them): they are left
     out of the comparison and reported. Raises :class:`BaselineError` when the runs
-    share no unchanged question.
+    share no unchanged question. ``table`` (:func:`paired_table` of the same runs,
+    built with ``changed`` as its ``skip``) saves pairing the runs again.
     """
     rules = rules or GateRules()
     before_qids = {s.qid for s in baseline_run.samples}
@@ -179,34 +236,48 @@ def compare(
             "re-baseline on this dataset with --ragev-update-baseline"
         )
     names = list(metrics) if metrics is not None else _metric_order(current_run, baseline_run)
-    scores = {name: _paired_scores(baseline_run, current_run, name, edited) for name in names}
-    pairs = {name: _aligned(scores[name]) for name in names}
+    if table is None or table.names != names:
+        table = PairedTable(baseline_run, current_run, names, skip=edited)
+    pairs = {name: table.pair(name) for name in names}
+    # The family: metrics with data whose verdict can depend on the test.
+    family = [
+        name for name in names
+        if pairs[name][0].size and rules.rule_for(name).enabled
+        and rules.rule_for(name).mode != "tolerance"
+    ]
+    corrected = rules.correction in ("holm", "maxt") and len(family) > 1
+    # What each p-value is compared with: alpha, or down to alpha/m under Holm; the
+    # resampling of each metric stops once its p-values are clearly on one side.
+    holm_family = len(family) if corrected and rules.correction == "holm" else 1
+    bands = {
+        name: decision_band(rules.rule_for(name).significance,
+                            holm_family if name in family else 1)
+        for name in names
+    }
     stats = paired_stats(
         pairs,
         alphas={name: rules.rule_for(name).significance for name in names},
         resamples=rules.resamples,
         seed=rules.seed,
+        decide=bands,
     )
     directions = {name: _direction(name, current_run, baseline_run) for name in names}
-    # The family: metrics with data whose verdict can depend on the test.
-    family = [
-        name for name in names
-        if name in stats and rules.rule_for(name).enabled
-        and rules.rule_for(name).mode != "tolerance"
-    ]
     worse: dict[str, float] = {}
     better: dict[str, float] = {}
-    if rules.correction == "holm" and len(family) > 1:
+    if corrected and rules.correction == "holm":
         worse = holm({n: stats[n].p_worse(directions[n]) for n in family})
         better = holm({n: stats[n].p_better(directions[n]) for n in family})
-    elif rules.correction == "maxt" and len(family) > 1:
-        diffs = {n: _differences(scores[n]) for n in family}
-        worse_sign = {n: -1.0 if directions[n] == "higher" else 1.0 for n in family}
-        worse = step_down_maxt(diffs, worse_sign, resamples=rules.resamples, seed=rules.seed)
-        better = step_down_maxt(
-            diffs, {n: -sign for n, sign in worse_sign.items()},
-            resamples=rules.resamples, seed=rules.seed,
-        )
+    elif corrected:
+        import numpy as np
+
+        diffs = table.differences(family)
+        worse_sign = np.array([-1.0 if directions[n] == "higher" else 1.0 for n in family])
+        alphas = [rules.rule_for(n).significance for n in family]
+        band = (min(alphas), max(alphas))
+        for signs, out in ((worse_sign, worse), (-worse_sign, better)):
+            adjusted = maxt_columns(diffs * signs, resamples=rules.resamples, seed=rules.seed,
+                                    decide=band)
+            out.update({name: float(adjusted[column]) for column, name in enumerate(family)})
     items = [
         judge(
             name,

@@ -5,17 +5,13 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from pytest_ragev.core.results import Direction, RunResult, SampleResult
 from pytest_ragev.core.tables import changed_keys
-from pytest_ragev.gate.compare import _aligned, _direction, _metric_order, _paired_scores
+from pytest_ragev.gate.compare import PairedTable, _direction, _metric_order
 from pytest_ragev.gate.rules import _DEFAULT_TOP, GateRules
-from pytest_ragev.gate.stats import paired_stats
+from pytest_ragev.gate.stats import decision_band, paired_stats
 from pytest_ragev.gate.thresholds import _summary
-
-if TYPE_CHECKING:
-    pass
 
 
 @dataclass(frozen=True)
@@ -105,6 +101,7 @@ def top_regressions(
     metric: str | None = None,
     *,
     skip: Collection[int] = (),
+    table: PairedTable | None = None,
 ) -> list[QuestionDiff]:
     """The ``n`` shared questions that got worst, worst first (ties by qid).
 
@@ -112,24 +109,42 @@ def top_regressions(
     that metric alone; otherwise the sum of all metrics' worse-direction changes.
     A question that newly raised an error ranks first. ``skip`` holds questions edited
     since the baseline (not comparable, so never listed).
+
+    The ranking is computed for every shared question at once (arrays); the diffs
+    themselves are built only for the ``n`` listed. ``table`` (built with the same
+    ``skip``, :func:`~pytest_ragev.gate.compare.paired_table`) saves pairing the runs again.
     """
     if n <= 0:
         return []
-    directions = {
+    import numpy as np
+
+    names = _metric_order(current_run, baseline_run)
+    if metric is not None:
+        names = [metric] if metric in names else []
+    directions = {name: _direction(name, current_run, baseline_run) for name in names}
+    if table is None or table.names != names:
+        table = PairedTable(baseline_run, current_run, names, skip=skip)
+    before = {s.qid: s for s in baseline_run.samples}
+    after = {s.qid: s for s in current_run.samples}
+    # The change in each metric's worse direction, where both runs have a finite value.
+    worse = np.array([1.0 if directions[m] == "higher" else -1.0 for m in names])
+    change = np.where(table.paired, (table.before - table.after) * worse, 0.0)
+    worsening = change.sum(axis=1)
+    newly_failed = np.fromiter(
+        (after[q].error is not None and before[q].error is None for q in table.qids.tolist()),
+        dtype=bool, count=len(table.qids))
+    worsening = np.where(newly_failed, math.inf, worsening)
+    listed = np.flatnonzero(worsening > 1e-12)
+    # Worst first, ties by qid (the table is in qid order, so a stable sort keeps it).
+    ranked = listed[np.argsort(-worsening[listed], kind="stable")][:n]
+    directions_all = {
         name: _direction(name, current_run, baseline_run)
         for name in _metric_order(current_run, baseline_run)
     }
-    before = {s.qid: s for s in baseline_run.samples}
-    diffs = []
-    for sample in current_run.samples:
-        old = before.get(sample.qid)
-        if old is None or sample.qid in skip:
-            continue
-        diff = question_diff(old, sample, directions, metric=metric)
-        if diff.worsening > 1e-12:
-            diffs.append(diff)
-    diffs.sort(key=lambda d: (-d.worsening, d.qid))
-    return diffs[:n]
+    return [
+        question_diff(before[q], after[q], directions_all, metric=metric)
+        for q in table.qids[ranked].tolist()
+    ]
 
 
 # --------------------------------------------------------------------------- variants
@@ -193,12 +208,16 @@ def compare_variants(
     base_row = VariantRow(name=None, cells=base_cells, changed_knobs=[])
     rows = []
     for variant in variants:
-        pairs = {name: _aligned(_paired_scores(base, variant, name)) for name in names}
+        table = PairedTable(base, variant, names)
+        pairs = {name: table.pair(name) for name in names}
         stats = paired_stats(
             pairs,
             alphas={name: rules.rule_for(name).significance for name in names},
             resamples=rules.resamples,
             seed=rules.seed,
+            # A cell is marked when either one-sided p is below half the significance.
+            decide={name: decision_band(rules.rule_for(name).significance, two_sided=True)
+                    for name in names},
         )
         cells = {}
         for name in names:

@@ -24,7 +24,7 @@ writes the file on ``--ragev-update-baseline``. Everything else is a value.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -37,6 +37,7 @@ from pytest_ragev.gate.baseline import (
     Snapshot,
     _profile_mismatch,
     check_compatible,
+    compressed,
     corpus_change,
     id_list,
     load_snapshot,
@@ -45,7 +46,7 @@ from pytest_ragev.gate.baseline import (
     obtained_path,
     write_snapshot,
 )
-from pytest_ragev.gate.compare import Comparison, compare, power_lines
+from pytest_ragev.gate.compare import Comparison, compare, paired_table, power_lines
 from pytest_ragev.gate.diffs import QuestionDiff, VariantTable, compare_variants, top_regressions
 from pytest_ragev.gate.rules import GateRules
 
@@ -166,22 +167,38 @@ def _subset_notes(runs: Sequence[RunResult], path: Path, inputs: GateInputs) -> 
     return notes
 
 
-def _write(path: Path, snapshot: Snapshot, what: str = "baseline") -> str | None:
-    """Write ``snapshot`` to ``path``; the failure line when that is impossible."""
+def _write(path: Path, snapshot: Snapshot, what: str = "baseline") -> tuple[int, str | None]:
+    """Write ``snapshot`` to ``path``: the bytes written, and the failure line when that
+    is impossible (then nothing was written)."""
     try:
-        write_snapshot(path, snapshot)
+        written = write_snapshot(path, snapshot)
     except WRITE_ERRORS as exc:
         cause, content = write_error_cause(exc)
         fix = ("return finite numbers from custom metrics" if content else
                "free space, make the folder writable, or point [baseline] path "
                "(--ragev-baseline) at another file")
-        return (f"ragev: could not write the {what} {path}: {cause}; the previous file, if "
-                f"any, is untouched: {fix}")
-    return None
+        return 0, (f"ragev: could not write the {what} {path}: {cause}; the previous file, "
+                   f"if any, is untouched: {fix}")
+    return written, None
 
 
 def _write_failed(outcome: GateOutcome, line: str) -> GateOutcome:
     return replace(outcome, write_error=line, failures=(*outcome.failures, line))
+
+
+#: A plain baseline larger than this gets a note suggesting the compressed form.
+LARGE_BASELINE = 20_000_000
+
+
+def _size_note(path: Path, written: int) -> list[str]:
+    """A note when a plain JSON baseline is large enough to be worth compressing."""
+    if written <= LARGE_BASELINE or compressed(path):
+        return []
+    return [
+        f"ragev: note: {path} is {written / 1e6:.0f} MB; set [baseline] path to "
+        f"{path.name}.gz to store it gzip-compressed, about 4x smaller (git diff reads it "
+        "through a textconv: see docs/baselines.md)"
+    ]
 
 
 def _remove_stale(path: Path) -> str | None:
@@ -196,8 +213,17 @@ def _remove_stale(path: Path) -> str | None:
     return f"ragev: removed the stale {obtained} (this run passed)"
 
 
-def run_gate(runs: Sequence[RunResult], inputs: GateInputs) -> GateOutcome:
+def _quiet(name: str) -> None:
+    """Says nothing about a phase."""
+
+
+def run_gate(
+    runs: Sequence[RunResult], inputs: GateInputs, *, phase: Callable[[str], None] = _quiet
+) -> GateOutcome:
     """Run the baseline workflow and the variant comparison for one session.
+
+    ``phase("baseline write")`` is called before the baseline (or the
+    ``*.obtained.json``) is written, so the shell can say what the end of a run is doing.
 
     Every run is compared with its own recorded run (the base configuration with the
     base run, each variant with its variant run), whichever of them were selected. A
@@ -233,14 +259,15 @@ def run_gate(runs: Sequence[RunResult], inputs: GateInputs) -> GateOutcome:
         return replace(outcome, notes=(f"ragev: run interrupted: baseline {path} left untouched",))
     runs = _comparable(runs, inputs.source_fingerprint)
     if inputs.update:
-        return _update(runs, path, inputs, outcome)
+        return _update(runs, path, inputs, outcome, phase)
     if not path.exists():
         if not any(run.variant is None for run in runs):
             return replace(outcome, failures=(
                 f"ragev: baseline {path} not found, and the base configuration did not run "
                 "(only variants were selected); run without --ragev-variant to create it",
             ))
-        failed = _write(path, Snapshot.from_runs(
+        phase("baseline write")
+        written, failed = _write(path, Snapshot.from_runs(
             runs, plugin_version=inputs.plugin_version, hashes=inputs.hashes,
             corpus_fingerprint=inputs.corpus_fingerprint,
         ))
@@ -248,14 +275,15 @@ def run_gate(runs: Sequence[RunResult], inputs: GateInputs) -> GateOutcome:
             return _write_failed(outcome, failed)
         return replace(
             outcome,
-            notes=tuple(_subset_notes(runs, path, inputs)),
+            notes=(*_subset_notes(runs, path, inputs), *_size_note(path, written)),
             failures=(f"ragev: baseline not found, created {path}; commit it and rerun",),
         )
-    return _compare(runs, path, inputs, outcome)
+    return _compare(runs, path, inputs, outcome, phase)
 
 
 def _update(
-    runs: Sequence[RunResult], path: Path, inputs: GateInputs, outcome: GateOutcome
+    runs: Sequence[RunResult], path: Path, inputs: GateInputs, outcome: GateOutcome,
+    phase: Callable[[str], None],
 ) -> GateOutcome:
     """Write ``runs`` into the baseline (merging a partial session), with the notes to print."""
     ran = {run.variant for run in runs}
@@ -275,7 +303,8 @@ def _update(
     merged = merge_snapshot(existing, runs, plugin_version=inputs.plugin_version,
                             keep=inputs.configured, hashes=inputs.hashes,
                             corpus_fingerprint=inputs.corpus_fingerprint)
-    failed = _write(path, merged.snapshot)
+    phase("baseline write")
+    size, failed = _write(path, merged.snapshot)
     if failed is not None:
         return _write_failed(outcome, failed)
     message = f"ragev: baseline written to {path}"
@@ -290,6 +319,7 @@ def _update(
             "(no longer configured, or recorded on another dataset or metric profile)"
         )
     notes += _subset_notes(runs, path, inputs)
+    notes += _size_note(path, size)
     stale = _remove_stale(path)
     return replace(outcome, notes=(*notes, *([stale] if stale else [])))
 
@@ -325,7 +355,8 @@ def _pairings(
 
 
 def _compare(
-    runs: Sequence[RunResult], path: Path, inputs: GateInputs, outcome: GateOutcome
+    runs: Sequence[RunResult], path: Path, inputs: GateInputs, outcome: GateOutcome,
+    phase: Callable[[str], None],
 ) -> GateOutcome:
     try:
         baseline = load_snapshot(path)
@@ -355,11 +386,13 @@ def _compare(
         before = baseline.run_for(run.variant)
         assert before is not None  # _pairings left out the runs the file lacks
         baseline_runs[run.variant] = before
-        comparison = compare(before, run, inputs.rules, changed=overlap.changed)
+        # Paired once: the comparison and the ranking of the questions read the same table.
+        table = paired_table(before, run, skip=overlap.changed)
+        comparison = compare(before, run, inputs.rules, changed=overlap.changed, table=table)
         comparisons.append(comparison)
         failures += comparison.failure_lines
         regressions += top_regressions(before, run, inputs.rules.top_regressions,
-                                       skip=overlap.changed)
+                                       skip=overlap.changed, table=table)
     notes += power_lines(comparisons, inputs.rules)
     write_error = None
     if missing or any(not c.passed for c in comparisons):
@@ -367,7 +400,8 @@ def _compare(
         merged = merge_snapshot(baseline, runs, plugin_version=inputs.plugin_version,
                                 keep=inputs.configured, hashes=inputs.hashes,
                                 corpus_fingerprint=inputs.corpus_fingerprint)
-        write_error = _write(obtained, merged.snapshot, what="run's snapshot")
+        phase("baseline write")
+        _, write_error = _write(obtained, merged.snapshot, what="run's snapshot")
         if write_error is None:
             notes.append(
                 f"ragev: this run's snapshot written to {obtained}; diff it against {path}")

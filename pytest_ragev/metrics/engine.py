@@ -329,12 +329,17 @@ def aggregate(
             bucket = values.get(name)
             if bucket is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            # A plain float (what every metric gives) skips the ABC check, which costs
+            # more than the rest of the loop at 100,000 rows x 12 metrics.
+            if type(value) is float:
+                number = value
+            elif isinstance(value, bool) or not isinstance(value, numbers.Real):
                 raise TypeError(
                     f"rows[{index}][{name!r}]: expected a number, got "
                     f"{type(value).__name__} {value!r}"
                 )
-            number = float(value)
+            else:
+                number = float(value)
             if not math.isfinite(number):
                 raise ValueError(
                     f"rows[{index}][{name!r}]: expected a finite number, got {number!r}"

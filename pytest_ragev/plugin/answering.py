@@ -276,6 +276,19 @@ class Answerer:
             cache.put(key, replace(result, meta=finite_meta(result.meta)))
         return result
 
+    def _cached_answer(self, case: QAPair, variant: str | None) -> Answer | None:
+        """The cached answer of ``case`` (counted as a hit), or ``None`` (not counted:
+        :meth:`answer` looks again and counts the miss)."""
+        cache, key = self._defaults.answer_cache_entry(self._settings(variant), case,
+                                                       self._fingerprint())
+        if cache is None or key is None:
+            return None
+        cached = cache.get(key)
+        if cached is not None:
+            with self._lock:
+                self._cached[(variant, case.qid)] = True
+        return cached
+
     def _take_cached(self, case: QAPair, variant: str | None) -> bool | None:
         with self._lock:
             return self._cached.pop((variant, case.qid), None)
@@ -285,10 +298,14 @@ class Answerer:
         self._check_deadline()
         try:
             if self._threaded:
-                # Build the KB synchronously, before any question runs in a thread.
-                self._ensure_kb(variant)
                 if self._prefetch_on:
+                    # The prefetch window starts at this item: its answer is taken from
+                    # the cache, or its KB is built here (main thread) before it runs in
+                    # a thread.
                     self._prefetch(item)
+                else:
+                    # Build the KB synchronously, before the question runs in a thread.
+                    self._ensure_kb(variant)
                 future = self._future(case, variant)  # already submitted by the prefetch
                 self._futures.pop((variant, case.qid), None)
                 answer = self._wait(future)
@@ -338,6 +355,8 @@ class Answerer:
     # -- time limits
     def _wait(self, future: concurrent.futures.Future[Answer]) -> Answer:
         """``future``'s answer, within ``[run] timeout`` of its start and the deadline."""
+        if future.done():  # e.g. a cached answer: no call, perhaps no pool at all
+            return future.result()
         pool = self._pool
         assert pool is not None
         while True:
@@ -406,7 +425,16 @@ class Answerer:
             if not isinstance(upcoming, RagevItem):
                 continue
             window += 1
-            if (upcoming.variant, upcoming.case.qid) in self._futures:
+            key = (upcoming.variant, upcoming.case.qid)
+            if key in self._futures:
+                continue
+            # A cached answer needs no pipeline call and no KB: a fully cached rerun
+            # then never builds (or loads) one, as without --ragev-concurrency.
+            cached = self._cached_answer(upcoming.case, upcoming.variant)
+            if cached is not None:
+                done: concurrent.futures.Future[Answer] = concurrent.futures.Future()
+                done.set_result(cached)
+                self._futures[key] = done
                 continue
             try:
                 # Knowledge bases are built here, in the main thread, never in the pool.

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import os
+import time
 import traceback
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -32,6 +34,7 @@ from pytest_ragev.core.io import (
 from pytest_ragev.core.types import STATUS_FAILED
 from pytest_ragev.evaluation import EvalInputs, Outcome, evaluate
 from pytest_ragev.report import (
+    REPORT_RECORDS,
     ReportModel,
     final_report,
     junit_properties,
@@ -85,6 +88,76 @@ class _VerdictRepr(TerminalRepr):
 
     def __str__(self) -> str:
         return "\n".join(self.lines)
+
+
+#: Runs with at least this many answers print a progress line per end-of-run phase:
+#: below it the end of a run takes well under a second and the lines would be noise.
+PHASE_LINES_FROM = 2_000
+
+
+@contextlib.contextmanager
+def paused_gc() -> Iterator[None]:
+    """The cyclic garbage collector off for the end of a run (restored after).
+
+    Scoring, the gate and the reports build millions of small containers while the
+    session holds every item and record; each collection those allocations trigger
+    scans all of them, which made a third of the end of a 100k-question run. What the
+    end of a run allocates holds no reference cycles worth collecting before the
+    process exits.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _line_writer(reporter: Any) -> Callable[[str], None]:
+    """``reporter.write_line`` that first ends a line of progress dots (``-q``): pytest's
+    own ``ensure_newline`` only knows about lines it started with a file path."""
+
+    def write(line: str) -> None:
+        reporter.ensure_newline()  # ends a -v item line
+        # No public way to ask whether the current line is still not empty (-q dots);
+        # without the attribute the line is written as pytest would.
+        if getattr(getattr(reporter, "_tw", None), "width_of_current_line", 0):
+            reporter.write("\n")
+        reporter.write_line(line)
+
+    return write
+
+
+class _Phases:
+    """Prints a line as each end-of-run phase starts, and their seconds at the end."""
+
+    def __init__(self, write: Callable[[str], None] | None) -> None:
+        self._write = write
+        self._started = time.perf_counter()
+        self._current: tuple[str, float] | None = None
+        self._seconds: list[tuple[str, float]] = []
+
+    def __call__(self, name: str) -> None:
+        self._close()
+        self._current = (name, time.perf_counter())
+        if self._write is not None:
+            self._write(f"ragev: end of run: {name}")
+
+    def _close(self) -> None:
+        if self._current is not None:
+            name, started = self._current
+            label = name.split(" ", 1)[0] if name.startswith("scoring") else name
+            self._seconds.append((label, time.perf_counter() - started))
+            self._current = None
+
+    def done(self) -> None:
+        """The closing line: the whole end of the run and each phase's seconds."""
+        self._close()
+        if self._write is not None:
+            parts = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self._seconds)
+            self._write(f"ragev: end of run took {time.perf_counter() - self._started:.1f} s "
+                        f"({parts})")
 
 
 class Finisher:
@@ -155,9 +228,16 @@ class Finisher:
             self._fail(_unprefixed(answerer_error), pytest.ExitCode.USAGE_ERROR)
             return
         interrupted = self._interruption(session, exitstatus)
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         try:
-            outcome = evaluate(self._inputs(interrupted))
-            self._write_reports(outcome)
+            inputs = self._inputs(interrupted)
+            phases = _Phases(_line_writer(reporter) if reporter is not None
+                             and len(inputs.records) >= PHASE_LINES_FROM else None)
+            with paused_gc():
+                outcome = evaluate(inputs, phase=phases)
+                phases("reports")
+                self._write_reports(outcome)
+            phases.done()
         except RagevError as exc:
             # A usage error found while evaluating (a baseline a partial update cannot
             # merge into, a misbehaving custom metric): say it, exit 4.
@@ -255,7 +335,8 @@ class Finisher:
         plan = run.plan
         json_path = plan.report_json
         if json_path is not None and not self._write(
-                "JSON report", json_path, lambda: write_output_json(json_path, report)):
+                "JSON report", json_path, lambda: write_output_json(json_path, report,
+                                                   records=REPORT_RECORDS)):
             # Not left saying "running" (a poller would wait forever): the failure
             # report, without what the report hooks added, if the file takes it.
             run.progress.write(STATUS_FAILED, self.write_errors[-1], quiet=True)

@@ -8,13 +8,14 @@ it. Writing files is the plugin shell's business.
 from __future__ import annotations
 
 from pytest_ragev.report.html import render_html
-from pytest_ragev.report.json import final_report, progress_report
+from pytest_ragev.report.json import REPORT_RECORDS, final_report, progress_report
 from pytest_ragev.report.junit import junit_properties
 from pytest_ragev.report.markdown import render_markdown
 from pytest_ragev.report.model import ReportModel, Verdict
 from pytest_ragev.report.terminal import terminal_lines
 
 __all__ = [
+    "REPORT_RECORDS",
     "ReportModel",
     "Verdict",
     "final_report",

@@ -160,6 +160,9 @@ _JS = r"""
 
 #: Rows of the questions table at most (a 100,000-question run stays a readable file).
 QUESTIONS_SHOWN = 5000
+#: Rows of the errors table: a run where every question raised lists the first ones
+#: (the counts per type above it cover all of them, the JSON report lists each).
+ERRORS_SHOWN = 1000
 
 #: Metric changes listed per question in the regressions table before "+N more".
 _CHANGES_SHOWN = 4
@@ -443,15 +446,18 @@ def _regressions_section(diffs: Sequence[QuestionDiff]) -> str:
 
 
 def _errors_section(errors: Sequence[QuestionError]) -> str:
-    """Every question that raised: the count per error type, then one row each."""
+    """Every question that raised: the count per error type, then one row each (the
+    first :data:`ERRORS_SHOWN`, saying so)."""
     if not errors:
         return ""
     kinds = "".join(f"<span>{_e(kind)} <b>{count}</b></span>"
                     for kind, count in count_kinds(errors))
     rows = [[_e(e.label), f'<div class="q">{_e(e.question)}</div>', _e(e.kind),
-             f'<div class="err">{_e(e.error)}</div>'] for e in errors]
+             f'<div class="err">{_e(e.error)}</div>'] for e in errors[:ERRORS_SHOWN]]
+    more = (f'<p class="meta">The first {ERRORS_SHOWN} of {len(errors)} are listed; the JSON '
+            "report (--ragev-report) lists every one.</p>" if len(errors) > ERRORS_SHOWN else "")
     return (f"<h2>Errors ({len(errors)})</h2>"
-            f'<p class="kinds">{kinds}</p>'
+            f'<p class="kinds">{kinds}</p>{more}'
             + _table(["qid", "question", "type", "error"], rows,
                      numeric=[False, False, False, False], css="errors"))
 

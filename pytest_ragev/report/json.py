@@ -40,6 +40,10 @@ from pytest_ragev.gate import Comparison, QuestionDiff
 #: newer than it reads, instead of misreading it.
 REPORT_SCHEMA_VERSION = 1
 
+#: The per-question lists of the report, written one question per line
+#: (``pytest_ragev.core.io.dumps_json(..., records=REPORT_RECORDS)``).
+REPORT_RECORDS = ("samples", "questions", "regressions")
+
 
 def metric_block(run: RunResult | None) -> dict[str, Any]:
     """``{"retrieval_metrics": {...}, "generation_metrics": {...}, "counts": {...}}``.

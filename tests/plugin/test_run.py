@@ -519,3 +519,40 @@ def test_tokenizer_hook_replaces_the_spec_tokenizer(
     metrics = report_of(pytester.path / "r.json")["data"]["metric"]["generation_metrics"]
     assert metrics["bleu1"] == pytest.approx(1.0)
     assert metrics["bleu2"] == 0.0  # a single token has no bigram
+
+
+COUNTING_KB = textwrap.dedent(
+    """
+    import pytest
+    from pytest_ragev import Answer
+
+    @pytest.hookimpl
+    def pytest_ragev_build_knowledge_base(corpus, settings):
+        with open("kb-builds.txt", "a", encoding="utf-8") as handle:
+            handle.write("built\\n")
+        return {"corpus": dict(corpus)}
+
+    @pytest.hookimpl
+    def pytest_ragev_answer(case, kb, settings):
+        return Answer(retrieved=list(case.pids), text=case.answer or "")
+    """
+)
+
+
+@pytest.mark.parametrize("concurrency", ["1", "3"])
+def test_a_fully_cached_rerun_builds_no_kb(
+    pytester: pytest.Pytester, make_project: Project, concurrency: str
+) -> None:
+    make_project("[run]\ncache = true\n", conftest=COUNTING_KB)
+    args = ("--ragev-config", "ragev.toml", "--ragev-concurrency", concurrency)
+    first = pytester.runpytest(*args, "--ragev-report", "first.json")
+    first.assert_outcomes(passed=6)
+    builds = pytester.path / "kb-builds.txt"
+    assert builds.read_text(encoding="utf-8").split() == ["built"]
+    rerun = pytester.runpytest(*args, "--ragev-report", "rerun.json")
+    rerun.assert_outcomes(passed=6)
+    rerun.stdout.fnmatch_lines(["*answer cache 5 hits / 0 misses*"])
+    # Every answer came from the cache, also through the prefetch pool: no KB built.
+    assert builds.read_text(encoding="utf-8").split() == ["built"]
+    assert (report_of(pytester.path / "rerun.json")["data"]["samples"]
+            == report_of(pytester.path / "first.json")["data"]["samples"])

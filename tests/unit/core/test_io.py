@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pytest_ragev.core.io import (
     atomic_write_json,
@@ -151,3 +153,30 @@ def test_json_is_strict(value: float) -> None:
     with pytest.raises(ValueError):
         dumps_json({"meta": {"score": value}})
     assert dumps_json({"text": "Привет, мир"}) == '{\n  "text": "Привет, мир"\n}\n'
+
+
+def test_record_lists_are_one_compact_object_per_line() -> None:
+    data = {"run": {"questions": [{"qid": 1, "q": "什么是 RAG？"}, {"qid": 2, "q": "Was ist das?"}],
+                    "settings": {"top_k": 5}},
+            "questions": [], "other": [{"a": 1}]}
+    text = dumps_json(data, records=("questions",))
+    assert json.loads(text) == data
+    assert '    "questions": [\n      {"qid":1,"q":"什么是 RAG？"},\n      {"qid":2,' in text
+    # Other lists keep the indented layout; an empty record list stays [].
+    assert '"other": [\n    {\n      "a": 1' in text and '"questions": [],' in text
+    assert dumps_json(data) == json.dumps(data, ensure_ascii=False, indent=2) + "\n"
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
+    | st.text(alphabet=st.characters(codec="utf-8")),
+    lambda inner: st.lists(inner, max_size=4)
+    | st.dictionaries(st.sampled_from(["questions", "samples", "x", "\u0000", '"']), inner,
+                      max_size=4),
+    max_leaves=20,
+)
+
+
+@given(_json)
+def test_dumps_json_with_records_parses_to_the_same_value(value: object) -> None:
+    assert json.loads(dumps_json(value, records=("questions", "samples"))) == value

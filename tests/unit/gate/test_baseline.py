@@ -17,6 +17,7 @@ from pytest_ragev.gate.baseline import (
     CorpusChange,
     Snapshot,
     check_compatible,
+    compressed,
     corpus_change,
     load_snapshot,
     merge_snapshot,
@@ -114,6 +115,65 @@ def test_layout_and_key_order(tmp_path: Path) -> None:
     assert "第1个问题" in text and "\\u" not in text
     assert text.endswith("}\n") and '\n  "schema_version": 2,' in text
     assert "latency_ms" not in text  # per-run noise stays out of the committed file
+
+
+def test_one_question_per_line_so_a_diff_shows_the_changed_questions(tmp_path: Path) -> None:
+    before, after = tmp_path / "before.json", tmp_path / "after.json"
+    write_snapshot(before, from_runs(make_run(range(1, 40))))
+    changed = make_run(range(1, 40))
+    samples = list(changed.samples)
+    samples[6] = dataclasses.replace(samples[6], metrics={**samples[6].metrics, "recall": 0.0})
+    write_snapshot(after, from_runs(dataclasses.replace(changed, samples=samples)))
+    old, new = before.read_text("utf-8").splitlines(), after.read_text("utf-8").splitlines()
+    assert len(old) == len(new)
+    differ = [i for i, (a, b) in enumerate(zip(old, new, strict=True)) if a != b]
+    assert len(differ) == 1 and json.loads(new[differ[0]].rstrip(","))["qid"] == 7
+    lines = [line for line in old if line.lstrip().startswith('{"qid":')]
+    assert len(lines) == 39 and all(line.startswith("      {") for line in lines)
+    assert json.loads(lines[0].rstrip(","))["question"] == "第1个问题：什么是 RAG？"
+
+
+def test_a_baseline_written_with_indent_2_still_loads(tmp_path: Path) -> None:
+    # The layout of earlier versions: every key on its own line.
+    path = tmp_path / "old.json"
+    original = snapshot("v1")
+    path.write_text(json.dumps(original.to_data(), ensure_ascii=False, indent=2) + "\n",
+                    encoding="utf-8")
+    loaded = load_snapshot(path)
+    assert loaded.to_data() == original.to_data()
+    # Rewritten, it takes the current layout with the same content.
+    write_snapshot(path, loaded)
+    assert json.loads(path.read_text("utf-8")) == original.to_data()
+
+
+def test_a_gz_baseline_is_compressed_reproducible_and_loads(tmp_path: Path) -> None:
+    import gzip
+
+    plain, packed = tmp_path / "b.json", tmp_path / "b.json.gz"
+    original = from_runs(make_run(range(1, 150)))
+    plain_size = write_snapshot(plain, original)
+    packed_size = write_snapshot(packed, original)
+    assert compressed(packed) and not compressed(plain)
+    assert (plain_size, packed_size) == (plain.stat().st_size, packed.stat().st_size)
+    assert packed_size * 4 < plain_size
+    # git's textconv (gzip -dc) shows the plain text; no timestamp in the header.
+    assert gzip.decompress(packed.read_bytes()) == plain.read_bytes()
+    first = packed.read_bytes()
+    write_snapshot(packed, load_snapshot(packed))
+    assert packed.read_bytes() == first
+    # A gzip file is recognised by its bytes, whatever its name.
+    renamed = tmp_path / "renamed.json"
+    renamed.write_bytes(first)
+    assert load_snapshot(renamed).to_data() == original.to_data()
+    assert obtained_path(packed) == tmp_path / "b.obtained.json.gz"
+
+
+def test_a_damaged_gz_baseline_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "b.json.gz"
+    write_snapshot(path, from_runs(make_run()))
+    path.write_bytes(path.read_bytes()[:-12])
+    with pytest.raises(BaselineError, match=r"damaged gzip file.*--ragev-update-baseline"):
+        load_snapshot(path)
 
 
 def test_round_trip_is_byte_identical(tmp_path: Path) -> None:

@@ -375,3 +375,35 @@ def test_a_full_disk_keeps_the_previous_baseline_intact(
     assert regressed.write_error in regressed.failures
     assert path.read_bytes() == written
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ragev-baseline.json"]  # no temp files
+
+
+def test_phases_are_told_when_a_baseline_is_written(tmp_path: Path) -> None:
+    path = tmp_path / "ragev-baseline.json"
+    heard: list[str] = []
+    run_gate([run()], inputs(path), phase=heard.append)
+    assert heard == ["baseline write"]
+    heard.clear()
+    run_gate([run()], inputs(path), phase=heard.append)  # compared, passed: nothing written
+    assert heard == []
+    run_gate([run(0.0)], inputs(path), phase=heard.append)  # regressed: *.obtained.json
+    assert heard == ["baseline write"]
+
+
+def test_a_large_plain_baseline_suggests_the_compressed_form(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_ragev.gate import workflow
+
+    monkeypatch.setattr(workflow, "LARGE_BASELINE", 100)
+    path = tmp_path / "ragev-baseline.json"
+    outcome = run_gate([run()], inputs(path, update=True))
+    size = path.stat().st_size
+    assert outcome.notes[-1] == (
+        f"ragev: note: {path} is {size / 1e6:.0f} MB; set [baseline] path to "
+        "ragev-baseline.json.gz to store it gzip-compressed, about 4x smaller (git diff reads "
+        "it through a textconv: see docs/baselines.md)"
+    )
+    packed = tmp_path / "ragev-baseline.json.gz"
+    outcome = run_gate([run()], inputs(packed, update=True))
+    assert not any("gzip" in note for note in outcome.notes)
+    assert load_snapshot(packed).to_data() == load_snapshot(path).to_data()

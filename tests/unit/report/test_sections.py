@@ -225,3 +225,18 @@ def test_chunk_share_of_a_run() -> None:
     share = chunk_share(reasons_run().samples)
     assert (share.chunks, share.unattributed, share.first) == (6, 3, "改写过的段落 1")
     assert share.text == "3/6 retrieved chunks (50%) matched no corpus passage"
+
+
+def test_html_errors_table_is_capped_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_ragev.report import html
+
+    monkeypatch.setattr(html, "ERRORS_SHOWN", 2)
+    page = render_html(ReportModel.from_outcome(outcome_of()))
+    [errors] = find(tree(page), "table", "errors")
+    assert len(rows(errors)) == 3  # the header and two questions
+    assert ("The first 2 of 3 are listed; the JSON report (--ragev-report) lists every one."
+            in page)
+    # The counts per type still cover all three.
+    assert "TimeoutError <b>2</b>" in page
+    monkeypatch.setattr(html, "ERRORS_SHOWN", 3)
+    assert "are listed" not in render_html(ReportModel.from_outcome(outcome_of()))
