@@ -57,7 +57,8 @@ def _table(table: Mapping[str, Any], path: list[str], lines: list[str]) -> None:
 def _key(key: str) -> str:
     if not isinstance(key, str):
         raise TypeError(f"TOML keys are strings, got {key!r}")
-    return key if _BARE_KEY.match(key) else _string(key)
+    # fullmatch: "$" alone would also match before a final newline ("0\n" is no bare key).
+    return key if _BARE_KEY.fullmatch(key) else _string(key)
 
 
 def _string(text: str) -> str:

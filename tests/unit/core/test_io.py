@@ -168,7 +168,7 @@ def test_record_lists_are_one_compact_object_per_line() -> None:
 
 
 _json = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(alphabet=st.characters(codec="utf-8")),
     lambda inner: st.lists(inner, max_size=4)
     | st.dictionaries(st.sampled_from(["questions", "samples", "x", "\u0000", '"']), inner,

@@ -27,6 +27,12 @@ _documents = st.dictionaries(_keys, _values | st.lists(
     max_size=6)
 
 
+def test_a_key_ending_in_a_newline_is_quoted() -> None:
+    # Found by the round trip below: a regex "$" matches before a final newline.
+    assert dumps({"0\n": 1}) == '"0\\n" = 1\n'
+    assert tomllib.loads(dumps({"0\n": {"a": 1}})) == {"0\n": {"a": 1}}
+
+
 @given(_documents)
 def test_round_trip(document: dict[str, Any]) -> None:
     assert tomllib.loads(dumps(document)) == document
