@@ -169,16 +169,7 @@ def report_data(report: Any, source: str) -> Mapping[str, Any]:
             f"{source} is neither a pytest-ragev JSON report (no data.task and data.metric) "
             f"nor a baseline file (no \"schema\": {SCHEMA!r}); pass {_FILES}"
         )
-    version = data.get("schema_version", 1)  # reports before the key was added are 1
-    if type(version) is not int or version < 1:
-        raise ReportError(f"{source}: data.schema_version is {version!r}, not a version "
-                          "number; pass a report pytest-ragev wrote")
-    if version > REPORT_SCHEMA_VERSION:
-        raise ReportError(
-            f"{source} has report schema_version {version}, this pytest-ragev reads up to "
-            f"{REPORT_SCHEMA_VERSION}: upgrade pytest-ragev (pip install -U pytest-ragev) "
-            "to read it"
-        )
+    _check_schema_version(data, source)
     task = _mapping(data["task"], "data.task", source)
     status = task.get("status")
     # A running report shows the running means (metric is set): the status tells.
@@ -366,7 +357,8 @@ def outcome_from_report(
     )
 
 
-def _facts(data: Mapping[str, Any], source: str) -> RunFacts:
+def _check_schema_version(data: Mapping[str, Any], source: str) -> None:
+    """Refuse a report of a schema this version cannot read, in one line."""
     version = data.get("schema_version", 1)  # reports before the key was added are 1
     if type(version) is not int or version < 1:
         raise ReportError(f"{source}: data.schema_version is {version!r}, not a version "
@@ -377,6 +369,10 @@ def _facts(data: Mapping[str, Any], source: str) -> RunFacts:
             f"{REPORT_SCHEMA_VERSION}: upgrade pytest-ragev (pip install -U pytest-ragev) "
             "to read it"
         )
+
+
+def _facts(data: Mapping[str, Any], source: str) -> RunFacts:
+    _check_schema_version(data, source)
     task = _mapping(data["task"], "data.task", source)
     status = task.get("status")
     err_msg = str(task.get("err_msg") or "")
