@@ -4,9 +4,15 @@ Vectors are kept as float16 (half the memory and the cache on disk; the embedder
 4-bit or float32 models whose rankings float16 does not change). A query scans every
 vector: a search reads the whole matrix, so its cost is memory bandwidth, and float16
 halves it. With simsimd installed (the ``vectors`` extra) the scan runs on the float16
-rows directly (float32 accumulation); otherwise numpy multiplies a float32 copy of the
-same float16 values, made once per matrix. Both compute the same dot products up to
-rounding of the sum, and ties break on chunk order, so results are deterministic.
+rows directly; otherwise numpy multiplies a float32 copy of the same float16 values, made
+once per matrix. Both compute the same dot products up to rounding of the sum, and ties
+break on chunk order, so results are deterministic.
+
+simsimd picks its kernel by CPU, and on CPUs with AVX-512 FP16 (Intel Sapphire Rapids and
+newer) its float16 dot product accumulates in float16: scores off by up to 2e-4 on unit
+vectors, enough to reorder near neighbours, so a baseline recorded on one machine would
+not hold on another. A probe run once per process therefore compares simsimd with a
+float32 sum on fixed vectors, and simsimd is used only where it agrees.
 """
 
 from __future__ import annotations
@@ -32,8 +38,36 @@ def stored(vectors: npt.NDArray[Any]) -> npt.NDArray[np.float16]:
     return np.ascontiguousarray(vectors, dtype=np.float16)
 
 
+#: The largest difference from a float32 sum the probe accepts. A float32 accumulation of
+#: 384 products of unit vectors is off by about 1e-7; a float16 one by 1e-4 to 1e-3.
+_PROBE_TOLERANCE = 1e-5
+
+
+def accumulates_in_float32(module: Any) -> bool:
+    """Whether ``module.cdist`` (simsimd's API) sums float16 dot products in float32.
+
+    Computed on fixed pseudo-random unit vectors of the embedders' width against numpy's
+    float32 product of the same float16 values.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(20261205)
+    rows = rng.standard_normal((64, 384)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    rows16 = rows.astype(np.float16)
+    query16 = rows16[0]
+    expected = rows16.astype(np.float32) @ query16.astype(np.float32)
+    try:
+        got = np.asarray(module.cdist(query16[None, :], rows16, metric="dot",
+                                      out_dtype="float32"), dtype=np.float32)[0]
+    except Exception:  # an unusable build: the numpy scan is always there
+        return False
+    return bool(np.all(np.abs(got - expected) <= _PROBE_TOLERANCE))
+
+
 def _simsimd_module() -> Any:
-    """simsimd, or ``False`` when it is not installed (looked up once per process)."""
+    """simsimd, or ``False`` when it is not installed or its float16 kernel on this CPU
+    does not accumulate in float32 (looked up once per process)."""
     global _simsimd
     if _simsimd is None:
         try:
@@ -41,7 +75,7 @@ def _simsimd_module() -> Any:
         except ImportError:
             _simsimd = False
         else:
-            _simsimd = simsimd
+            _simsimd = simsimd if accumulates_in_float32(simsimd) else False
     return _simsimd
 
 

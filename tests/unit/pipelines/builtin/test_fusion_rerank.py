@@ -142,3 +142,46 @@ def test_both_scan_backends_agree(monkeypatch: pytest.MonkeyPatch) -> None:
     assert vector_search.top(fallback, 1)[0][0] == 17
     # The float32 copy is made once per matrix and reused.
     assert vector_search._float32(stored) is vector_search._float32(stored)
+
+
+class _Float16SumKernel:
+    """A stand-in for simsimd on an AVX-512 FP16 CPU: float16 dot products summed in float16."""
+
+    @staticmethod
+    def cdist(query: np.ndarray, rows: np.ndarray, metric: str, out_dtype: str) -> np.ndarray:
+        out = np.empty((1, len(rows)), dtype=np.float32)
+        for i, row in enumerate(rows):
+            total = np.float16(0)
+            for a, b in zip(query[0], row, strict=True):
+                total = np.float16(total + np.float16(a * b))
+            out[0, i] = total
+        return out
+
+
+class _Float32SumKernel:
+    @staticmethod
+    def cdist(query: np.ndarray, rows: np.ndarray, metric: str, out_dtype: str) -> np.ndarray:
+        return (rows.astype(np.float64) @ query[0].astype(np.float64))[None, :].astype(np.float32)
+
+
+class _BrokenKernel:
+    @staticmethod
+    def cdist(*args: object, **kwargs: object) -> np.ndarray:
+        raise RuntimeError("no kernel for this CPU")
+
+
+def test_the_probe_accepts_only_a_kernel_that_sums_in_float32() -> None:
+    assert vector_search.accumulates_in_float32(_Float32SumKernel())
+    assert not vector_search.accumulates_in_float32(_Float16SumKernel())
+    assert not vector_search.accumulates_in_float32(_BrokenKernel())
+
+
+def test_simsimd_is_used_only_where_it_sums_in_float32(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setattr(vector_search, "_simsimd", None)
+    monkeypatch.setitem(sys.modules, "simsimd", _Float16SumKernel())
+    assert vector_search.backend() == "numpy"
+    monkeypatch.setattr(vector_search, "_simsimd", None)
+    monkeypatch.setitem(sys.modules, "simsimd", _Float32SumKernel())
+    assert vector_search.backend() == "simsimd"
