@@ -35,7 +35,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_ragev.core.types import ChunkLike
+from pytest_ragev.core.types import Chunk, ChunkLike
 
 _SPACE = re.compile(r"\s+")
 #: k-gram length of the containment index, and the stride at which passages are sampled.
@@ -222,7 +222,9 @@ def _passage_id(item: Any, position: int) -> int | None:
         return _real_id(item, f"Answer.retrieved[{position}]")
     if isinstance(item, str):
         return None
-    if isinstance(item, ChunkLike):
+    # Our own Chunk first: a runtime Protocol check walks the protocol's attributes on
+    # every call (about 20 us), which was a fifth of a cached 30k-question rerun.
+    if type(item) is Chunk or isinstance(item, ChunkLike):
         pid = getattr(item, "passage_id", None)
         if pid is not None:
             if isinstance(pid, bool) or not isinstance(pid, int):
