@@ -164,7 +164,7 @@ def retrieved_ids(
     items: a bare string, a mapping, a set or a non-iterable raise ``TypeError`` naming
     the fix; a negative passage id raises ``ValueError`` (those are the placeholders').
     """
-    _check_collection(retrieved)
+    check_collection(retrieved)
     relevant_set = frozenset(relevant)
     ids: list[int] = []
     unmatched: dict[str, int] = {}
@@ -183,27 +183,27 @@ def retrieved_ids(
 _HOW = "a list of passage ids (int), chunk texts (str) or chunks (.text), best first"
 
 
-def _check_collection(retrieved: Any) -> None:
+def check_collection(retrieved: Any, name: str = "Answer.retrieved") -> None:
     """``TypeError`` for a ``retrieved`` that is not an ordered collection of items.
 
     Iterating a string would make one "chunk" per character (``"Paris"`` -> five
     chunks), a mapping would give its keys and a set has no rank order: all three are
-    mistakes to report, not to score.
+    mistakes to report, not to score. ``name`` is what the message calls the value (the
+    ``ragev_record`` fixture checks its ``retrieved`` argument before it copies it).
     """
     if isinstance(retrieved, str | bytes | bytearray):
         shown = retrieved if isinstance(retrieved, str) else retrieved.decode("utf-8", "replace")
         short = shown if len(shown) <= 40 else shown[:37] + "..."
         raise TypeError(
-            f"Answer.retrieved is the {type(retrieved).__name__} {short!r}, not a list; wrap "
+            f"{name} is the {type(retrieved).__name__} {short!r}, not a list; wrap "
             f"it: retrieved=[{short!r}] ({_HOW})"
         )
     if isinstance(retrieved, Mapping | set | frozenset):
         raise TypeError(
-            f"Answer.retrieved is a {type(retrieved).__name__}, which has no rank order; "
-            f"give {_HOW}"
+            f"{name} is a {type(retrieved).__name__}, which has no rank order; give {_HOW}"
         )
     if not isinstance(retrieved, Iterable):
-        raise TypeError(f"Answer.retrieved is of type {type(retrieved).__name__}; give {_HOW}")
+        raise TypeError(f"{name} is of type {type(retrieved).__name__}; give {_HOW}")
 
 
 def _real_id(pid: int, where: str) -> int:

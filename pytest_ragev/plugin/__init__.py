@@ -299,6 +299,8 @@ def ragev_record(request: pytest.FixtureRequest) -> Callable[..., Record]:
     takes passage ids, chunk texts or chunk objects, as ``Answer.retrieved`` does. The
     record feeds the same metrics, thresholds and reports as the generated items.
     """
+    from pytest_ragev.core.attribution import check_collection
+
     run = _run_or_skip(request)
     callspec = getattr(request.node, "callspec", None)
     case = callspec.params.get("ragev_case") if callspec is not None else None
@@ -313,6 +315,14 @@ def ragev_record(request: pytest.FixtureRequest) -> Callable[..., Record]:
         if recorded:
             raise RuntimeError("ragev_record was called twice in one test; record once")
         recorded.append(True)
+        # Checked before list(): list("Paris") would be five one-character chunks, a
+        # dict its keys, a set an arbitrary order (the hook path checks the same).
+        __tracebackhide__ = True  # the failure points at the test's own call
+        try:
+            check_collection(retrieved, "ragev_record(retrieved=...)")
+        except TypeError as exc:
+            run.answerer.record_manual_error(request.node, case, f"TypeError: {exc}")
+            raise TypeError(str(exc)) from None
         answer = Answer(retrieved=list(retrieved), text=text, meta=dict(meta or {}))
         return run.answerer.record_manual(request.node, case, answer)
 

@@ -348,6 +348,14 @@ class Answerer:
         _attach(item, record)
         return record
 
+    def record_manual_error(
+        self, item: pytest.Item, case: QAPair, error: str, variant: str | None = None
+    ) -> None:
+        """Record that a hand-written test's answer was refused: an error for its question,
+        as a refused hook answer is (the report counts it, the verdict sees it)."""
+        self._take_cached(case, variant)
+        _attach(item, self.error_record(case, variant, error))
+
     def error_record(self, case: QAPair, variant: str | None, error: str) -> Record:
         """The record of a question that failed without answering."""
         return make_record(case, None, index=self._index(), variant=variant, error=error)

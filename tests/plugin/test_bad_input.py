@@ -169,3 +169,37 @@ def test_a_baseline_nested_100k_levels_deep_is_one_line(
     result = pytester.runpytest("--ragev-config", "ragev.toml", "-p", "no:cacheprovider")
     assert_gate_not_compared(result, "ragev-baseline.json nests arrays or objects too deeply")
     assert baseline.read_text(encoding="utf-8") == deep
+
+
+@pytest.mark.parametrize(
+    ("retrieved", "message"),
+    [
+        ('"Paris"', "ragev_record(retrieved=...) is the str 'Paris', not a list; wrap it: "
+                    "retrieved=[[]'Paris'[]]*"),
+        ('{"北京": 1, "上海": 2}', "ragev_record(retrieved=...) is a dict, which has no rank order*"),
+        ("{1, 2}", "ragev_record(retrieved=...) is a set, which has no rank order*"),
+    ],
+    ids=["str", "dict", "set"],
+)
+def test_ragev_record_refuses_retrieved_that_is_not_a_list(
+    pytester: pytest.Pytester, make_project: Project, retrieved: str, message: str
+) -> None:
+    """A hand-written test's ``retrieved="Paris"`` used to become five one-character chunks."""
+    make_project()
+    pytester.makepyfile(test_manual=textwrap.dedent(
+        f"""
+        def test_rag(ragev_case, ragev_record):
+            ragev_record(retrieved={retrieved}, text=ragev_case.answer or "")
+        """
+    ))
+    result = pytester.runpytest(
+        "--ragev-config", "ragev.toml", "test_manual.py", "--ragev-report", "r.json"
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(failed=6)  # five questions and the verdict: five errors
+    result.stdout.fnmatch_lines([f"E*TypeError: {message}", "*errors 5*"])
+    assert "attribution.py" not in result.stdout.str()  # the failure shows the test's call
+    samples = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))["data"]["samples"]
+    assert len(samples) == 5
+    assert all(row["retrieval_ids"] == [] and "ragev_record(retrieved=...) is" in row["error"]
+               for row in samples)
