@@ -33,7 +33,8 @@ import threading
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from numbers import Integral
+from typing import Any, SupportsInt
 
 from pytest_ragev.core.types import Chunk, ChunkLike
 
@@ -200,19 +201,33 @@ def check_collection(retrieved: Any, name: str = "Answer.retrieved") -> None:
         )
     if isinstance(retrieved, Mapping | set | frozenset):
         raise TypeError(
-            f"{name} is a {type(retrieved).__name__}, which has no rank order; give {_HOW}"
+            f"{name} is {_a_type(retrieved)}, which has no rank order; give {_HOW}"
         )
     if not isinstance(retrieved, Iterable):
         raise TypeError(f"{name} is of type {type(retrieved).__name__}; give {_HOW}")
 
 
-def _real_id(pid: int, where: str) -> int:
-    if pid < 0:
+def _a_type(value: Any) -> str:
+    """``value``'s type name with its article: "a dict", "an int64", "an OrderedDict"."""
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeio' else 'a'} {name}"
+
+
+def _real_id(pid: SupportsInt, where: str) -> int:
+    # int(): numpy integers (FAISS returns them) become the plain ints a record carries.
+    number = int(pid)
+    if number < 0:
         raise ValueError(
-            f"{where} is {pid}, a negative passage id; passage ids are 0 or more (negative "
+            f"{where} is {number}, a negative passage id; passage ids are 0 or more (negative "
             "ids mark unmatched chunks), so return the dataset's id or the chunk text"
         )
-    return pid
+    return number
+
+
+def is_passage_id(item: Any) -> bool:
+    """Whether ``item`` is a whole number taken as a passage id: an ``int`` or another
+    :class:`numbers.Integral` (``numpy.int64``), never a ``bool``."""
+    return isinstance(item, Integral) and not isinstance(item, bool)
 
 
 def _passage_id(item: Any, position: int) -> int | None:
@@ -227,16 +242,19 @@ def _passage_id(item: Any, position: int) -> int | None:
     if type(item) is Chunk or isinstance(item, ChunkLike):
         pid = getattr(item, "passage_id", None)
         if pid is not None:
-            if isinstance(pid, bool) or not isinstance(pid, int):
+            if not is_passage_id(pid):
                 raise TypeError(
-                    f"Answer.retrieved[{position}].passage_id = {pid!r} is not an int"
+                    f"Answer.retrieved[{position}].passage_id = {pid!r} is not a whole "
+                    "number; give the passage's id as an int (or leave it None)"
                 )
             return _real_id(pid, f"Answer.retrieved[{position}].passage_id")
         if not isinstance(item.text, str):
             raise TypeError(f"Answer.retrieved[{position}].text is not a str")
         return None
+    if is_passage_id(item):  # numpy.int64 and the like: after the common types
+        return _real_id(item, f"Answer.retrieved[{position}]")
     raise TypeError(
-        f"Answer.retrieved[{position}] is a {type(item).__name__}; give a passage id (int), "
+        f"Answer.retrieved[{position}] is {_a_type(item)}; give a passage id (int), "
         "a chunk text (str) or an object with .text (and optionally .passage_id)"
     )
 
@@ -272,6 +290,8 @@ def count_unattributed(retrieved: Iterable[Any], *, index: PassageIndex) -> Chun
             continue
         if isinstance(item, str):
             text = item
+        elif isinstance(item, Integral):  # a numpy integer id
+            continue
         elif getattr(item, "passage_id", None) is None:
             text = item.text
         else:

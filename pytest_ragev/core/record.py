@@ -19,6 +19,7 @@ from pytest_ragev.core.attribution import (
     ChunkCount,
     PassageIndex,
     count_unattributed,
+    is_passage_id,
     retrieved_ids,
 )
 from pytest_ragev.core.types import Answer, MetricInput, QAPair
@@ -214,6 +215,8 @@ def _item(item: Any) -> int | str:
     # names its passage: that text is what the generator saw.
     if isinstance(item, int | str):
         return item
+    if is_passage_id(item):
+        return int(item)  # a numpy integer: records carry plain JSON types
     return str(item.text)
 
 

@@ -29,9 +29,11 @@ import time
 import warnings
 import zlib
 from collections.abc import Callable, Mapping
+from numbers import Real
 from pathlib import Path
 from typing import Any
 
+from pytest_ragev.core.attribution import is_passage_id
 from pytest_ragev.core.errors import CacheWarning
 from pytest_ragev.core.types import Answer, Chunk, ChunkLike, Retrieved
 
@@ -295,13 +297,16 @@ def _encode_item(item: Retrieved) -> Any:
     if isinstance(item, (Chunk, ChunkLike)):
         passage_id = getattr(item, "passage_id", None)
         score = getattr(item, "score", None)
-        if passage_id is not None and (isinstance(passage_id, bool)
-                                       or not isinstance(passage_id, int)):
+        if passage_id is not None and not is_passage_id(passage_id):
             raise TypeError(f"chunk passage_id {passage_id!r} is not an int")
-        if score is not None and (isinstance(score, bool) or not isinstance(score, int | float)):
+        # numbers.Real: FAISS-style pipelines give numpy.float32 scores.
+        if score is not None and (isinstance(score, bool) or not isinstance(score, Real)):
             raise TypeError(f"chunk score {score!r} is not a number")
-        return {"text": str(item.text), "passage_id": passage_id,
+        return {"text": str(item.text),
+                "passage_id": None if passage_id is None else int(passage_id),
                 "score": None if score is None else _number(float(score))}
+    if is_passage_id(item):  # a numpy integer id, stored as the plain int it stands for
+        return int(item)
     raise TypeError(f"cannot cache a retrieved item of type {type(item).__name__}")
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -268,3 +271,53 @@ def test_count_agrees_with_the_index_whatever_ids_unmatched_chunks_get(items: li
     texts = [item for item in items if isinstance(item, str)]
     assert count.chunks == len(texts)
     assert count.unattributed == sum(item in _MISSES for item in texts)
+
+
+# --- passage ids from numpy (FAISS returns numpy integers) ---------------------------------------
+
+
+def test_numpy_integer_passage_ids_are_plain_ints(index: PassageIndex) -> None:
+    retrieved = [np.int64(2), np.uint16(1), Chunk(text="埃菲尔铁塔", passage_id=np.int32(4)),
+                 np.int64(0), np.int64(2)]
+    ids = retrieved_ids(retrieved, index=index)
+    assert ids == [2, 1, 4, 0]
+    assert all(type(pid) is int for pid in ids)
+    # Ids are not chunks: nothing of them goes through text matching.
+    assert count_unattributed(retrieved, index=index) == ChunkCount()
+
+
+@pytest.mark.parametrize(
+    "bad", [np.int64(-1), Chunk(text="Der Turm ist 330 Meter hoch.", passage_id=np.int64(-3))]
+)
+def test_a_negative_numpy_passage_id_is_refused(index: PassageIndex, bad: object) -> None:
+    with pytest.raises(ValueError, match=r"Answer.retrieved\[0\](\.passage_id)? is -[13], a "
+                                         r"negative passage id"):
+        retrieved_ids([bad], index=index)
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (np.float64(2.0), r"Answer.retrieved\[1\] is a float64; give a passage id"),
+        (np.float32(2.0), r"Answer.retrieved\[1\] is a float32; give a passage id"),
+        (2.0, r"Answer.retrieved\[1\] is a float; give a passage id"),
+        (np.bool_(True), r"Answer.retrieved\[1\] is a bool_?; give a passage id"),
+        (object(), r"Answer.retrieved\[1\] is an object; give a passage id"),
+        (Chunk(text="x", passage_id=np.float64(2.0)),  # type: ignore[arg-type]
+         r"Answer.retrieved\[1\].passage_id = np.float64\(2.0\) is not a whole number"),
+        (Chunk(text="x", passage_id=np.bool_(False)),  # type: ignore[arg-type]
+         r"Answer.retrieved\[1\].passage_id = np.(False_|bool_\(False\)) is not a whole"),
+    ],
+)
+def test_floats_and_other_numbers_are_not_passage_ids(
+    index: PassageIndex, bad: object, message: str
+) -> None:
+    with pytest.raises(TypeError, match=message):
+        retrieved_ids([1, bad], index=index)
+
+
+def test_the_type_in_a_message_has_the_right_article(index: PassageIndex) -> None:
+    with pytest.raises(TypeError, match=r"is an OrderedDict, which has no rank order"):
+        retrieved_ids(OrderedDict([(1, "a")]), index=index)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"is a dict, which has no rank order"):
+        retrieved_ids({1: "a"}, index=index)  # type: ignore[arg-type]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
+
 from pytest_ragev.core.attribution import PassageIndex
 from pytest_ragev.core.io import dumps_json
 from pytest_ragev.core.record import Record, make_record, nonfinite_warning
@@ -100,3 +102,14 @@ def test_non_finite_meta_is_recorded_as_null_and_named_in_one_warning() -> None:
     assert warning.startswith("2 answer(s) held NaN or an infinity")
     assert "q3 [k10] meta['score']" in warning and "recorded as null" in warning
     assert nonfinite_warning([clean]) is None
+
+
+def test_numpy_passage_ids_are_recorded_as_plain_ints() -> None:
+    case = QAPair(qid=4, question="Wie hoch ist der Mount Everest?", pids=(2,), passages=("p",),
+                  aid=1, answer="8.849 Meter.")
+    answer = Answer(retrieved=[np.int64(2), Chunk(text="x", passage_id=np.int64(1))],
+                    text="8.849 Meter.")
+    record = make_record(case, answer, index=PassageIndex(CORPUS), variant=None)
+    assert record.retrieval_ids == [2, 1] and record.retrieved == (2, "x")
+    assert type(record.retrieved[0]) is int
+    assert Record.from_json(json.loads(dumps_json(record.to_json()))) == record

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -70,6 +71,17 @@ def test_every_retrieved_kind_round_trips(tmp_path: Path) -> None:
     assert list(got.retrieved) == [5, "a chunk text", Chunk("chunk", 4, 0.75), Chunk("no id"),
                                    Chunk("odd score", 2, math.inf), Chunk("mine", 9), "42"]
     assert isinstance(got.retrieved[0], int) and isinstance(got.retrieved[6], str)
+
+
+def test_numpy_ids_and_scores_are_cached_as_plain_numbers(tmp_path: Path) -> None:
+    """What a FAISS-style pipeline returns: numpy integer ids, numpy float32 scores."""
+    cache = AnswerCache(tmp_path)
+    cache.put(KEY, Answer(retrieved=[np.int64(7), Chunk("长城", np.int64(3), np.float32(0.5))],
+                          text="t", meta={}))
+    got = cache.get(KEY)
+    assert got is not None
+    assert list(got.retrieved) == [7, Chunk("长城", 3, 0.5)]
+    assert type(got.retrieved[0]) is int
 
 
 def _rows(cache: AnswerCache) -> sqlite3.Connection:
