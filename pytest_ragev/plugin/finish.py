@@ -114,16 +114,22 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
+def _end_current_line(reporter: Any) -> None:
+    """End the terminal's current line, whatever started it: pytest's own
+    ``ensure_newline`` only knows about lines it started with a file path, not a line
+    of ``-q`` progress dots."""
+    reporter.ensure_newline()  # ends a -v item line
+    # No public way to ask whether the current line is still not empty (-q dots);
+    # without the attribute the line is left as pytest would leave it.
+    if getattr(getattr(reporter, "_tw", None), "width_of_current_line", 0):
+        reporter.write("\n")
+
+
 def _line_writer(reporter: Any) -> Callable[[str], None]:
-    """``reporter.write_line`` that first ends a line of progress dots (``-q``): pytest's
-    own ``ensure_newline`` only knows about lines it started with a file path."""
+    """``reporter.write_line`` on a line of its own (see :func:`_end_current_line`)."""
 
     def write(line: str) -> None:
-        reporter.ensure_newline()  # ends a -v item line
-        # No public way to ask whether the current line is still not empty (-q dots);
-        # without the attribute the line is written as pytest would.
-        if getattr(getattr(reporter, "_tw", None), "width_of_current_line", 0):
-            reporter.write("\n")
+        _end_current_line(reporter)
         reporter.write_line(line)
 
     return write
@@ -320,10 +326,10 @@ class Finisher:
         targets = (plan.report_json, plan.report_markdown, plan.report_html)
         if any(path is not None and is_stream(path) for path in targets):
             # A report to /dev/stdout starts on a line of its own, not after the dots of
-            # pytest's progress line.
+            # pytest's progress line (-q included).
             terminal = run.config.pluginmanager.get_plugin("terminalreporter")
             if terminal is not None:
-                terminal.ensure_newline()
+                _end_current_line(terminal)
         capture = run.config.pluginmanager.get_plugin("capturemanager")
         # A report may go to /dev/stdout: written past pytest's output capture.
         with (capture.global_and_fixture_disabled() if capture is not None

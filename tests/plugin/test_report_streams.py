@@ -46,6 +46,26 @@ def test_dev_stdout_redirected_to_a_file_keeps_the_log_and_adds_the_report(
     assert "Traceback" not in out + result.stderr.str()
 
 
+def test_under_q_the_report_starts_on_a_line_of_its_own(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    """``pytest -q --ragev-report /dev/stdout > build.log`` used to begin ``...{``: pytest's
+    ``ensure_newline`` does not end a line of ``-q`` progress dots."""
+    make_project()
+    pytester.makepyfile(test_other="def test_one():\n    pass\n")
+    result = pytester.runpytest_subprocess("--ragev-config", "ragev.toml", "-q",
+                                           "--ragev-report", "/dev/stdout", ".")
+    assert result.ret == 0, result.stderr.str()[-3000:]
+    out = result.stdout.str()
+    lines = out.splitlines()
+    assert lines[0].strip(".") == "", lines[:3]  # the progress dots, and only them
+    assert lines[0] and lines[1] == "{", lines[:3]
+    report = _report_in(out)
+    assert report["data"]["task"]["status"] == 2 and len(report["data"]["samples"]) == 5
+    end = out.index("\n}\n") + 3  # the report ends its own line too
+    assert "passed" in out[end:] and "Traceback" not in out + result.stderr.str()
+
+
 def test_dev_stdout_on_a_pipe_gets_one_report_and_no_traceback(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:
