@@ -223,6 +223,25 @@ def write_output(path: str | os.PathLike[str], text: str) -> None:
         os.close(fd)
 
 
+def rewrite_in_place(path: str | os.PathLike[str], text: str) -> None:
+    """Truncate the regular file at ``path`` and write UTF-8 ``text`` into it, in place.
+
+    Not atomic: a reader may see an empty or a partial file meanwhile. It is the
+    fallback for a small file when an atomic write failed, on a full disk above all:
+    the temporary file needs room for a second copy, while truncating first frees the
+    old content's blocks for the new. Only an existing regular file is rewritten (a
+    missing path raises ``FileNotFoundError``, a device or a FIFO ``OSError``).
+    """
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0))
+    try:
+        _write_all(fd, text.encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_output_json(
     path: str | os.PathLike[str], obj: Any, *, records: Collection[str] = ()
 ) -> None:

@@ -52,14 +52,21 @@ def _unprefixed(message: str) -> str:
     return message.removeprefix("ragev: ")
 
 
-def write_error_line(what: str, path: Path | str, exc: BaseException) -> str:
-    """One line naming the report file that could not be written, why, and the fix."""
+#: What a failed write leaves at the path, said in its error line.
+UNTOUCHED = "the previous file, if any, is untouched"
+
+
+def write_error_line(
+    what: str, path: Path | str, exc: BaseException, *, previous: str = UNTOUCHED
+) -> str:
+    """One line naming the report file that could not be written, why, what is at the
+    path now (``previous``), and the fix."""
     cause, content = write_error_cause(exc)
     fix = ("return JSON values (finite numbers, strings, lists, dicts) from "
            "pytest_ragev_report hooks and custom metrics" if content else
            "free space, make the folder writable, or choose another path")
-    return (f"could not write the {what} {path}: {cause}; the previous file, if any, is "
-            f"untouched and the other reports were written: {fix}")
+    return (f"could not write the {what} {path}: {cause}; {previous} and the other reports "
+            f"were written: {fix}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -340,12 +347,8 @@ class Finisher:
         run = self._run
         plan = run.plan
         json_path = plan.report_json
-        if json_path is not None and not self._write(
-                "JSON report", json_path, lambda: write_output_json(json_path, report,
-                                                   records=REPORT_RECORDS)):
-            # Not left saying "running" (a poller would wait forever): the failure
-            # report, without what the report hooks added, if the file takes it.
-            run.progress.write(STATUS_FAILED, self.write_errors[-1], quiet=True)
+        if json_path is not None:
+            self._write_json_report(json_path, report)
         md_path = plan.report_markdown
         summary_env = os.environ.get("GITHUB_STEP_SUMMARY")
         html_path = plan.report_html
@@ -366,6 +369,24 @@ class Finisher:
         if junit is not None:
             for name, value in junit_properties(model):
                 junit.add_global_property(name, value)
+
+    def _write_json_report(self, path: Path, report: dict[str, Any]) -> None:
+        try:
+            write_output_json(path, report, records=REPORT_RECORDS)
+        except WRITE_ERRORS as exc:
+            # Not left saying "pending" or "running" (a poller would wait forever): the
+            # failure report, without what the report hooks added, if the file takes it;
+            # else the progress file rewrites this run's stale report in place (a full
+            # disk has no room for the atomic write's second copy) or removes it.
+            progress = self._run.progress
+            instead = "this failure report stands in its place"
+            written = progress.write(
+                STATUS_FAILED, write_error_line("JSON report", path, exc, previous=instead),
+                quiet=True)
+            previous = ("a failure report (status 3) stands in its place" if written
+                        else progress.stale or UNTOUCHED)
+            self.write_errors.append(write_error_line("JSON report", path, exc,
+                                                      previous=previous))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self._run.is_worker:

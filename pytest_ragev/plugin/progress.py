@@ -7,18 +7,38 @@ rewrites it atomically, at most every ``[run] progress_interval`` seconds.
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_ragev.core.io import WRITE_ERRORS, is_stream, write_error_cause, write_output_json
-from pytest_ragev.core.types import STATUS_FAILED, STATUS_RUNNING
+from pytest_ragev.core.io import (
+    WRITE_ERRORS,
+    dumps_json,
+    is_stream,
+    rewrite_in_place,
+    write_error_cause,
+    write_output_json,
+)
+from pytest_ragev.core.types import STATUS_FAILED, STATUS_PENDING, STATUS_RUNNING
 from pytest_ragev.plugin.collect import NodeIds
 
 #: Builds the report dict for a status and an error message.
 ProgressReport = Callable[[int, str], dict[str, Any]]
+
+
+def _identity(path: Path) -> tuple[int, int, int, int] | None:
+    """What tells one version of a regular file from another (``None``: no such file)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns
 
 
 class ProgressFile:
@@ -31,6 +51,13 @@ class ProgressFile:
         self._last_write = 0.0
         self._stopped = False
         self._warned = False
+        #: The file this run's last pending or running report left, and its status:
+        #: only that file may be rewritten in place or removed (never a file of another
+        #: run, or one someone wrote since).
+        self._own: tuple[tuple[int, int, int, int], int] | None = None
+        #: What became of that report when a failure report could not replace it (one
+        #: clause for the error line), else ``None``.
+        self.stale: str | None = None
 
     def stop(self) -> None:
         """No more status-1 writes: the run is being concluded (the final report follows)."""
@@ -44,22 +71,57 @@ class ProgressFile:
         test report must not turn a finished report back into a running one). A stream
         (``/dev/stdout``, a pipe) gets no progress, only the run's last report: a reader
         of a stream cannot poll it, and would get one JSON document after another.
+
+        A failure report (status 3) that cannot be written atomically (a full disk has
+        no room for the second copy) must not leave this run's pending or running report
+        behind, on which a poller would wait forever: that file is rewritten in place
+        with the failure report, or, failing that, removed; :attr:`stale` says which.
         """
         if self.path is None or (status == STATUS_RUNNING and self._stopped):
             return False
         if status != STATUS_FAILED and is_stream(self.path):
             return False
         self._last_write = time.monotonic()
+        report = self._report(status, err_msg)
         try:
-            write_output_json(self.path, self._report(status, err_msg))
+            write_output_json(self.path, report)
         except WRITE_ERRORS as exc:
-            if not quiet and not self._warned:
+            cause = write_error_cause(exc)[0]
+            if status == STATUS_FAILED:
+                self.stale = self._replace_stale(report)
+                if not quiet:
+                    after = f"; {self.stale}" if self.stale else ""
+                    sys.stderr.write(f"ragev: warning: could not write the failure report "
+                                     f"(status 3) to {self.path}: {cause}{after}\n")
+            elif not quiet and not self._warned:
                 self._warned = True  # every few seconds the same line would bury the output
-                cause = write_error_cause(exc)[0]
                 sys.stderr.write(f"ragev: warning: could not write the running report to "
                                  f"{self.path}: {cause}; the run goes on\n")
             return False
+        found = _identity(self.path)
+        self._own = None if found is None or status == STATUS_FAILED else (found, status)
         return True
+
+    def _replace_stale(self, report: dict[str, Any]) -> str | None:
+        """Rewrite this run's pending or running report in place with ``report``, else
+        remove it; what became of it, or ``None`` when the file is not this run's."""
+        assert self.path is not None
+        if self._own is None or _identity(self.path) != self._own[0]:
+            return None
+        was = "pending" if self._own[1] == STATUS_PENDING else "running"
+        self._own = None
+        try:
+            rewrite_in_place(self.path, dumps_json(report))
+        except WRITE_ERRORS:
+            pass
+        else:
+            return f"this run's {was} report there was rewritten in place as a failure report"
+        try:
+            os.unlink(self.path)
+        except OSError as exc:
+            return (f"this run's {was} report there could be neither rewritten nor removed "
+                    f"({write_error_cause(exc)[0]}): delete it, or a poller waits on it")
+        return f"this run's {was} report there was removed (no poller waits on it)"
 
     def maybe_write(self) -> None:
         """Write a status-1 report if the interval has passed since the last write."""

@@ -96,3 +96,66 @@ def test_a_report_that_cannot_be_written_does_not_stay_running(
                "pytest_ragev_report hooks")
     task = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))["data"]["task"]
     assert task["status"] == 3 and "could not write the JSON report" in task["err_msg"]
+
+
+#: A disk that fills up once the run has started: the rename of an atomic write of r.json
+#: fails with ENOSPC for every report but the pending one written at the start (and, with
+#: ``NO_ROOM_IN_PLACE``, so does writing r.json in place).
+FULL_DISK = '''
+import errno
+import json
+import os
+
+NO_ROOM_IN_PLACE = {in_place}
+_replace, _open = os.replace, os.open
+
+
+def _full(path):
+    raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+
+def _replace_on_a_full_disk(src, dst, *args, **kwargs):
+    if os.path.basename(dst) == "r.json":
+        with open(src, encoding="utf-8") as handle:
+            if json.load(handle)["data"]["task"]["status"] != 0:
+                _full(dst)
+    return _replace(src, dst, *args, **kwargs)
+
+
+def _open_on_a_full_disk(path, flags, *args, **kwargs):
+    if NO_ROOM_IN_PLACE and flags & os.O_TRUNC and os.path.basename(path) == "r.json":
+        _full(path)
+    return _open(path, flags, *args, **kwargs)
+
+
+os.replace = _replace_on_a_full_disk
+os.open = _open_on_a_full_disk
+'''
+
+
+@pytest.mark.parametrize(
+    ("in_place", "fate"),
+    [(False, "this run's pending report there was rewritten in place as a failure report"),
+     (True, "this run's pending report there was removed (no poller waits on it)")],
+    ids=["rewritten", "removed"],
+)
+def test_a_full_disk_does_not_leave_the_report_pending(
+    pytester: pytest.Pytester, make_project: Project, in_place: bool, fate: str
+) -> None:
+    make_project()
+    pytester.makeconftest(
+        pytester.path.joinpath("conftest.py").read_text(encoding="utf-8")
+        + FULL_DISK.format(in_place=in_place)
+    )
+    result = pytester.runpytest_subprocess("--ragev-config", "ragev.toml",
+                                           "--ragev-report", "r.json", "--ragev-markdown", "r.md")
+    line = _one_error(result, "could not write the JSON report ",
+                      f"r.json: No space left on device; {fate} and the other reports were written")
+    assert (pytester.path / "r.md").read_text(encoding="utf-8").strip()
+    report = pytester.path / "r.json"
+    if in_place:
+        assert not report.exists()
+    else:
+        task = json.loads(report.read_text(encoding="utf-8"))["data"]["task"]
+        assert task["status"] == 3 and "No space left on device" in task["err_msg"]
+    assert "status 0" not in line

@@ -22,6 +22,7 @@ from pytest_ragev.core.io import (
     atomic_write_text,
     dumps_json,
     is_stream,
+    rewrite_in_place,
     write_output,
     write_output_json,
 )
@@ -180,3 +181,26 @@ _json = st.recursive(
 @given(_json)
 def test_dumps_json_with_records_parses_to_the_same_value(value: object) -> None:
     assert json.loads(dumps_json(value, records=("questions", "samples"))) == value
+
+
+# --- the in-place fallback of a full disk --------------------------------------------------------
+
+
+def test_rewrite_in_place_keeps_the_file_and_replaces_its_content(tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    path.write_text('{"status": 0, "padding": "' + "x" * 200 + '"}\n', encoding="utf-8")
+    inode = path.stat().st_ino
+    rewrite_in_place(path, '{"status": 3, "err_msg": "磁盘已满"}\n')
+    assert json.loads(path.read_text(encoding="utf-8")) == {"status": 3, "err_msg": "磁盘已满"}
+    assert path.stat().st_ino == inode  # no second copy was needed
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+
+
+def test_rewrite_in_place_never_creates_a_file_nor_writes_a_fifo(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        rewrite_in_place(tmp_path / "missing.json", "{}")
+    assert not (tmp_path / "missing.json").exists()
+    fifo = tmp_path / "r.fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError, match="not a regular file"):
+        rewrite_in_place(fifo, "{}")
