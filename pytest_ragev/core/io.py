@@ -142,6 +142,35 @@ def write_error_cause(exc: BaseException) -> tuple[str, bool]:
     return f"it is not JSON ({exc})", True
 
 
+#: The fix for a write the file system refused, by its errno; ``{elsewhere}`` is the
+#: caller's way of choosing another path.
+_DISK_FIXES = {
+    errno.EISDIR: "the path is a folder: name a file, such as one inside it",
+    errno.ENXIO: "no process reads the FIFO: start its reader first, or {elsewhere}",
+    errno.ENOSPC: "free space on that disk, or {elsewhere}",
+    errno.EDQUOT: "free space within your disk quota, or {elsewhere}",
+    errno.EACCES: "make the folder and the file writable, or {elsewhere}",
+    errno.EPERM: "make the folder and the file writable, or {elsewhere}",
+    errno.EROFS: "the disk is read-only: {elsewhere}",
+    errno.ENOTDIR: "a file stands where a folder of the path must be: move it, or {elsewhere}",
+    # What creating the folders of a path raises when a file has one's name.
+    errno.EEXIST: "a file stands where a folder of the path must be: move it, or {elsewhere}",
+    errno.ENAMETOOLONG: "the path is too long: {elsewhere}",
+    errno.EINVAL: "name a regular file: {elsewhere}",
+}
+
+
+def write_error_fix(exc: BaseException, *, elsewhere: str = "choose another path") -> str:
+    """The fix for a write the file system refused, matching the cause: a folder at the
+    path is not fixed by freeing space, nor a FIFO without a reader by a writable folder.
+    ``elsewhere`` says how the caller chooses another path."""
+    code = exc.errno if isinstance(exc, OSError) else None
+    fix = _DISK_FIXES.get(code) if code is not None else None
+    if fix is None:
+        return f"free space, make the folder writable, or {elsewhere}"
+    return fix.format(elsewhere=elsewhere)
+
+
 def atomic_write_json(
     path: str | os.PathLike[str], obj: Any, *, records: Collection[str] = ()
 ) -> None:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pytest_ragev.core.errors import BaselineError
-from pytest_ragev.core.io import WRITE_ERRORS, write_error_cause
+from pytest_ragev.core.io import WRITE_ERRORS, write_error_cause, write_error_fix
 from pytest_ragev.core.results import RunResult
 from pytest_ragev.gate.baseline import (
     CorpusChange,
@@ -175,8 +175,8 @@ def _write(path: Path, snapshot: Snapshot, what: str = "baseline") -> tuple[int,
     except WRITE_ERRORS as exc:
         cause, content = write_error_cause(exc)
         fix = ("return finite numbers from custom metrics" if content else
-               "free space, make the folder writable, or point [baseline] path "
-               "(--ragev-baseline) at another file")
+               write_error_fix(exc, elsewhere="point [baseline] path (--ragev-baseline) "
+                                              "at another file"))
         return 0, (f"ragev: could not write the {what} {path}: {cause}; the previous file, "
                    f"if any, is untouched: {fix}")
     return written, None

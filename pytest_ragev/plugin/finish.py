@@ -28,6 +28,7 @@ from pytest_ragev.core.io import (
     WRITE_ERRORS,
     is_stream,
     write_error_cause,
+    write_error_fix,
     write_output,
     write_output_json,
 )
@@ -64,7 +65,7 @@ def write_error_line(
     cause, content = write_error_cause(exc)
     fix = ("return JSON values (finite numbers, strings, lists, dicts) from "
            "pytest_ragev_report hooks and custom metrics" if content else
-           "free space, make the folder writable, or choose another path")
+           write_error_fix(exc))
     return (f"could not write the {what} {path}: {cause}; {previous} and the other reports "
             f"were written: {fix}")
 

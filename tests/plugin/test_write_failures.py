@@ -42,8 +42,9 @@ def test_a_report_path_that_is_a_folder_is_one_line_and_the_rest_is_written(
     result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "out.json",
                                 "--ragev-markdown", "r.md", "--ragev-html", "r.html",
                                 "--junitxml", "junit.xml")
-    line = _one_error(result, "could not write the JSON report", "out.json", "Is a directory")
-    assert line.startswith("ragev: error: ")
+    line = _one_error(result, "could not write the JSON report", "out.json", "Is a directory",
+                      "the path is a folder: name a file, such as one inside it")
+    assert line.startswith("ragev: error: ") and "free space" not in line
     assert (pytester.path / "r.md").read_text(encoding="utf-8").strip()
     assert "<html" in (pytester.path / "r.html").read_text(encoding="utf-8").lower()
     assert "ragev" in (pytester.path / "junit.xml").read_text(encoding="utf-8")
@@ -69,7 +70,10 @@ def test_a_baseline_that_cannot_be_written_is_one_line_in_the_report_too(
     (pytester.path / "baselines").write_text("a file where the folder must go",
                                              encoding="utf-8")
     result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
-    _one_error(result, "could not write the baseline", "ragev-baseline.json")
+    line = _one_error(result, "could not write the baseline", "ragev-baseline.json",
+                      "a file stands where a folder of the path must be: move it, or point "
+                      "[baseline] path (--ragev-baseline) at another file")
+    assert "free space" not in line
     task = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))["data"]["task"]
     assert task["status"] == 3 and task["err_msg"].startswith("could not write the baseline")
     assert (pytester.path / "baselines").read_text(encoding="utf-8").startswith("a file")
@@ -96,6 +100,20 @@ def test_a_report_that_cannot_be_written_does_not_stay_running(
                "pytest_ragev_report hooks")
     task = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))["data"]["task"]
     assert task["status"] == 3 and "could not write the JSON report" in task["err_msg"]
+
+
+def test_a_fifo_nobody_reads_is_one_line_with_the_fix_for_a_fifo(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    make_project()
+    os.mkfifo(pytester.path / "bericht.fifo")
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-html", "bericht.fifo",
+                                "--ragev-report", "r.json")
+    line = _one_error(result, "could not write the HTML report", "bericht.fifo",
+                      "no process reads the FIFO: start its reader first, or choose another "
+                      "path")
+    assert "free space" not in line and "writable" not in line
+    assert json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))["success"]
 
 
 #: A disk that fills up once the run has started: the rename of an atomic write of r.json

@@ -23,6 +23,7 @@ from pytest_ragev.core.io import (
     dumps_json,
     is_stream,
     rewrite_in_place,
+    write_error_fix,
     write_output,
     write_output_json,
 )
@@ -204,3 +205,27 @@ def test_rewrite_in_place_never_creates_a_file_nor_writes_a_fifo(tmp_path: Path)
     os.mkfifo(fifo)
     with pytest.raises(OSError, match="not a regular file"):
         rewrite_in_place(fifo, "{}")
+
+
+@pytest.mark.parametrize(
+    ("code", "fix"),
+    [
+        (errno.EISDIR, "the path is a folder: name a file, such as one inside it"),
+        (errno.ENXIO, "no process reads the FIFO: start its reader first, or choose another path"),
+        (errno.ENOSPC, "free space on that disk, or choose another path"),
+        (errno.EACCES, "make the folder and the file writable, or choose another path"),
+        (errno.EEXIST, "a file stands where a folder of the path must be: move it, or choose "
+                       "another path"),
+        (errno.EIO, "free space, make the folder writable, or choose another path"),
+    ],
+)
+def test_the_fix_of_a_failed_write_matches_its_cause(code: int, fix: str) -> None:
+    assert write_error_fix(OSError(code, os.strerror(code))) == fix
+
+
+def test_the_fix_names_the_callers_other_path() -> None:
+    fix = write_error_fix(OSError(errno.ENXIO, "no reader"), elsewhere="point [baseline] path "
+                          "(--ragev-baseline) at another file")
+    assert fix.endswith("or point [baseline] path (--ragev-baseline) at another file")
+    assert write_error_fix(ValueError("Out of range float values are not JSON compliant")) == (
+        "free space, make the folder writable, or choose another path")
