@@ -39,6 +39,25 @@ def _positive_int(flag: str, example: str) -> Callable[[str], int]:
     return parse
 
 
+def _path_arg(flag: str, example: str, off: str) -> Callable[[str], str]:
+    """The argparse type of a path option: an empty path is refused with the fix.
+
+    ``--ragev-report ''`` (a shell variable that was not set) used to fall back to the
+    config's path or to no report without a word; ``off`` says how to have none.
+    """
+
+    def parse(value: str) -> str:
+        if not value.strip():
+            blank = "an empty path" if not value else "a blank path"
+            raise pytest.UsageError(
+                f"{flag} {value!r} is {blank}; pass a file path, e.g. {flag} {example}, "
+                f"or {off}"
+            )
+        return value
+
+    return parse
+
+
 def _task_id(value: str) -> str:
     # It is a file name part for some callers and shown in every report: keep it plain.
     if not value or len(value) > 200 or not all(ch.isalnum() or ch in "-_." for ch in value):
@@ -52,10 +71,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("ragev", "RAG evaluation (pytest-ragev)")
     group.addoption(
         "--ragev-config", dest="ragev_config", metavar="PATH", default=None,
+        type=_path_arg("--ragev-config", "ragev.toml",
+                       "leave the option out to use the ragev_config ini key, if set"),
         help="ragev.toml to evaluate; with no test paths, only the evaluation runs.",
     )
     group.addoption(
         "--ragev-report", dest="ragev_report", metavar="PATH", default=None,
+        type=_path_arg("--ragev-report", "ragev-report.json",
+                       "leave the option out to use [report] json, if set"),
         help="write the JSON report (WeKnora EvaluationDetail shape) to PATH.",
     )
     group.addoption(
@@ -71,6 +94,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--ragev-baseline", dest="ragev_baseline", metavar="PATH", default=None,
+        type=_path_arg("--ragev-baseline", "ragev-baseline.json",
+                       "leave the option out to use [baseline] path, if set "
+                       "(--ragev-no-baseline gates on none)"),
         help="baseline snapshot to gate against (overrides [baseline] path).",
     )
     group.addoption(
@@ -108,10 +134,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--ragev-markdown", dest="ragev_markdown", metavar="PATH", default=None,
+        type=_path_arg("--ragev-markdown", "ragev.md",
+                       "leave the option out to use [report] markdown, if set"),
         help="write the Markdown summary to PATH (else $GITHUB_STEP_SUMMARY when set).",
     )
     group.addoption(
         "--ragev-html", dest="ragev_html", metavar="PATH", default=None,
+        type=_path_arg("--ragev-html", "ragev.html",
+                       "leave the option out to use [report] html, if set"),
         help="write a self-contained HTML report to PATH.",
     )
     parser.addini(

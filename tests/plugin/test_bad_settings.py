@@ -1,7 +1,9 @@
 """End to end: settings that cannot work are one line at session start (#16 item 14).
 
 ``--ragev-update-baseline`` without a baseline path used to be reported only after every
-question ran; ``--ragev-concurrency 0`` said what was wrong but not what to write.
+question ran; ``--ragev-concurrency 0`` said what was wrong but not what to write; an
+empty path on the command line (``--ragev-report ''``, a shell variable that was not set)
+fell back to the config's path or to nothing without a word.
 """
 
 from __future__ import annotations
@@ -60,3 +62,32 @@ def test_a_count_below_one_names_the_fix(
     (line,) = [line for line in result.stderr.lines if f"argument {flag}" in line]
     assert f"argument {flag}: '0' is less than 1; pass a whole number >= 1, e.g. {flag} " in line
     assert not (pytester.path / "answered.txt").exists()
+
+
+@pytest.mark.parametrize(
+    ("flag", "example", "instead"),
+    [
+        ("--ragev-report", "ragev-report.json", "[report] json"),
+        ("--ragev-markdown", "ragev.md", "[report] markdown"),
+        ("--ragev-html", "ragev.html", "[report] html"),
+        ("--ragev-baseline", "ragev-baseline.json", "[baseline] path"),
+        ("--ragev-config", "ragev.toml", "the ragev_config ini key"),
+    ],
+)
+def test_an_empty_path_option_is_refused_with_the_fix(
+    pytester: pytest.Pytester, make_project: Project, flag: str, example: str, instead: str
+) -> None:
+    make_project('[report]\njson = "r.json"\nmarkdown = "r.md"\nhtml = "r.html"\n\n'
+                 '[baseline]\npath = "ragev-baseline.json"\n', conftest=MARKING)
+    for written in (f"{flag}=", " "):
+        args = ["--ragev-config", "ragev.toml", "--ragev-update-baseline"]
+        args += [written] if written.endswith("=") else [flag, written]
+        line = _usage_line(pytester.runpytest(*args))
+        shown = "''" if written.endswith("=") else "' '"
+        assert line.startswith(f"ERROR: {flag} {shown} is "), line
+        assert f"pass a file path, e.g. {flag} {example}, or leave the option out to use " \
+               f"{instead}, if set" in line
+    assert not (pytester.path / "answered.txt").exists()
+    # Nothing was written to the config's paths instead.
+    assert not [p.name for p in pytester.path.iterdir()
+                if p.name in ("r.json", "r.md", "r.html", "ragev-baseline.json")]
