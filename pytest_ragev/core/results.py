@@ -7,10 +7,13 @@ imports pytest, numpy or pyarrow.
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from pytest_ragev.core.record import Record
+from pytest_ragev.core.types import METRIC_NAMES
 
 #: Whether a larger value of a metric is better (all twelve built-ins) or worse.
 Direction = Literal["higher", "lower"]
@@ -18,6 +21,24 @@ Direction = Literal["higher", "lower"]
 
 #: One question's outcome: the scored :class:`~pytest_ragev.core.record.Record`.
 SampleResult = Record
+
+
+def metric_value_problem(name: str, value: float) -> str | None:
+    """What is wrong with a saved value (or mean) of metric ``name``, else ``None``.
+
+    Every built-in metric lies in [0, 1]. A custom metric's bounds are known only to the
+    hook that defines it (``bounds=(0.0, None)`` for seconds or tokens), so only that
+    its value is finite is checked. A NaN must be refused: it would drop the question
+    from every paired comparison without a word. The text continues "<where> ...",
+    e.g. ``is 5.0, not a number in [0, 1]``. Baselines and saved JSON reports share it.
+    """
+    if name in METRIC_NAMES:
+        if math.isfinite(value) and 0.0 <= value <= 1.0:
+            return None
+        return f"is {json.dumps(value)}, not a number in [0, 1]"
+    if math.isfinite(value):
+        return None
+    return f"is {json.dumps(value)}, not a finite number"
 
 
 @dataclass(frozen=True)

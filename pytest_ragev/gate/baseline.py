@@ -45,7 +45,6 @@ from __future__ import annotations
 import gc
 import gzip
 import json
-import math
 import os
 import sys
 import zlib
@@ -56,7 +55,12 @@ from typing import Any
 
 from pytest_ragev.core.errors import BaselineError
 from pytest_ragev.core.io import atomic_write_bytes, dumps_json
-from pytest_ragev.core.results import MetricSummary, RunResult, SampleResult
+from pytest_ragev.core.results import (
+    MetricSummary,
+    RunResult,
+    SampleResult,
+    metric_value_problem,
+)
 
 #: Identifies a pytest-ragev baseline file.
 SCHEMA = "pytest-ragev-baseline"
@@ -477,16 +481,18 @@ class _Reader:
             raise self.fail(where, f"must be a number, got {value!r}")
         return float(value)
 
-    def score(self, value: Any, where: str) -> float:
-        """A metric value: a finite number in [0, 1], as every metric gives.
+    def score(self, value: Any, where: str, name: str) -> float:
+        """A value of metric ``name``: a number in [0, 1] for a built-in metric, a finite
+        one for a custom metric (:func:`~pytest_ragev.core.results.metric_value_problem`).
 
         ``json`` reads ``NaN`` and ``Infinity``, which a hand edit (or another tool) can
         leave behind; a NaN per-question value would drop the question from the paired
         comparison without a word, so it is refused like any other damage.
         """
         number = self.number(value, where)
-        if not math.isfinite(number) or not 0.0 <= number <= 1.0:
-            raise self.fail(where, f"is {json.dumps(number)}, not a number in [0, 1]")
+        problem = metric_value_problem(name, number)
+        if problem is not None:
+            raise self.fail(where, problem)
         return number
 
     def integers(self, value: Any, where: str) -> list[int]:
@@ -521,7 +527,8 @@ class _Reader:
                 raise self.fail(f"{item_where}.n", f"must be 0 or more, got {n}")
             summary[str(name)] = MetricSummary(
                 name=str(name),
-                mean=None if mean is None else self.score(mean, f"{item_where}.mean"),
+                mean=None if mean is None else self.score(mean, f"{item_where}.mean",
+                                                          str(name)),
                 n=n,
                 direction=direction,
             )
@@ -544,7 +551,7 @@ class _Reader:
                 metrics: dict[str, float] = given
             else:
                 metrics = {
-                    str(k): self.score(v, f"{q_where}.metrics.{k} (qid {qid})")
+                    str(k): self.score(v, f"{q_where}.metrics.{k} (qid {qid})", str(k))
                     for k, v in self.mapping(given, f"{q_where}.metrics").items()
                 }
             retrieval_gt, retrieval_ids = _question_ids(self, question, q_where)

@@ -27,7 +27,13 @@ from typing import Any, Literal
 
 from pytest_ragev.core.digest import sha256_json
 from pytest_ragev.core.errors import BaselineError, RagevError
-from pytest_ragev.core.results import Direction, MetricSummary, RunResult, SampleResult
+from pytest_ragev.core.results import (
+    Direction,
+    MetricSummary,
+    RunResult,
+    SampleResult,
+    metric_value_problem,
+)
 from pytest_ragev.core.types import (
     METRIC_NAMES,
     STATUS_FAILED,
@@ -253,10 +259,11 @@ def _run(
         except (KeyError, TypeError, ValueError) as exc:
             raise ReportError(f"{source}: {at} is not a sample record ({_why(exc)})") from None
         for name, value in sample.metrics.items():
-            if not math.isfinite(value):
-                # A NaN would drop the question from every paired comparison unseen.
-                raise ReportError(f"{source}: {at}.metrics.{name} is {value!r}, not a "
-                                  "finite number")
+            # As a baseline's values are checked: a hand-edited 5.0 in a report used as
+            # BASE, or a NaN, which would drop the question from every paired comparison.
+            problem = metric_value_problem(name, value)
+            if problem is not None:
+                raise ReportError(f"{source}: {at}.metrics.{name} (qid {sample.qid}) {problem}")
         samples.append(sample)
     attribution = _mapping(block.get("attribution") or {}, f"{where}.attribution", source)
     first = attribution.get("first")
@@ -280,7 +287,8 @@ def _run(
         for name, mean in means.items():
             summary[str(name)] = MetricSummary(
                 name=str(name),
-                mean=_mean(mean, f"{where}.metric.{block_name}.{name}", source),
+                mean=_metric_mean(mean, f"{where}.metric.{block_name}.{name}", source,
+                                  str(name)),
                 n=_count(counts.get(name, 0), f"{where}.metric.counts.{name}", source),
                 direction=known.get(str(name), "higher"),
             )
@@ -783,6 +791,14 @@ def _mean(value: Any, where: str, source: str) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ReportError(f"{source}: {where} is {value!r}, not a number or null")
     return float(value)
+
+
+def _metric_mean(value: Any, where: str, source: str, name: str) -> float | None:
+    mean = _mean(value, where, source)
+    problem = None if mean is None else metric_value_problem(name, mean)
+    if problem is not None:
+        raise ReportError(f"{source}: {where} {problem}")
+    return mean
 
 
 def _count(value: Any, where: str, source: str) -> int:

@@ -171,3 +171,21 @@ def test_a_file_of_another_version_is_one_line(pytester: pytest.Pytester, projec
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert result.stderr.startswith(f"ragev: error: {newer} has schema_version 99"), \
         result.stderr
+
+
+def test_a_report_used_as_base_is_range_checked_like_a_baseline(
+    pytester: pytest.Pytester, project: Path
+) -> None:
+    """A sample's mrr hand-edited to 5.0 in BASE.json used to be compared as if true."""
+    assert pytester.runpytest("--ragev-config", "ragev.toml",
+                              "--ragev-no-baseline").ret == pytest.ExitCode.OK
+    current = pytester.path / "report.json"
+    report = json.loads(current.read_text(encoding="utf-8"))
+    assert report["data"]["samples"][3]["qid"] == 4
+    report["data"]["samples"][3]["metrics"]["mrr"] = 5.0
+    edited = pytester.path / "edited.json"
+    edited.write_text(json.dumps(report, ensure_ascii=False), encoding="utf-8")
+    result = ragev("report", "compare", str(edited), str(current), "--config", str(project))
+    assert result.returncode == 2 and result.stdout == "", result.stdout + result.stderr
+    assert result.stderr == (f"ragev: error: {edited}: data.samples[3].metrics.mrr (qid 4) is "
+                             "5.0, not a number in [0, 1]\n")

@@ -108,3 +108,18 @@ def test_a_bounded_metric_out_of_its_range_is_one_line(
     result.stdout.fnmatch_lines([
         "ragev: error: custom metric 'latency_s' returned 1.5 for q3; return a finite number "
         "in [[]0, 1[]]"])
+
+
+def test_a_baseline_with_unbounded_metrics_gates_the_next_run(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    """A context_chars mean of 74 is no damage: only the twelve lie in [0, 1]. The baseline
+    check refused every metric outside [0, 1], so such a baseline never loaded."""
+    make_project('[baseline]\npath = "ragev-baseline.json"\n', conftest=METERED)
+    created = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-update-baseline")
+    assert created.ret == pytest.ExitCode.OK
+    baseline = json.loads((pytester.path / "ragev-baseline.json").read_text(encoding="utf-8"))
+    assert baseline["base"]["metrics"]["context_chars"]["mean"] > 1
+    result = pytester.runpytest("--ragev-config", "ragev.toml")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-3000:]
+    assert "gate not compared" not in result.stdout.str()

@@ -444,6 +444,24 @@ def test_metric_outside_0_1_is_refused_naming_question_and_metric(
     assert path.read_text(encoding="utf-8") == content
 
 
+def test_a_custom_metric_may_lie_outside_0_1_but_must_be_finite(tmp_path: Path) -> None:
+    """Only the twelve lie in [0, 1]: a custom metric in seconds (``bounds=(0.0, None)``)
+    made every baseline that recorded it "damaged"."""
+    data = snapshot().to_data()
+    data["base"]["questions"][0]["metrics"]["latency_s"] = 2.5
+    data["base"]["metrics"]["latency_s"] = {"mean": 74.0, "n": 1, "direction": "lower"}
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    loaded = load_snapshot(path)
+    assert loaded.base.samples[0].metrics["latency_s"] == 2.5
+    assert loaded.base.summary["latency_s"].mean == 74.0
+    content = json.dumps(data).replace("2.5", "NaN", 1)
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(BaselineError, match=r"base.questions\[0\].metrics.latency_s \(qid 1\) "
+                                            r"is NaN, not a finite number; the file is damaged"):
+        load_snapshot(path)
+
+
 def test_bounds_are_inclusive_and_a_missing_mean_is_fine(tmp_path: Path) -> None:
     data = snapshot().to_data()
     data["base"]["questions"][0]["metrics"] = {"recall": 0, "ndcg10": 1, "bleu4": 0.0}

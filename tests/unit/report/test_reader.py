@@ -442,5 +442,34 @@ def test_a_variant_only_report_lists_each_variant_once() -> None:
 def test_a_non_finite_sample_metric_is_refused() -> None:
     report = _report([1.0])
     report["data"]["samples"][0]["metrics"]["recall"] = float("nan")
-    with pytest.raises(ReportError, match=r"data.samples\[0\].metrics.recall is nan"):
+    with pytest.raises(ReportError, match=r"data.samples\[0\].metrics.recall \(qid 1\) is NaN, "
+                                          r"not a number in \[0, 1\]"):
+        runs_from_report(report, source="r.json")
+
+
+@pytest.mark.parametrize("value", [5.0, -0.25, 1.0000001])
+def test_a_built_in_metric_outside_0_1_is_refused_as_in_a_baseline(value: float) -> None:
+    """A report used as BASE of ``ragev report compare``: a hand-edited 5.0 was accepted."""
+    report = _report([1.0, 0.5])
+    report["data"]["samples"][1]["metrics"]["mrr"] = value
+    with pytest.raises(ReportError) as caught:
+        runs_from_report(report, source="r.json")
+    assert str(caught.value) == (
+        f"r.json: data.samples[1].metrics.mrr (qid 2) is {value}, not a number in [0, 1]")
+    mean = _report([1.0, 0.5], [0.5, 0.5])
+    mean["data"]["variants"]["k256"]["metric"]["retrieval_metrics"]["recall"] = value
+    with pytest.raises(ReportError, match=r"^r.json: data.variants.k256.metric."
+                                          r"retrieval_metrics.recall is .*, not a number in"):
+        runs_from_report(mean, source="r.json")
+
+
+def test_a_custom_metric_outside_0_1_is_read_when_finite() -> None:
+    report = _report([1.0])
+    report["data"]["samples"][0]["metrics"]["latency"] = 3.75  # seconds
+    report["data"]["metric"]["custom_metrics"]["latency"] = 3.75
+    (run,) = runs_from_report(report)
+    assert run.samples[0].metrics["latency"] == 3.75 and run.summary["latency"].mean == 3.75
+    report["data"]["samples"][0]["metrics"]["latency"] = float("inf")
+    with pytest.raises(ReportError, match=r"metrics.latency \(qid 1\) is Infinity, not a "
+                                          r"finite number"):
         runs_from_report(report, source="r.json")
