@@ -135,6 +135,35 @@ def test_a_chat_server_without_a_model_list_runs(
     assert sum(seen.method == "POST" for seen in server.seen) == 5
 
 
+@pytest.mark.parametrize("kind", ["chat", "http"])
+def test_a_redirect_to_another_origin_stops_the_run_at_the_preflight(
+    pytester: pytest.Pytester, make_project: Project, server: ScriptedServer,
+    monkeypatch: pytest.MonkeyPatch, kind: str,
+) -> None:
+    """The chat preflight took the redirect for "the server is there", so each question
+    then failed on its own; the http preflight stopped the run. Both stop it now."""
+    other = ScriptedServer()
+    try:
+        other.default = lambda seen: Reply(200, {"answer": "umgeleitet"})
+        server.default = lambda seen: Reply(302, {}, {"Location": f"{other.url}/neu"})
+        monkeypatch.setenv("RAGEV_E2E_KEY", CANARY)
+        pipeline = (chat_pipeline(server.url + "/v1", 'api_key_env = "RAGEV_E2E_KEY"\n')
+                    if kind == "chat" else http_pipeline(
+                        server.url + "/rag",
+                        'headers = { Authorization = "Bearer ${RAGEV_E2E_KEY}" }\n'))
+        make_project(conftest=None, pipeline=pipeline)
+        result = pytester.runpytest("--ragev-config", "ragev.toml")
+        assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()[-3000:]
+        result.stderr.fnmatch_lines([
+            f"ERROR: *preflight*: {server.url}/* answered HTTP 302, a redirect to "
+            f"{other.url}/neu, another origin; not followed*; no question was asked*"])
+        assert "passed" not in result.stdout.str() and "failed" not in result.stdout.str()
+        assert len(server.seen) == 1 and other.seen == []  # one look, and no key went there
+        assert CANARY not in result.stdout.str() + result.stderr.str()
+    finally:
+        other.close()
+
+
 def test_preflight_false_lets_the_questions_fail_on_their_own(
     pytester: pytest.Pytester, make_project: Project,
 ) -> None:

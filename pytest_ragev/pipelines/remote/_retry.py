@@ -219,6 +219,11 @@ class CrossOriginRedirect(Exception):
         self.location = location
 
 
+class RedirectRefused(PipelineError):
+    """A request met a redirect to another origin and stopped there: every request to
+    this URL meets it, so a preflight that meets it stops the run."""
+
+
 #: The attribute of a request that holds its deadline (``time.monotonic()`` seconds).
 _DEADLINE = "_ragev_deadline"
 
@@ -391,7 +396,7 @@ def send(
                 status = reply.status
                 raw = reply.read()
         except CrossOriginRedirect as redirect:
-            raise PipelineError(
+            raise RedirectRefused(
                 scrub(
                     f"{what}: {url} answered HTTP {redirect.status}, a redirect to "
                     f"{redirect.location}, another origin; not followed, so that no "

@@ -212,8 +212,9 @@ class ChatClient:
 
         It asks ``GET {base_url}/models`` (every OpenAI-compatible server we know has it;
         it costs no tokens) with one retry and at most :data:`PREFLIGHT_TIMEOUT_S`. No
-        connection, no answer in time, or 401/403 stop the run; any other answer, a 404
-        of a server without the route included, shows a server that is listening.
+        connection, no answer in time, 401/403, or a redirect to another origin (not
+        followed: every question would meet it) stop the run; any other answer, a 404 of
+        a server without the route included, shows a server that is listening.
         """
         __tracebackhide__ = True  # its locals hold the key (pytest -l)
         cfg = self.config
@@ -225,6 +226,8 @@ class ChatClient:
                         payload=None, policy=policy,
                         what=f"[pipeline.chat] model {cfg.model!r}: preflight",
                         client_error_hint=self._hint, secrets=secrets)
+        except _retry.RedirectRefused as error:
+            return str(error)  # the server moved elsewhere: no question would get an answer
         except PipelineError as error:
             if (error.transport and error.status is None) or error.status in _retry.AUTH_STATUSES:
                 return str(error)  # nobody answered, or the key was refused
