@@ -9,8 +9,9 @@ variants that differ only in retrieval or generation knobs share it. The key als
 On disk an entry is a folder of flat binary arrays (the index's four, the chunks' text
 as one UTF-8 blob with int64 offsets, passage ids and starts), ``vocab.json``,
 ``vectors.npy`` when there are vectors, and ``kb.json`` written last: the format, the
-key, the counts and every file's size and sha256. A load checks all of them (a
-truncated, bit-flipped or emptied file is a damaged entry: one warning, rebuilt) and
+key, the counts, BM25's ``k1`` and ``b``, every file's size and sha256, and a sha256 of
+the manifest's own content. A load checks all of them (a truncated, bit-flipped or
+emptied file, or an edited manifest value, is a damaged entry: one warning, rebuilt) and
 then memory-maps the arrays read-only, so processes that load the same KB (xdist
 workers, concurrent runs) share one copy in the page cache instead of each holding its
 own, and only the pages a query touches are read.
@@ -28,6 +29,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
+from pytest_ragev.core.digest import sha256_json
 from pytest_ragev.core.errors import CacheWarning
 from pytest_ragev.core.io import atomic_write_bytes, atomic_write_text
 from pytest_ragev.core.version import __version__
@@ -44,8 +46,9 @@ Progress = Callable[[int, int], None]
 #: Where cache warnings go: one line of text (default: a :class:`CacheWarning`).
 Warn = Callable[[str], None]
 
-#: Bumped when the on-disk layout of a cached knowledge base changes.
-KB_FORMAT = 2
+#: Bumped when the on-disk layout of a cached knowledge base changes (3: the manifest's
+#: own digest).
+KB_FORMAT = 3
 #: The manifest, written last: its presence and checksums mark a complete entry.
 MANIFEST = "kb.json"
 #: The flat arrays of an entry: file name -> (attribute, dtype).
@@ -242,11 +245,12 @@ class KnowledgeBase:
             buffer = io.BytesIO()
             np.save(buffer, self.vectors)
             put(_VECTORS, buffer.getvalue())
-        manifest = {
+        manifest: dict[str, Any] = {
             "format": KB_FORMAT, "key": self.key, "chunks": len(table),
             "terms": len(index.vocab), "postings": index.postings,
             "k1": index.k1, "b": index.b, "files": files,
         }
+        manifest[_DIGEST] = _manifest_digest(manifest)
         atomic_write_text(folder / MANIFEST, json.dumps(manifest, sort_keys=True))
 
     @classmethod
@@ -267,9 +271,14 @@ class KnowledgeBase:
             manifest = json.loads(raw)
         except ValueError:
             raise DamagedEntry(f"{MANIFEST} is not valid JSON") from None
-        if not isinstance(manifest, dict) or manifest.get("format") != KB_FORMAT \
-                or manifest.get("key") != key:
-            return None  # another format or another key: not this entry, rebuilt silently
+        if not isinstance(manifest, dict) or manifest.get("format") != KB_FORMAT:
+            return None  # another format: not this entry, rebuilt silently
+        if manifest.get(_DIGEST) != _manifest_digest(manifest):
+            # The files have their checksums; the manifest's own values (k1, b, the
+            # counts, the key) have this one: a changed k1 would change every score.
+            raise DamagedEntry(f"{MANIFEST} does not match its checksum")
+        if manifest.get("key") != key:
+            return None  # another key: not this entry, rebuilt silently
         try:
             return cls._load_files(folder, key, manifest, verify)
         except DamagedEntry:
@@ -321,6 +330,15 @@ class KnowledgeBase:
                 raise DamagedEntry(f"{_VECTORS} has shape {vectors.shape}, not {n_chunks} rows")
         chunks = ChunkTable(text, offsets, passages, starts)
         return cls(chunks, index, vectors, key=key, loaded_from_cache=True)
+
+
+#: The manifest's key holding the sha256 of the rest of it.
+_DIGEST = "manifest_sha256"
+
+
+def _manifest_digest(manifest: dict[str, Any]) -> str:
+    """sha256 of the manifest's canonical JSON, its own digest left out."""
+    return sha256_json({name: value for name, value in manifest.items() if name != _DIGEST})
 
 
 class DamagedEntry(Exception):

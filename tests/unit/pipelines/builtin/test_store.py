@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import warnings
 from collections.abc import Callable
@@ -105,6 +106,14 @@ def _flip_one_bit(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
+def _edit_manifest(entry: Path, name: str, value: object) -> None:
+    """A changed value in kb.json, the file otherwise well-formed (its files unchanged)."""
+    manifest = json.loads((entry / "kb.json").read_text(encoding="utf-8"))
+    assert manifest[name] != value
+    manifest[name] = value
+    (entry / "kb.json").write_text(json.dumps(manifest, sort_keys=True), encoding="utf-8")
+
+
 DAMAGE: dict[str, Callable[[Path], None]] = {
     "truncated postings": lambda e: (e / "indices.i4").write_bytes((e / "indices.i4").read_bytes()[:-4]),
     "bit flip in impacts": lambda e: _flip_one_bit(e / "data.f4"),
@@ -114,6 +123,10 @@ DAMAGE: dict[str, Callable[[Path], None]] = {
     "manifest not JSON": lambda e: (e / "kb.json").write_text("{", encoding="utf-8"),
     "manifest without files": lambda e: (e / "kb.json").write_text(
         (e / "kb.json").read_text(encoding="utf-8").replace('"files"', '"filez"'), encoding="utf-8"),
+    # The manifest's own values: a flipped k1 or b changed every score without a word.
+    "manifest k1 changed": lambda e: _edit_manifest(e, "k1", 3.5),
+    "manifest b changed": lambda e: _edit_manifest(e, "b", 0.0),
+    "manifest key changed": lambda e: _edit_manifest(e, "key", "0" * 64),
 }
 
 
