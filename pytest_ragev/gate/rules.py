@@ -27,7 +27,8 @@ CORRECTIONS: tuple[Correction, ...] = ("holm", "maxt", "none")
 CORRECTION_NAMES: Mapping[str, str] = {"holm": "Holm", "maxt": "max-T"}
 
 _DEFAULT_RESAMPLES = 10_000
-_DEFAULT_TOP = 10
+#: How many regressed questions the reports list when neither [gate] nor [report] says.
+DEFAULT_TOP = 10
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,7 @@ class GateRules:
     per_metric: Mapping[str, MetricRule] = field(default_factory=dict)
     resamples: int = _DEFAULT_RESAMPLES
     seed: int = 0
-    top_regressions: int = _DEFAULT_TOP
+    top_regressions: int = DEFAULT_TOP
     correction: Correction = "maxt"
     strict_dataset: bool = False
     require_all_variants: bool = False
@@ -124,7 +125,7 @@ class GateRules:
         *,
         source: str,
         metric_names: Iterable[str],
-        top_regressions: int = _DEFAULT_TOP,
+        top_regressions: int = DEFAULT_TOP,
     ) -> GateRules:
         """Build the rules from a parsed ``[gate]`` TOML table.
 
