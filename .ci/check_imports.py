@@ -4,7 +4,8 @@ Exit 1 with one line per violation:
 
 4. no function-level import of a ``pytest_ragev`` module outside ``plugin/__init__.py``
    (heavy third-party imports may stay lazy; ``if TYPE_CHECKING:`` blocks are fine);
-5. no import of another package's private ``_x`` module;
+5. no import of another package's private ``_x`` module, and no import of a module's
+   private ``_name`` from another module (make it public where it lives, or move it);
 6. nothing below the plugin shell imports the package face ``pytest_ragev`` itself;
 and no import circle between modules (module-level imports only, as Python runs them).
 """
@@ -59,6 +60,20 @@ def imported(
     return found + ([target] if len(found) < len(subs) else [])
 
 
+def private_names(
+    node: ast.Import | ast.ImportFrom, module: str, is_package: bool, known: set[str]
+) -> list[str]:
+    """The ``_private`` names (not submodules) ``node`` takes from another module."""
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    target = resolve(node, module, is_package)
+    if not target.startswith("pytest_ragev") or target == module:
+        return []
+    return [f"{target}.{alias.name}" for alias in node.names
+            if alias.name.startswith("_") and not alias.name.startswith("__")
+            and f"{target}.{alias.name}" not in known]
+
+
 def type_checking_block(node: ast.AST) -> bool:
     return (isinstance(node, ast.If) and isinstance(node.test, ast.Name)
             and node.test.id == "TYPE_CHECKING")
@@ -102,6 +117,9 @@ def main() -> int:
                     problems.append(f"{line}: imports the package face (rule 6)")
                 if not (in_function or typing_only) and target != name:
                     graph[name].add(target)
+            for private_name in private_names(node, name, is_package, set(modules)):
+                problems.append(f"{line}: imports {private_name}, private to its module "
+                                "(rule 5)")
     problems += [f"import circle: {' -> '.join(cycle)}" for cycle in circles(graph)]
     for problem in problems:
         print(problem)

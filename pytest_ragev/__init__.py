@@ -23,11 +23,10 @@ from pytest_ragev.core.types import (
     PipelineSettings,
     QAPair,
 )
+from pytest_ragev.core.version import __version__
 
 if TYPE_CHECKING:
     from pytest_ragev.metrics import aggregate, score
-
-__version__ = "0.1.0"
 
 #: Marker for implementations of the ``pytest_ragev_*`` hooks (the same as ``pytest.hookimpl``).
 hookimpl = pluggy.HookimplMarker("pytest")

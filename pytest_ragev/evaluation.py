@@ -16,7 +16,7 @@ import os
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -119,11 +119,7 @@ class RunPlan:
             tokenizer = resolve_tokenizer(config.tokenizer, source=config.source,
                                           base_dir=config.source.parent)
         names = [*METRIC_NAMES, *(m.name for m in custom)]
-        rules = (GateRules.from_table(config.gate, source=str(config.source), metric_names=names)
-                 if config.gate else GateRules())
-        if "top_regressions" not in config.gate:
-            # [gate] top_regressions falls back to [report]'s (default 10).
-            rules = replace(rules, top_regressions=config.top_regressions)
+        rules = GateRules.from_config(config, metric_names=names)
         if options.no_baseline and options.update_baseline:
             raise ConfigError(
                 "--ragev-no-baseline and --ragev-update-baseline contradict each other: "

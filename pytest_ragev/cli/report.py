@@ -53,11 +53,7 @@ def _rules(config: str | None, saved: Sequence[Saved]) -> GateRules:
     ragev = load_config(config)
     names = [*METRIC_NAMES]
     names += [m for s in saved for run in s.runs for m in run.summary if m not in names]
-    rules = (GateRules.from_table(ragev.gate, source=str(ragev.source), metric_names=names)
-             if ragev.gate else GateRules())
-    if "top_regressions" not in ragev.gate:
-        rules = replace(rules, top_regressions=ragev.top_regressions)
-    return rules
+    return GateRules.from_config(ragev, metric_names=names)
 
 
 def _paint(line: str, markup: dict[str, bool], color: bool) -> str:

@@ -76,6 +76,12 @@ class RunResult:
     #: when unknown (a baseline written before it was recorded).
     tokenizer: str = ""
 
+    def summary_of(self, metric: str) -> MetricSummary:
+        """The run's summary of ``metric``; an empty one (``mean=None``, ``n=0``) when the
+        run has no such metric, so a missing metric reads as "no value", never as zero."""
+        summary = self.summary.get(metric)
+        return summary if summary is not None else MetricSummary(name=metric, mean=None, n=0)
+
     def scores(self, metric: str) -> dict[int, float]:
         """Per-question values of ``metric``, keyed by qid (questions it applies to only)."""
         return {s.qid: s.metrics[metric] for s in self.samples if metric in s.metrics}

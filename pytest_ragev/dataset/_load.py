@@ -31,8 +31,8 @@ from pytest_ragev.core.types import QAPair
 _FINGERPRINT_VERSION = b"pytest-ragev dataset fingerprint v1\n"
 _INT64_MAX = np.iinfo(np.int64).max
 #: An integer id held in a string (once trimmed): optional sign, ASCII digits. Also the
-#: rule of the converters (``_dataset_tools``), so they keep the ids the loader would read.
-_DIGITS = r"^[+-]?[0-9]+$"
+#: rule of the converters (``convert``), so they keep the ids the loader would read.
+INTEGER_ID = r"^[+-]?[0-9]+$"
 _TEXT_HINT = "store texts as strings"
 
 IntArray: TypeAlias = npt.NDArray[np.int64]
@@ -425,7 +425,7 @@ def _id_column(table: pa.Table, path: Path, column: str) -> IntArray:
         # Arrow's string->int cast takes neither surrounding blanks nor a leading "+": match
         # the trimmed text first (so "+-13" is rejected), then drop the "+" for the cast.
         trimmed = pc.utf8_trim_whitespace(data)
-        is_integer = pc.match_substring_regex(trimmed, _DIGITS)
+        is_integer = pc.match_substring_regex(trimmed, INTEGER_ID)
         if not pc.all(is_integer).as_py():
             row = _first_true(pc.invert(is_integer))
             raise DatasetError(

@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from pytest_ragev.core.errors import ConfigError, DatasetError
 from pytest_ragev.dataset import DATASET_FILES, Dataset, write_dataset
-from pytest_ragev.dataset._load import _DIGITS
+from pytest_ragev.dataset._load import INTEGER_ID
 from pytest_ragev.dataset._write import write_table
 
 #: The share of distractor passages ``sample`` adds, relative to the relevant ones (the seed's 20%).
@@ -203,7 +203,7 @@ def _text_field(path: Path, number: int, item: dict[str, Any], key: str) -> str:
 
 
 #: An integer id as the loader reads one from a string: optional sign, ASCII digits.
-_INTEGER = re.compile(_DIGITS)
+_INTEGER = re.compile(INTEGER_ID)
 
 
 def _as_integer(text: str) -> int | None:

@@ -5,7 +5,7 @@ session. :mod:`.rules` parses ``[gate]``, :mod:`.stats` holds the paired statist
 :mod:`.thresholds` the absolute floors, :mod:`.compare` judges a run against its
 baseline run, :mod:`.diffs` lists the most regressed questions and the variants
 table, :mod:`.baseline` reads and writes snapshots, and :mod:`.workflow` runs the
-whole baseline life cycle for one session.
+whole baseline life cycle for one session (:func:`run_gate`).
 """
 
 from __future__ import annotations
@@ -64,6 +64,7 @@ from pytest_ragev.gate.thresholds import (
     check_thresholds,
     thresholds_from_table,
 )
+from pytest_ragev.gate.workflow import GateInputs, GateOutcome, run_gate
 
 __all__ = [
     "CORRECTIONS",
@@ -72,6 +73,8 @@ __all__ = [
     "Comparison",
     "CorpusChange",
     "Correction",
+    "GateInputs",
+    "GateOutcome",
     "GateRules",
     "MaxValue",
     "MetricComparison",
@@ -103,6 +106,7 @@ __all__ = [
     "paired_stats",
     "power_lines",
     "question_diff",
+    "run_gate",
     "smallest_p",
     "step_down_maxt",
     "thresholds_from_table",

@@ -282,7 +282,7 @@ def _read_hashes(reader: _Reader, top: Mapping[str, Any]) -> dict[int, str]:
     return hashes
 
 
-def _profile_mismatch(snapshot: Snapshot, run: RunResult) -> str | None:
+def profile_mismatch(snapshot: Snapshot, run: RunResult) -> str | None:
     """Why ``run``'s numbers cannot sit beside ``snapshot``'s at all (another metric
     profile or text tokenizer), or ``None`` when they can.
 
@@ -317,7 +317,7 @@ def _dataset_changed(snapshot: Snapshot, run: RunResult) -> str:
 def _mismatch(snapshot: Snapshot, run: RunResult) -> str | None:
     """Why ``run`` cannot be merged into ``snapshot``'s file (another metric profile or
     dataset fingerprint), or ``None`` when it can."""
-    profile = _profile_mismatch(snapshot, run)
+    profile = profile_mismatch(snapshot, run)
     if profile is not None:
         return profile
     if snapshot.fingerprint != run.fingerprint:
@@ -801,7 +801,7 @@ def check_compatible(
     dataset when ``strict`` (``[gate] strict_dataset``) or when the baseline or the
     caller has no hashes, or no unchanged shared question.
     """
-    profile = _profile_mismatch(baseline, current)
+    profile = profile_mismatch(baseline, current)
     if profile is not None:
         raise BaselineError(profile)
     where = baseline.source or "the baseline"

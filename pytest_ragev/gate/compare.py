@@ -112,7 +112,9 @@ class Comparison:
         return None
 
 
-def _metric_order(*runs: RunResult) -> list[str]:
+def metric_order(*runs: RunResult) -> list[str]:
+    """The metrics of ``runs``, each once: the first run's in its report order, then
+    those only a later run has."""
     order: list[str] = []
     for run in runs:
         for name in run.summary:
@@ -121,7 +123,9 @@ def _metric_order(*runs: RunResult) -> list[str]:
     return order
 
 
-def _direction(metric: str, *runs: RunResult) -> Direction:
+def metric_direction(metric: str, *runs: RunResult) -> Direction:
+    """Whether higher or lower is better for ``metric``, as the first run that has it
+    says (``"higher"``, the built-ins' direction, when none has)."""
     for run in runs:
         if metric in run.summary:
             return run.summary[metric].direction
@@ -180,7 +184,7 @@ def paired_table(
     """The :class:`PairedTable` of every metric of two runs (report order), to share
     between :func:`compare` and :func:`~pytest_ragev.gate.diffs.top_regressions`
     (``skip``: the questions edited since the baseline, as both are given)."""
-    return PairedTable(baseline, current, _metric_order(current, baseline), skip=skip)
+    return PairedTable(baseline, current, metric_order(current, baseline), skip=skip)
 
 
 def _score_matrix(
@@ -235,7 +239,7 @@ def compare(
             f"(baseline has {len(before_qids)}, current {len(after_qids)}); "
             "re-baseline on this dataset with --ragev-update-baseline"
         )
-    names = list(metrics) if metrics is not None else _metric_order(current_run, baseline_run)
+    names = list(metrics) if metrics is not None else metric_order(current_run, baseline_run)
     if table is None or table.names != names:
         table = PairedTable(baseline_run, current_run, names, skip=edited)
     pairs = {name: table.pair(name) for name in names}
@@ -261,7 +265,7 @@ def compare(
         seed=rules.seed,
         decide=bands,
     )
-    directions = {name: _direction(name, current_run, baseline_run) for name in names}
+    directions = {name: metric_direction(name, current_run, baseline_run) for name in names}
     worse: dict[str, float] = {}
     better: dict[str, float] = {}
     if corrected and rules.correction == "holm":

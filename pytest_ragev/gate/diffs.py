@@ -8,10 +8,9 @@ from dataclasses import dataclass
 
 from pytest_ragev.core.results import Direction, RunResult, SampleResult
 from pytest_ragev.core.tables import changed_keys
-from pytest_ragev.gate.compare import PairedTable, _direction, _metric_order
-from pytest_ragev.gate.rules import _DEFAULT_TOP, GateRules
+from pytest_ragev.gate.compare import PairedTable, metric_direction, metric_order
+from pytest_ragev.gate.rules import DEFAULT_TOP, GateRules
 from pytest_ragev.gate.stats import decision_band, paired_stats
-from pytest_ragev.gate.thresholds import _summary
 
 
 @dataclass(frozen=True)
@@ -97,7 +96,7 @@ def question_diff(
 def top_regressions(
     baseline_run: RunResult,
     current_run: RunResult,
-    n: int = _DEFAULT_TOP,
+    n: int = DEFAULT_TOP,
     metric: str | None = None,
     *,
     skip: Collection[int] = (),
@@ -118,10 +117,10 @@ def top_regressions(
         return []
     import numpy as np
 
-    names = _metric_order(current_run, baseline_run)
+    names = metric_order(current_run, baseline_run)
     if metric is not None:
         names = [metric] if metric in names else []
-    directions = {name: _direction(name, current_run, baseline_run) for name in names}
+    directions = {name: metric_direction(name, current_run, baseline_run) for name in names}
     if table is None or table.names != names:
         table = PairedTable(baseline_run, current_run, names, skip=skip)
     before = {s.qid: s for s in baseline_run.samples}
@@ -138,8 +137,8 @@ def top_regressions(
     # Worst first, ties by qid (the table is in qid order, so a stable sort keeps it).
     ranked = listed[np.argsort(-worsening[listed], kind="stable")][:n]
     directions_all = {
-        name: _direction(name, current_run, baseline_run)
-        for name in _metric_order(current_run, baseline_run)
+        name: metric_direction(name, current_run, baseline_run)
+        for name in metric_order(current_run, baseline_run)
     }
     return [
         question_diff(before[q], after[q], directions_all, metric=metric)
@@ -197,10 +196,10 @@ def compare_variants(
     significance.
     """
     rules = rules or GateRules()
-    names = _metric_order(base, *variants)
+    names = metric_order(base, *variants)
     base_cells = {
         name: VariantCell(
-            mean=_summary(base, name).mean, n=_summary(base, name).n, delta=None, p=None,
+            mean=base.summary_of(name).mean, n=base.summary_of(name).n, delta=None, p=None,
             significant=False, better=None,
         )
         for name in names
@@ -221,7 +220,7 @@ def compare_variants(
         )
         cells = {}
         for name in names:
-            summary = _summary(variant, name)
+            summary = variant.summary_of(name)
             item = stats.get(name)
             if item is None:
                 cells[name] = VariantCell(
@@ -229,7 +228,7 @@ def compare_variants(
                     significant=False, better=None,
                 )
                 continue
-            direction = _direction(name, variant, base)
+            direction = metric_direction(name, variant, base)
             p = min(1.0, 2.0 * min(item.p_lower, item.p_higher))
             better = None if item.delta == 0 else (item.delta > 0) == (direction == "higher")
             cells[name] = VariantCell(

@@ -1,21 +1,20 @@
 """How the gate judges each metric: :class:`MetricRule` per metric, :class:`GateRules` for the run.
 
-Built from the ``[gate]`` table by :meth:`GateRules.from_table`, with one-line
-:class:`ConfigError` messages naming the key and the fix.
+Built from a config's ``[gate]`` table by :meth:`GateRules.from_config` (the one
+reading that the plugin's run plan and ``ragev report`` share), or from the table alone
+by :meth:`GateRules.from_table`, with one-line :class:`ConfigError` messages naming the
+key and the fix.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
+from pytest_ragev.config import RagevConfig
 from pytest_ragev.core.errors import ConfigError
 from pytest_ragev.core.tables import Table, suggest
-
-if TYPE_CHECKING:
-    pass
-
 
 #: How a metric's change is judged; see :class:`MetricRule`.
 Mode = Literal["significant", "tolerance", "any"]
@@ -28,7 +27,8 @@ CORRECTIONS: tuple[Correction, ...] = ("holm", "maxt", "none")
 CORRECTION_NAMES: Mapping[str, str] = {"holm": "Holm", "maxt": "max-T"}
 
 _DEFAULT_RESAMPLES = 10_000
-_DEFAULT_TOP = 10
+#: How many regressed questions the reports list when neither [gate] nor [report] says.
+DEFAULT_TOP = 10
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ class GateRules:
     per_metric: Mapping[str, MetricRule] = field(default_factory=dict)
     resamples: int = _DEFAULT_RESAMPLES
     seed: int = 0
-    top_regressions: int = _DEFAULT_TOP
+    top_regressions: int = DEFAULT_TOP
     correction: Correction = "maxt"
     strict_dataset: bool = False
     require_all_variants: bool = False
@@ -107,18 +107,33 @@ class GateRules:
         return self.per_metric.get(metric, self.default)
 
     @classmethod
+    def from_config(cls, config: RagevConfig, *, metric_names: Iterable[str]) -> GateRules:
+        """The rules of ``config``'s ``[gate]`` table (the defaults when it has none).
+
+        ``[gate] top_regressions`` falls back to ``[report] top_regressions`` (default
+        10). ``metric_names`` are the metrics a ``[gate.metrics.<name>]`` sub-table may
+        name. Raises :class:`ConfigError` as :meth:`from_table` does.
+        """
+        return cls.from_table(config.gate, source=str(config.source),
+                              metric_names=metric_names,
+                              top_regressions=config.top_regressions)
+
+    @classmethod
     def from_table(
         cls,
         table: Mapping[str, Any],
         *,
         source: str,
         metric_names: Iterable[str],
+        top_regressions: int = DEFAULT_TOP,
     ) -> GateRules:
         """Build the rules from a parsed ``[gate]`` TOML table.
 
         ``source`` names the file in error messages; ``metric_names`` are the metrics
-        a ``[gate.metrics.<name>]`` sub-table may name. Raises :class:`ConfigError`
-        (one line) on unknown keys, wrong types and out-of-range values.
+        a ``[gate.metrics.<name>]`` sub-table may name; ``top_regressions`` is the count
+        of regressed questions to list when the table sets none. Raises
+        :class:`ConfigError` (one line) on unknown keys, wrong types and out-of-range
+        values.
         """
         known_metrics = list(metric_names)
         gate = Table(table, where="[gate]", source=source)
@@ -126,7 +141,7 @@ class GateRules:
         default = _rule_from_table(gate, MetricRule())
         resamples = gate.integer("resamples", _DEFAULT_RESAMPLES, low=100, example="10000")
         seed = gate.integer("seed", 0, low=0, example="0")
-        top = gate.integer("top_regressions", _DEFAULT_TOP, low=0, example="10")
+        top = gate.integer("top_regressions", top_regressions, low=0, example="10")
         correction = gate.choice("correction", "maxt", CORRECTIONS, what="correction")
         strict = gate.boolean("strict_dataset", False)
         require_all = gate.boolean("require_all_variants", False)

@@ -5,16 +5,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pytest_ragev.core import fmt
 from pytest_ragev.core.errors import ConfigError
 from pytest_ragev.core.record import Record
-from pytest_ragev.core.results import MetricSummary, RunResult
+from pytest_ragev.core.results import RunResult
 from pytest_ragev.core.tables import is_number, suggest
-
-if TYPE_CHECKING:
-    pass
 
 
 @dataclass(frozen=True)
@@ -26,7 +23,7 @@ class MinValue:
 
     def fails(self, current: RunResult, baseline: RunResult | None = None) -> str | None:
         """``ragev: recall 0.412 < threshold 0.500 (n=118)`` when below the floor."""
-        summary = _summary(current, self.metric)
+        summary = current.summary_of(self.metric)
         label = fmt.label(self.metric, current.variant)
         if summary.mean is None:
             return f"ragev: {label} has no values (n=0), threshold {fmt.num(self.minimum)} unmet"
@@ -47,7 +44,7 @@ class MaxValue:
 
     def fails(self, current: RunResult, baseline: RunResult | None = None) -> str | None:
         """``ragev: latency 1.300 > threshold 1.000 (n=118)`` when above the ceiling."""
-        summary = _summary(current, self.metric)
+        summary = current.summary_of(self.metric)
         label = fmt.label(self.metric, current.variant)
         if summary.mean is None:
             return f"ragev: {label} has no values (n=0), threshold {fmt.num(self.maximum)} unmet"
@@ -57,13 +54,6 @@ class MaxValue:
                 f"(n={summary.n})"
             )
         return None
-
-
-def _summary(run: RunResult, metric: str) -> MetricSummary:
-    summary = run.summary.get(metric)
-    if summary is None:
-        return MetricSummary(name=metric, mean=None, n=0)
-    return summary
 
 
 @dataclass(frozen=True)
@@ -125,7 +115,7 @@ def check_thresholds(
     """Evaluate every threshold on ``run``."""
     results = []
     for check in checks:
-        summary = _summary(run, check.metric)
+        summary = run.summary_of(check.metric)
         is_min = isinstance(check, MinValue)
         results.append(
             ThresholdResult(

@@ -35,7 +35,6 @@ from pytest_ragev.gate.baseline import (
     CorpusChange,
     Overlap,
     Snapshot,
-    _profile_mismatch,
     check_compatible,
     compressed,
     corpus_change,
@@ -44,6 +43,7 @@ from pytest_ragev.gate.baseline import (
     merge_snapshot,
     missing_variants_line,
     obtained_path,
+    profile_mismatch,
     write_snapshot,
 )
 from pytest_ragev.gate.compare import Comparison, compare, paired_table, power_lines
@@ -333,7 +333,7 @@ def _pairings(
     reason the baseline cannot be used at all (``None`` when it can).
     """
     for run in runs:
-        profile = _profile_mismatch(baseline, run)
+        profile = profile_mismatch(baseline, run)
         if profile is not None:
             return [], [], profile
     missing = [str(run.variant) for run in runs if baseline.run_for(run.variant) is None]

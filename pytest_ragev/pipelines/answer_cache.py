@@ -34,11 +34,13 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ragev.core.attribution import is_passage_id
+from pytest_ragev.core.digest import sha256_json
 from pytest_ragev.core.errors import CacheWarning
 from pytest_ragev.core.types import Answer, Chunk, ChunkLike, Retrieved
 
-#: Bumped when the entry layout changes; part of every key, so old entries are misses.
-FORMAT = 2
+#: Bumped when the entry layout or the way keys are digested changes; part of every key,
+#: so old entries are misses, never served. 3: keys digested by ``core.digest.sha256_json``.
+FORMAT = 3
 #: The database file inside the cache folder.
 DATABASE = "answers.sqlite"
 #: How long a writer waits for another process's transaction before giving up (seconds).
@@ -50,8 +52,7 @@ _SCHEMA = ("CREATE TABLE IF NOT EXISTS answers "
 
 def answer_cache_key(fingerprint: str, settings_key: str, qid: int) -> str:
     """The sha256 hex key of one answer; changes when any of the three parts changes."""
-    canonical = json.dumps([FORMAT, fingerprint, settings_key, int(qid)], ensure_ascii=False)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    return sha256_json([FORMAT, fingerprint, settings_key, int(qid)])
 
 
 def _checksum(key: bytes, body: bytes) -> bytes:

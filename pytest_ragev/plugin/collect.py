@@ -29,55 +29,84 @@ if TYPE_CHECKING:
 
 # ``q17`` as one dash-separated part of a parametrize id: ``test_rag[q17]``, ``[q17-x]``.
 _PARAM_QID = re.compile(r"\[(?:.*-)?q(\d+)(?:-.*)?\]$")
+# The last part of a generated item's node id, as :meth:`NodeIds.item_name` writes it.
+_ITEM_NAME = re.compile(r"q(-?[0-9]+)")
+#: What pytest puts between the parts of a node id.
+SEPARATOR = "::"
+#: The last part of the verdict's node id (``ragev.toml::mini::verdict``).
+VERDICT = "verdict"
 
 
 @dataclass(frozen=True)
 class NodeIds:
-    """Builds and parses the node ids of a run's questions.
+    """Builds and parses the node ids of a run's questions and of its verdict.
 
-    ``prefix`` is the config file as pytest names it (relative to the rootdir), ``qids``
-    the dataset's question ids (a node id naming another qid is not a question).
+    ``prefix`` is the config file as pytest names it (relative to the rootdir),
+    ``dataset_id`` the name of the dataset's collector under it, ``qids`` the dataset's
+    question ids (a node id naming another qid is not a question). The dataset id is
+    matched whole, so one that holds ``::`` or brackets (a folder name) still parses.
     """
 
     prefix: str
+    dataset_id: str
     qids: Collection[int]
 
     @classmethod
-    def of(cls, source: Path, rootpath: Path, qids: Collection[int]) -> NodeIds:
+    def of(
+        cls, source: Path, rootpath: Path, dataset_id: str, qids: Collection[int]
+    ) -> NodeIds:
         """The node ids of the config file ``source`` under ``rootpath``."""
         try:
             prefix = source.relative_to(rootpath).as_posix()
         except ValueError:
             prefix = source.as_posix()
-        return cls(prefix=prefix, qids=qids)
+        return cls(prefix=prefix, dataset_id=dataset_id, qids=qids)
 
     @staticmethod
     def item_name(qid: int) -> str:
-        """The last part of a question's node id: ``q17``."""
+        """The last part of a question's node id, and its parametrize id: ``q17``."""
         return f"q{qid}"
 
-    def is_generated(self, nodeid: str) -> bool:
-        """Whether ``nodeid`` lies under the config file (a generated evaluation item)."""
-        return nodeid.startswith(self.prefix + "::")
+    @staticmethod
+    def argument_path(arg: str) -> str:
+        """The file part of a command-line argument: ``ragev.toml::mini::q3`` ->
+        ``ragev.toml`` (an argument without ``::`` is all path)."""
+        return arg.split(SEPARATOR, 1)[0]
+
+    @property
+    def _dataset_node(self) -> str:
+        return f"{self.prefix}{SEPARATOR}{self.dataset_id}{SEPARATOR}"
+
+    def generated_id(self, qid: int, variant: str | None = None) -> str:
+        """The node id of the generated item of question ``qid`` (of ``variant``):
+        ``<config>::<dataset>::q17`` or ``<config>::<dataset>::<variant>::q17``."""
+        middle = f"{variant}{SEPARATOR}" if variant is not None else ""
+        return f"{self._dataset_node}{middle}{self.item_name(qid)}"
+
+    def verdict(self) -> str:
+        """The node id of the run's verdict, reported as a test of its own:
+        ``<config>::<dataset>::verdict``."""
+        return f"{self._dataset_node}{VERDICT}"
 
     def generated(self, nodeid: str) -> QuestionKey | None:
         """The question of a generated item's node id, or ``None``."""
-        if not self.is_generated(nodeid):
+        if not nodeid.startswith(self._dataset_node):
             return None
-        parts = nodeid.split("::")[2:]  # <file>::<dataset id>::[<variant>::]q<qid>
-        if not parts or not parts[-1].startswith("q") or not parts[-1][1:].isdigit():
+        # [<variant>::]q<qid>; variant names hold no "::" (config.py checks them).
+        *variant, last = nodeid[len(self._dataset_node):].split(SEPARATOR)
+        match = _ITEM_NAME.fullmatch(last)
+        if match is None or len(variant) > 1 or variant == [""]:
             return None
-        qid = int(parts[-1][1:])
-        if qid not in self.qids:
-            return None
-        return (parts[0] if len(parts) == 2 else None, qid)
+        qid = int(match.group(1))
+        if self.item_name(qid) != last or qid not in self.qids:
+            return None  # "q017" is no name this class gives
+        return (variant[0] if variant else None, qid)
 
     def question(self, nodeid: str) -> QuestionKey | None:
         """The question of any node id: a generated item, or a test parametrized by
-        ``ragev_case``; ``None`` for every other test."""
-        generated = self.generated(nodeid)
-        if generated is not None:
-            return generated
+        ``ragev_case``; ``None`` for every other test and for the verdict."""
+        if nodeid.startswith(self.prefix + SEPARATOR):
+            return self.generated(nodeid)  # under the config file: never a user's test
         match = _PARAM_QID.search(nodeid)
         if match is None or int(match.group(1)) not in self.qids:
             return None

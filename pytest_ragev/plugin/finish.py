@@ -292,7 +292,7 @@ class Finisher:
         test CI tools look for.
         """
         run = self._run
-        nodeid = f"{run.node_ids.prefix}::{run.dataset.dataset_id}::verdict"
+        nodeid = run.node_ids.verdict()
         location = (run.node_ids.prefix, None, "ragev verdict")
         lines = outcome.verdict_failures()
         if outcome.errors:

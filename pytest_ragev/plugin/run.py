@@ -216,7 +216,8 @@ class ActiveRun:
     @property
     def node_ids(self) -> NodeIds:
         if self._node_ids is None:
-            self._node_ids = NodeIds.of(self.ragev.source, self.config.rootpath, self.cases)
+            self._node_ids = NodeIds.of(self.ragev.source, self.config.rootpath,
+                                      self.dataset.dataset_id, self.cases)
         return self._node_ids
 
     @property

@@ -80,7 +80,7 @@ class RagevSession:
             return True  # validate before xdist starts workers, so a bad config is one line
         base = self.config.invocation_params.dir
         for arg in self.config.args:
-            path = (base / arg.split("::", 1)[0]).resolve()
+            path = (base / NodeIds.argument_path(arg)).resolve()
             if path == self.ragev.source or path in self.ragev.source.parents:
                 return True
         return False

@@ -7,15 +7,14 @@ returns any object with ``answer(case) -> Answer``. Optional methods ``snapshot(
 
 from __future__ import annotations
 
-import hashlib
 import importlib
-import json
 import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from pytest_ragev.core.digest import sha256_json
 from pytest_ragev.core.errors import ConfigError, PipelineError
 from pytest_ragev.core.redact import redact
 from pytest_ragev.core.types import Answer, PipelineSettings, QAPair
@@ -63,9 +62,7 @@ class FactoryPipeline:
         own = getattr(self.inner, "answer_key", None)
         if callable(own):
             return str(own())
-        canonical = json.dumps({"name": self.name, "options": dict(self.settings.options)},
-                               sort_keys=True, ensure_ascii=False, default=str)
-        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+        return sha256_json({"name": self.name, "options": dict(self.settings.options)})
 
     def answer(self, case: QAPair, kb: object | None = None) -> Answer:
         """Call the user's ``answer(case)`` and check it returned an :class:`Answer`."""

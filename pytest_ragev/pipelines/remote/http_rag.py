@@ -9,13 +9,13 @@ send it itself) and never recorded: snapshots, ``repr()`` and errors show ``***`
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pytest_ragev.core.digest import sha256_json
 from pytest_ragev.core.errors import PipelineError
 from pytest_ragev.core.redact import Secret, redact_urls, url_secrets
 from pytest_ragev.core.tables import Table, check_placeholders, fill
@@ -132,9 +132,7 @@ class HttpRagPipeline:
 
     def answer_key(self) -> str:
         """sha256 of the knobs that shape the request and the reading of the reply."""
-        canonical = json.dumps({"name": "http", **self._answer_knobs()}, sort_keys=True,
-                               ensure_ascii=False, separators=(",", ":"))
-        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+        return sha256_json({"name": "http", **self._answer_knobs()})
 
     def request_body(self, case: QAPair) -> Any:
         """The JSON body for ``case`` (``None`` for GET)."""

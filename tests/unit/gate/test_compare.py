@@ -18,7 +18,12 @@ from pytest_ragev.gate import (
     paired_stats,
     step_down_maxt,
 )
-from pytest_ragev.gate.compare import power_lines, questions_for_drop
+from pytest_ragev.gate.compare import (
+    metric_direction,
+    metric_order,
+    power_lines,
+    questions_for_drop,
+)
 from pytest_ragev.gate.stats import smallest_p
 from tests.unit.gate._runs import FAST, METRICS, make_run, noisy, runs, twelve
 
@@ -311,3 +316,15 @@ def test_the_power_line_is_right_about_a_drop_carried_by_whole_questions(
     warned = bool(power_lines([comparison], rules))
     assert warned == comparison.passed
     assert smallest_p(k, 2000) == max(2.0 ** -k, 1 / 2001)
+
+
+def test_metric_order_and_direction_over_several_runs() -> None:
+    # The diffs and the variants table read these too: the first run's order, then the
+    # metrics only later runs have; a direction from the first run that has the metric.
+    first = make_run({"recall": {1: 0.5}, "latency": {1: 2.0}}, directions={"latency": "lower"})
+    second = make_run({"rougel": {1: 0.1}, "recall": {1: 0.4}})
+    assert metric_order(first, second) == ["recall", "latency", "rougel"]
+    assert metric_order() == []
+    assert metric_direction("latency", second, first) == "lower"
+    assert metric_direction("rougel", first, second) == "higher"
+    assert metric_direction("absent", first, second) == "higher"

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from pytest_ragev.config import load_config
 from pytest_ragev.core.errors import ConfigError
 from pytest_ragev.gate import (
     GateRules,
@@ -31,6 +34,35 @@ def test_from_table_defaults_and_per_metric_merge() -> None:
         0.01, 5.0, 0.1, "tolerance",
     )
     assert GateRules.from_table({}, source="x", metric_names=METRICS) == GateRules()
+
+
+@pytest.mark.parametrize(("tables", "top"), [
+    ("", 10),
+    ("[report]\ntop_regressions = 4\n", 4),                           # [gate] falls back
+    ("[report]\ntop_regressions = 4\n[gate]\nseed = 3\n", 4),
+    ("[report]\ntop_regressions = 4\n[gate]\ntop_regressions = 0\n", 0),  # [gate] wins
+    ("[gate]\ntop_regressions = 7\n", 7),
+])
+def test_from_config_reads_gate_with_the_report_fallback(
+    tmp_path: Path, tables: str, top: int
+) -> None:
+    (tmp_path / "data").mkdir()
+    path = tmp_path / "ragev.toml"
+    path.write_text('[dataset]\npath = "data"\n' + tables, encoding="utf-8")
+    rules = GateRules.from_config(load_config(path), metric_names=METRICS)
+    assert rules.top_regressions == top
+    assert rules.seed == (3 if "seed" in tables else 0)
+
+
+def test_from_config_names_the_file_and_knows_the_callers_metrics(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    path = tmp_path / "配置.toml"
+    path.write_text('[dataset]\npath = "data"\n[gate.metrics.faithfulness]\nmax_drop = 0.1\n',
+                    encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"配置\.toml: \[gate\.metrics\.faithfulness\]: unknown"):
+        GateRules.from_config(load_config(path), metric_names=METRICS)
+    custom = GateRules.from_config(load_config(path), metric_names=[*METRICS, "faithfulness"])
+    assert custom.rule_for("faithfulness").max_drop == 0.1
 
 
 def test_dataset_variant_and_power_keys() -> None:

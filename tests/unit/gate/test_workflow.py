@@ -11,9 +11,15 @@ import pytest
 from pytest_ragev.core.errors import BaselineError
 from pytest_ragev.core.record import Record
 from pytest_ragev.core.results import MetricSummary, RunResult
-from pytest_ragev.gate import GateRules, load_snapshot, obtained_path, write_snapshot
+from pytest_ragev.gate import (
+    GateInputs,
+    GateRules,
+    load_snapshot,
+    obtained_path,
+    run_gate,
+    write_snapshot,
+)
 from pytest_ragev.gate.baseline import Snapshot
-from pytest_ragev.gate.workflow import GateInputs, run_gate
 
 RULES = GateRules(resamples=2_000)
 QIDS = tuple(range(1, 31))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import sqlite3
@@ -20,7 +21,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_ragev import Answer, Chunk
+from pytest_ragev.core.digest import sha256_json
 from pytest_ragev.core.errors import CacheWarning
+from pytest_ragev.pipelines import answer_cache
 from pytest_ragev.pipelines.answer_cache import AnswerCache, _checksum, answer_cache_key
 
 KEY = answer_cache_key("fp-1", "settings-1", 7)
@@ -47,6 +50,21 @@ def test_key_changes_with_each_component() -> None:
     assert len(keys) == 5
     assert answer_cache_key("fp-1", "settings-1", 7) == KEY
     assert len(KEY) == 64 and int(KEY, 16) >= 0
+
+
+def test_key_is_the_package_digest_with_the_format_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert sha256_json([answer_cache.FORMAT, "fp-1", "settings-1", 7]) == KEY
+    # The format is part of every key: after a bump, rows of the old format are misses.
+    monkeypatch.setattr(answer_cache, "FORMAT", answer_cache.FORMAT + 1)
+    assert answer_cache_key("fp-1", "settings-1", 7) != KEY
+
+
+def test_rows_keyed_the_format_2_way_are_not_served(tmp_path: Path) -> None:
+    # Format 2 hashed json.dumps with its default separators; format 3 the canonical JSON.
+    old_key = hashlib.sha256(json.dumps([2, "fp-1", "settings-1", 7]).encode()).hexdigest()
+    cache = AnswerCache(tmp_path / "answers")
+    cache.put(old_key, Answer(retrieved=[1], text="stale"))
+    assert cache.get(KEY) is None and cache.get(old_key) is not None
 
 
 def test_miss_then_hit(tmp_path: Path) -> None:

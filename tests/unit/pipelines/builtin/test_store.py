@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import shutil
 import warnings
@@ -40,12 +41,66 @@ def test_code_digest_covers_every_module_that_decides_kb_and_answers(tmp_path: P
     watched = [copy / "pipelines" / "builtin" / name
                for name in ("chunking.py", "pipeline.py", "bm25.py", "tokens.py", "__init__.py")]
     watched += [copy / "plugin" / "defaults.py", copy / "core" / "segment.py",
-                copy / "pipelines" / "identity.py", copy / "core" / "digest.py"]
+                copy / "pipelines" / "identity.py", copy / "core" / "digest.py",
+                copy / "pipelines" / "remote" / "_retry.py", copy / "core" / "types.py"]
     seen = {store.source_digest(copy)}
     for path in watched:
         path.write_text(path.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
         seen.add(store.source_digest(copy))
     assert len(seen) == len(watched) + 1  # every edit changed the digest
+
+
+@pytest.mark.parametrize("pattern", store.CODE_MODULES)
+def test_every_code_module_pattern_names_a_file(pattern: str) -> None:
+    # A pattern left behind by a move would silently stop covering the moved code.
+    assert list(PACKAGE.glob(pattern)), f"CODE_MODULES: {pattern!r} matches no file"
+
+
+#: Modules the built-in pipeline imports that cannot change an answer or a KB, and why.
+NOT_IN_THE_DIGEST = {
+    "core/errors.py": "error classes: message text only",
+    "core/io.py": "atomic writes: how a file is written, not what",
+    "core/redact.py": "hides secrets in errors, snapshots for reports, and logs",
+    "core/version.py": "the version is hashed as text, beside the sources",
+    "pipelines/remote/_env.py": "${VAR} headers: headers are transport knobs (docs/remote.md)",
+    "pipelines/remote/_breaker.py": "stops after failures; a failed answer is never cached",
+}
+
+
+def _imported_modules(path: Path) -> set[Path]:
+    """The package's module files that ``path`` imports (``from a.b import c`` names
+    ``a/b/c.py`` when ``c`` is a module, else ``a/b.py``)."""
+    found: set[Path] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pytest_ragev"):
+            base = PACKAGE.parent.joinpath(*str(node.module).split("."))
+            for alias in node.names:
+                for candidate in (base / f"{alias.name}.py", base / alias.name / "__init__.py",
+                                  base.with_suffix(".py"), base / "__init__.py"):
+                    if candidate.exists():
+                        found.add(candidate)
+                        break
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("pytest_ragev."):
+                    base = PACKAGE.parent.joinpath(*alias.name.split("."))
+                    found |= {p for p in (base.with_suffix(".py"), base / "__init__.py")
+                              if p.exists()}
+    return found
+
+
+def test_every_module_the_builtin_pipeline_runs_is_in_the_digest_or_excused() -> None:
+    # A new import of the built-in pipeline must be hashed, or listed above with why not.
+    digested = {path for pattern in store.CODE_MODULES for path in PACKAGE.glob(pattern)}
+    todo = sorted((PACKAGE / "pipelines" / "builtin").glob("*.py"))
+    reached: set[Path] = set()
+    while todo:
+        path = todo.pop()
+        if path not in reached:
+            reached.add(path)
+            todo += _imported_modules(path)
+    names = {path.relative_to(PACKAGE).as_posix() for path in reached - digested}
+    assert names == set(NOT_IN_THE_DIGEST)
 
 
 def test_kb_and_answer_keys_include_the_code_digest(monkeypatch: pytest.MonkeyPatch) -> None:

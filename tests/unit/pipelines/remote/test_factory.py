@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_ragev import Answer, ConfigError, PipelineError, PipelineSettings, QAPair
+from pytest_ragev.core.digest import sha256_json
 from pytest_ragev.pipelines.remote import FactoryPipeline, build_remote_pipeline, load_factory
 
 CASE = QAPair(qid=3, question="What is 2+2?", pids=(1,), passages=("four",), aid=1, answer="4")
@@ -97,6 +98,14 @@ def test_local_module_is_found_and_wrapped(project: Path) -> None:
     inner = pipe.inner
     pipe.close()
     assert inner.closed  # type: ignore[attr-defined]
+
+
+def test_answer_key_is_the_package_digest_of_name_and_knobs(project: Path) -> None:
+    # One digest helper for every key: the canonical JSON of core.digest, not a second one.
+    table = {"top_k": 2, "prompt": "Antworte kurz: {question}", "语言": "中文"}
+    pipe = build_remote_pipeline(settings(project, "build", **table))
+    assert pipe.answer_key() == sha256_json(
+        {"name": f"{module_name(project)}:build", "options": table})
 
 
 def test_dotted_attribute(project: Path) -> None:
