@@ -19,7 +19,6 @@ import pytest
 
 from pytest_ragev.core.types import STATUS_FAILED, STATUS_PENDING, STATUS_RUNNING
 from pytest_ragev.plugin import progress
-from pytest_ragev.plugin import progress as progress_module
 from pytest_ragev.plugin.progress import ProgressFile
 
 
@@ -180,7 +179,7 @@ def test_no_room_even_in_place_removes_the_stale_report(
     pending: ProgressFile, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(os, "replace", _no_space)
-    monkeypatch.setattr(progress_module, "rewrite_in_place", _no_space)
+    monkeypatch.setattr(progress, "rewrite_in_place", _no_space)
     assert not pending.write(STATUS_FAILED, "disk full", quiet=True)
     assert pending.path is not None and not pending.path.exists()
     assert pending.stale == "this run's pending report there was removed (no poller waits on it)"
@@ -190,7 +189,7 @@ def test_a_report_that_can_be_neither_rewritten_nor_removed_says_so(
     pending: ProgressFile, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(os, "replace", _no_space)
-    monkeypatch.setattr(progress_module, "rewrite_in_place", _no_space)
+    monkeypatch.setattr(progress, "rewrite_in_place", _no_space)
     monkeypatch.setattr(os, "unlink", lambda path: _no_space())
     assert not pending.write(STATUS_FAILED, "disk full", quiet=True)
     assert pending.path is not None and _status(pending.path) == STATUS_PENDING
