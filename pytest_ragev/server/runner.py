@@ -206,19 +206,33 @@ class Runner:
             folder = self.settings.tasks_dir / row["id"]
             pid = int(row["pid"])
             alive = _alive(pid) and _runs_in(pid, folder)
+            # The task's config (secrets in clear) the last server wrote: the adopted run
+            # removes it when it ends; every other path removes it now (a restart writes
+            # it again).
+            derived = self._task_config(row["id"])
             if not self.settings.resume:
                 if alive:
                     os.kill(pid, signal.SIGTERM)
+                if derived is not None:
+                    derived.unlink(missing_ok=True)
                 self._fail(row, "the server stopped while this task ran (resume is off)")
                 continue
             if alive:
                 log.info("task %s: adopting its running evaluation (pid %d)", row["id"], pid)
                 job = _Job(row["id"], folder, pid, int(row["attempts"]),
-                           _shown_variant(row["variants"]))
+                           _shown_variant(row["variants"]), derived=derived,
+                           shown_config=_shown_config(row["config"], row["knowledge_base_id"]))
                 self._watch(job)
             else:
                 log.info("task %s: resuming from the answer cache", row["id"])
+                if derived is not None:
+                    derived.unlink(missing_ok=True)
                 self.store.update_task(row["id"], status=0, pid=None)
+
+    def _task_config(self, task_id: str) -> Path | None:
+        """The task config a server wrote for ``task_id`` (beside the config whose
+        pipeline it copies, somewhere under the configs folder), if it is still there."""
+        return next(iter(self.catalog.configs.rglob(_task_config_name(task_id))), None)
 
     # --------------------------------------------------------------- queueing
     def _schedule(self) -> None:
@@ -262,7 +276,7 @@ class Runner:
             (folder / stale).unlink(missing_ok=True)
         atomic_write_text(folder / "pytest.ini", "[pytest]\n")
         atomic_write_text(folder / "config.toml", tomlw.dumps(plan.redacted_document))
-        derived = plan.folder / f".ragev-serve-{task_id}.toml"
+        derived = plan.folder / _task_config_name(task_id)
         try:
             atomic_write_text(derived, tomlw.dumps(plan.document))
         except (OSError, TypeError) as exc:
@@ -291,20 +305,24 @@ class Runner:
         env = {k: v for k, v in os.environ.items() if k not in _DROPPED_ENV}
         env[RECORDS_ENV] = str(folder / "records.jsonl")
         env[PROFILE_ENV] = str(profile)
-        with open(folder / f"pytest-{attempt}.log", "wb") as output:
-            process = subprocess.Popen(
-                args, cwd=folder, stdout=output, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, env=env, start_new_session=True,
-            )
+        try:
+            with open(folder / f"pytest-{attempt}.log", "wb") as output:
+                process = subprocess.Popen(
+                    args, cwd=folder, stdout=output, stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+                )
+        except OSError as exc:
+            derived.unlink(missing_ok=True)
+            self._fail(row, f"could not start the evaluation: {exc}")
+            return
         # Evaluations are batch work: when the CPU is short, the API's answers go first.
         with contextlib.suppress(OSError):
             os.setpriority(os.PRIO_PROCESS, process.pid, EVALUATION_NICENESS)
         self.store.update_task(task_id, status=1, pid=process.pid, attempts=attempt)
         log.info("task %s: started (attempt %d, pid %d)", task_id, attempt, process.pid)
-        named = (f"{plan.config}.toml" if plan.config == plan.knowledge_base_id else
-                 f"the task's config (from {plan.config}.toml and {plan.knowledge_base_id}.toml)")
         job = _Job(task_id, folder, process.pid, attempt, _shown_variant(list(plan.variants)),
-                   process=process, derived=derived, shown_config=named)
+                   process=process, derived=derived,
+                   shown_config=_shown_config(plan.config, plan.knowledge_base_id))
         self._watch(job)
 
     def _watch(self, job: _Job) -> None:
@@ -353,6 +371,8 @@ class Runner:
             if row is not None and row["status"] in (0, 1):
                 self._fail(row, "the server lost track of this evaluation; see the server log")
         finally:
+            if job.derived is not None:  # _finish removed it, unless it never ran
+                job.derived.unlink(missing_ok=True)
             with self._cond:
                 self._jobs.pop(job.task_id, None)
                 self._cond.notify_all()
@@ -482,6 +502,18 @@ class Runner:
         fields["end_time"] = now_iso()
         fields["duration"] = round(max(0, now_ms - int(row["created_ms"])) / 1000.0, 3)
         self.store.update_task(task_id, **fields)
+
+
+def _task_config_name(task_id: str) -> str:
+    """The file name of a task's config (hidden: the catalog does not list it)."""
+    return f".ragev-serve-{task_id}.toml"
+
+
+def _shown_config(config: str, knowledge_base_id: str) -> str:
+    """How error messages name the task's config: as the user knows it."""
+    if config == knowledge_base_id:
+        return f"{config}.toml"
+    return f"the task's config (from {config}.toml and {knowledge_base_id}.toml)"
 
 
 def _shown_variant(variants: list[str] | tuple[str, ...]) -> str | None:
