@@ -14,10 +14,10 @@ import logging
 import os
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, MutableMapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypeVar
 from urllib.parse import parse_qs, urlencode
 
 from fastapi import FastAPI, Query, Request
@@ -279,6 +279,19 @@ class Service:
                      "with run_evaluations or full_access")
         return principal
 
+    def authenticate(self, request: Request, access: Access) -> None:
+        """Check the caller for ``access`` (401/403 otherwise) and keep who it is."""
+        check = self.reader if access == "read" else self.runner_key
+        request.scope["state"]["principal"] = check(request)
+
+    @staticmethod
+    def caller(request: Request) -> Principal:
+        """Who sent ``request``, as :meth:`authenticate` found it."""
+        principal = request.scope["state"].get("principal")
+        if not isinstance(principal, Principal):  # a route without @requires: a bug
+            raise RuntimeError(f"{request.url.path}: the route checks no key")
+        return principal
+
     def own_task(self, principal: Principal, task_id: str) -> dict[str, Any]:
         # Another tenant's task answers exactly like a task that does not exist.
         row = self.store.task(task_id, tenant=principal.tenant)
@@ -334,6 +347,46 @@ class Service:
             return runs_from_report(data, source=f"report of {row['id']}")
         except RagevError as exc:
             raise ApiError(404, str(exc)) from None
+
+
+#: Who may call a route: ``read`` (a viewer or admin key, or a dashboard login) or ``run``
+#: (an admin key with run_evaluations or full_access).
+Access = Literal["read", "run"]
+_Endpoint = TypeVar("_Endpoint", bound=Callable[..., Any])
+_ACCESS_ATTRIBUTE = "_ragev_access"
+
+
+def requires(access: Access) -> Callable[[_Endpoint], _Endpoint]:
+    """Mark an endpoint with the access it needs (put it below the route decorator)."""
+
+    def mark(endpoint: _Endpoint) -> _Endpoint:
+        setattr(endpoint, _ACCESS_ATTRIBUTE, access)
+        return endpoint
+
+    return mark
+
+
+class AuthFirstRoute(APIRoute):
+    """A route that checks the key before FastAPI reads the body and the query.
+
+    FastAPI parses the JSON body before it resolves any dependency, so a key checked in
+    a dependency or in the handler comes too late: a request with no key and a bad body
+    would learn about the body (400) before hearing it may not ask (401). The check runs
+    here, first, for every endpoint marked with :func:`requires`.
+    """
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+        access = getattr(self.endpoint, _ACCESS_ATTRIBUTE, None)
+        if access is None:
+            return handler
+
+        async def checked(request: Request) -> Response:
+            service: Service = request.app.state.service
+            service.authenticate(request, access)
+            return await handler(request)
+
+        return checked
 
 
 def _task_json(row: dict[str, Any]) -> dict[str, Any]:
@@ -414,6 +467,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.service = service
+    app.router.route_class = AuthFirstRoute  # every route added below
 
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError) -> Response:
@@ -444,8 +498,9 @@ def create_app(settings: ServerSettings) -> FastAPI:
     @app.post("/api/v1/evaluation/", include_in_schema=False)
     @app.post("/api/v1/evaluation", response_model=TaskEnvelope, responses=_ERRORS,
               tags=["evaluation"], summary="create an evaluation task (returns at once)")
+    @requires("run")
     async def create(body: CreateEvaluation, request: Request) -> Response:
-        principal = service.runner_key(request)
+        principal = service.caller(request)
         try:
             plan = service.catalog.plan(
                 dataset_id=body.dataset_id, knowledge_base_id=body.knowledge_base_id,
@@ -474,9 +529,10 @@ def create_app(settings: ServerSettings) -> FastAPI:
     @app.get("/api/v1/evaluation/", include_in_schema=False)
     @app.get("/api/v1/evaluation", response_model=DetailEnvelope, responses=_ERRORS,
              tags=["evaluation"], summary="an evaluation task's status, params and metrics")
+    @requires("read")
     async def detail(request: Request,
                      task_id: str = Query(..., min_length=1, max_length=300)) -> Response:
-        principal = service.reader(request)
+        principal = service.caller(request)
         row = service.own_task(principal, task_id)
         data = {
             "task": _task_json(row), "params": row["params"], "metric": row["metric"],
@@ -488,6 +544,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     @app.get("/api/v1/evaluations", response_model=PageEnvelope, responses=_ERRORS,
              tags=["evaluation"], summary="the tenant's tasks, newest first")
+    @requires("read")
     async def listing(
         request: Request,
         page: int = Query(1, ge=1, le=1_000_000),
@@ -496,7 +553,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
         dataset_id: str | None = Query(None, max_length=200),
         config: str | None = Query(None, max_length=200),
     ) -> Response:
-        principal = service.reader(request)
+        principal = service.caller(request)
         where = TaskFilter(principal.tenant, status, dataset_id or None, config or None)
         total, items = service.store.summaries_json(where, offset=(page - 1) * page_size,
                                                     limit=page_size)
@@ -506,8 +563,9 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     @app.post("/api/v1/evaluation/cancel", response_model=TaskEnvelope, responses=_ERRORS,
               tags=["evaluation"], summary="stop a running task (SIGTERM) or drop a queued one")
+    @requires("run")
     async def cancel(body: CancelEvaluation, request: Request) -> Response:
-        principal = service.runner_key(request)
+        principal = service.caller(request)
         service.own_task(principal, body.task_id)
         try:
             service.runner.cancel(body.task_id)
@@ -519,6 +577,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     @app.get("/api/v1/evaluation/samples", response_model=PageEnvelope, responses=_ERRORS,
              tags=["evaluation"], summary="per-question records of a task, by qid")
+    @requires("read")
     async def samples(
         request: Request,
         task_id: str = Query(..., min_length=1, max_length=300),
@@ -526,7 +585,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
         page_size: int = Query(50, ge=1, le=500),
         variant: str | None = Query(None, max_length=200),
     ) -> Response:
-        principal = service.reader(request)
+        principal = service.caller(request)
         row = service.own_task(principal, task_id)
         shown = None if variant in (None, "", "base") else variant
         items = service.samples(row, shown)
@@ -536,8 +595,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     @app.get("/api/v1/datasets", response_model=ListEnvelope, responses=_ERRORS,
              tags=["catalog"], summary="the registered datasets")
+    @requires("read")
     async def datasets(request: Request) -> Response:
-        service.reader(request)
         try:
             entries = service.catalog.datasets()
         except RagevError as exc:
@@ -547,8 +606,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     @app.get("/api/v1/configs", response_model=ListEnvelope, responses=_ERRORS,
              tags=["catalog"], summary="the configs the server may run, and its models")
+    @requires("read")
     async def configs(request: Request) -> Response:
-        service.reader(request)
         entries = [entry.to_json() for entry in service.catalog.configs_list()]
         try:
             chat = sorted(service.catalog.models("chat"))
