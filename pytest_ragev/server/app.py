@@ -301,7 +301,8 @@ class Service:
 
     # ------------------------------------------------------------- samples
     def samples(self, row: dict[str, Any], variant: str | None) -> list[dict[str, Any]]:
-        """The task's per-question records: the final report's, or the probe's so far."""
+        """The task's per-question records: the final report's, or the run's lines so far
+        (``--ragev-samples``), in the final report's shape."""
         folder = self.settings.tasks_dir / row["id"]
         final = row["status"] in (2, 3)
         path = folder / ("report.json" if final else "records.jsonl")
@@ -328,6 +329,8 @@ class Service:
                 for line in text.splitlines():
                     sample = json.loads(line)
                     if sample.get("variant") == variant:
+                        if variant is None:  # as the report's samples: no variant key
+                            sample.pop("variant", None)
                         items.append(sample)
                 items.sort(key=lambda s: int(s.get("qid", 0)))
         except (OSError, ValueError, AttributeError):

@@ -3,7 +3,7 @@
 Each task gets a folder under ``<workspace>/tasks/<task id>/`` and runs there as
 
     python -m pytest -c pytest.ini --rootdir . --ragev-config <config> \\
-        --ragev-report report.json --ragev-html report.html -p pytest_ragev.server.probe
+        --ragev-report report.json --ragev-html report.html --ragev-samples records.jsonl
 
 so a crashing pipeline takes down only its own process, and every engine feature
 (answer cache, variants, gate, reports) is the one CI uses. The task's config is the
@@ -11,11 +11,11 @@ request's plan written as TOML beside the config whose pipeline it copies (relat
 paths, ``conftest.py`` and ``module:callable`` pipelines then resolve as they do in
 CI) and removed when the run ends; the folder keeps a copy with secrets hidden.
 
-Progress comes from the report the plugin rewrites atomically and from the probe's
-per-question lines (the running mean). Cancel is the plugin's SIGTERM path (status 3).
-The pytest cache, and with it the answer cache, lives in the task's folder: a task
-restarted after a crash re-scores the answers it already had and asks the pipeline
-only for the rest. Children run in their own session, so a server killed with
+Progress comes from the report the plugin rewrites atomically and from its
+per-question lines (``--ragev-samples``: the running mean). Cancel is the plugin's
+SIGTERM path (status 3). The pytest cache, and with it the answer cache, lives in the
+task's folder: a task restarted after a crash re-scores the answers it already had and
+asks the pipeline only for the rest. Children run in their own session, so a server killed with
 ``kill -9`` leaves them running; the next start adopts a live one and restarts a dead
 one (or, with resume off, marks it failed).
 """
@@ -40,7 +40,6 @@ from pytest_ragev.core.io import atomic_write_text
 from pytest_ragev.core.types import GENERATION_METRICS, RETRIEVAL_METRICS
 from pytest_ragev.server import tomlw
 from pytest_ragev.server.catalog import Catalog, FieldError
-from pytest_ragev.server.probe import PROFILE_ENV, RECORDS_ENV
 from pytest_ragev.server.settings import ServerSettings
 from pytest_ragev.server.store import Store, now_iso
 
@@ -60,7 +59,7 @@ class Conflict(Exception):
 
 @dataclass
 class _Means:
-    """Running sums of the probe's per-question lines, per variant."""
+    """Running sums of the run's per-question lines (``--ragev-samples``), per variant."""
 
     sums: dict[str | None, dict[str, float]] = field(default_factory=dict)
     counts: dict[str | None, dict[str, int]] = field(default_factory=dict)
@@ -283,16 +282,12 @@ class Runner:
             self._fail(row, f"could not write the task's config beside {plan.knowledge_base_id}"
                             f".toml: {exc}")
             return
-        metrics_table = plan.document.get("metrics")
-        profile = plan.profile or (
-            metrics_table.get("profile") if isinstance(metrics_table, dict) else None
-        ) or "weknora"
         args = [
             sys.executable, "-m", "pytest", "-c", str(folder / "pytest.ini"),
             "--rootdir", str(folder), "--ragev-config", str(derived),
             "--ragev-report", str(folder / "report.json"),
             "--ragev-html", str(folder / "report.html"),
-            "-p", "pytest_ragev.server.probe", "-q",
+            "--ragev-samples", str(folder / "records.jsonl"), "-q",
             # The plugin's own report and HTML then carry the API's task id.
             "--ragev-task-id", task_id,
         ]
@@ -303,8 +298,6 @@ class Runner:
         if plan.profile is not None:
             args += ["--ragev-profile", plan.profile]
         env = {k: v for k, v in os.environ.items() if k not in _DROPPED_ENV}
-        env[RECORDS_ENV] = str(folder / "records.jsonl")
-        env[PROFILE_ENV] = str(profile)
         try:
             with open(folder / f"pytest-{attempt}.log", "wb") as output:
                 process = subprocess.Popen(
