@@ -9,9 +9,12 @@ dashboard's HTML pages; bad input is a 4xx naming the field, never a traceback.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import logging
 import os
+import re
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, MutableMapping
@@ -68,14 +71,32 @@ _PAGE_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
-_REPORT_HEADERS = {
-    "Content-Security-Policy": (
-        "default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'self'; "
-        "sandbox"
-    ),
-    "X-Content-Type-Options": "nosniff",
-    "Cache-Control": "no-store",
-}
+#: The inline scripts of a plugin HTML report (it writes them bare: ``<script>...</script>``;
+#: the report's own text is escaped, so no question can open one).
+_INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.S)
+
+
+def report_headers(page: str) -> dict[str, str]:
+    """The headers of a run's HTML report: its own inline scripts may run (the sortable,
+    filterable questions table), by hash, and nothing else; the document is sandboxed
+    without ``allow-same-origin``, so those scripts get an origin of their own: no
+    cookie, no request to this server, no reach into the dashboard around them."""
+    hashes = sorted({
+        "'sha256-" + base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest())
+        .decode("ascii") + "'"
+        for script in _INLINE_SCRIPT.findall(page)
+    })
+    scripts = f"script-src {' '.join(hashes)}; " if hashes else ""
+    return {
+        "Content-Security-Policy": (
+            f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; {scripts}"
+            "frame-ancestors 'self'; base-uri 'none'; form-action 'none'; "
+            "sandbox allow-scripts"
+        ),
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "no-referrer",
+        "Cache-Control": "no-store",
+    }
 
 
 class ApiError(Exception):
@@ -716,7 +737,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
         path = settings.tasks_dir / task_id / "report.html"
         if row is None or not path.is_file():
             return html(dashboard.not_found("This run has no HTML report."), 404)
-        return HTMLResponse(path.read_text(encoding="utf-8"), headers=_REPORT_HEADERS)
+        page = path.read_text(encoding="utf-8")
+        return HTMLResponse(page, headers=report_headers(page))
 
     @app.get("/trends", include_in_schema=False)
     async def trends(request: Request, dataset_id: str | None = Query(None, max_length=200),

@@ -71,9 +71,18 @@ def test_runs_list_trends_run_page_and_compare(shared_server: Server,
     run = client.get(f"/runs/{second}").text
     assert f'src="/runs/{second}/report.html"' in run and "rougel" in run
     assert "compare with the previous run" in run
+    # The report's own script may run (its table sorts and filters), sandboxed in an
+    # origin of its own: no allow-same-origin in the frame, nothing but its script by hash.
+    assert '<iframe title="HTML report" sandbox="allow-scripts" ' in run
+    assert "allow-same-origin" not in run
     report = client.get(f"/runs/{second}/report.html")
     assert report.status_code == 200 and "<svg" in report.text
-    assert "sandbox" in report.headers["content-security-policy"]
+    policy = report.headers["content-security-policy"]
+    assert policy.endswith("sandbox allow-scripts") and "allow-same-origin" not in policy
+    script_src = re.search(r"script-src ([^;]+);", policy)
+    assert script_src is not None
+    assert re.fullmatch(r"'sha256-[A-Za-z0-9+/]+=*'", script_src.group(1))  # one, no inline
+    assert "connect-src" not in policy and "default-src 'none'" in policy
 
     compare = client.get("/compare", params={"a": first, "b": second}).text
     assert "12 shared questions" in compare
@@ -102,6 +111,7 @@ def test_dashboard_in_headless_chromium(shared_server: Server, two_runs: tuple[s
     shots = Path(os.environ.get("RAGEV_SCREENSHOTS", tmp_path))
     shots.mkdir(parents=True, exist_ok=True)
     for name, target in (("runs", "/"), ("trends", "/trends"), ("run", f"/runs/{second}"),
+                         ("report", f"/runs/{second}/report.html"),
                          ("compare", f"/compare?a={first}%26b={second}")):
         url = (f"{shared_server.url}/login?next={target}#key={shared_server.keys.viewer}")
         common = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
@@ -121,5 +131,9 @@ def test_dashboard_in_headless_chromium(shared_server: Server, two_runs: tuple[s
             assert "<polyline" in dom
         elif name == "run":
             assert "report.html" in dom
+        elif name == "report":
+            # The report's script ran under the served policy: it marks the headers
+            # sortable and counts the rows the filter shows.
+            assert 'aria-sort="none"' in dom and re.search(r"\d+ of \d+ shown", dom), dom[-3000:]
         else:
             assert "shared questions" in dom
