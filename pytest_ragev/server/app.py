@@ -25,6 +25,7 @@ from urllib.parse import parse_qs, urlencode
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -57,9 +58,31 @@ _CODES = {400: 1000, 401: 1001, 403: 1002, 404: 1003, 405: 1004, 409: 1005, 413:
           422: 1010, 500: 1007}
 _SESSION_COOKIE = "ragev_session"
 _KEY_TTL = 2.0
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorEnvelope} for status in (400, 401, 403, 404)
+#: What each error status means, as the OpenAPI document says it.
+_ERROR_MEANINGS = {
+    400: "bad input in the body or a query parameter (malformed JSON, a wrong type, an "
+         "unknown field or name; error.details.field names it), or a server catalog that "
+         "does not load",
+    401: "missing, invalid or revoked API key",
+    403: "the key may not run evaluations: that needs an admin key with run_evaluations "
+         "or full_access",
+    404: "no such task (another tenant's task answers the same)",
+    409: "the task has already finished",
+    413: "request body larger than the server's limit (64 KiB by default)",
 }
+#: The security schemes of the API: the original's header, or a bearer token.
+SECURITY_SCHEMES = {
+    "ApiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key",
+               "description": "an API key of `ragev serve keys create`"},
+    "Bearer": {"type": "http", "scheme": "bearer",
+               "description": "the same API key, as `Authorization: Bearer <key>`"},
+}
+
+
+def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The error responses a route really sends, for its OpenAPI entry."""
+    return {status: {"model": ErrorEnvelope, "description": _ERROR_MEANINGS[status]}
+            for status in statuses}
 _CREATE_FIELDS = tuple(CreateEvaluation.model_fields)
 _PAGE_HEADERS = {
     "Content-Security-Policy": (
@@ -485,7 +508,13 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     app = FastAPI(
         title="pytest-ragev evaluation service",
-        description="WeKnora's evaluation API on pytest-ragev: durable, with roles.",
+        description=(
+            "WeKnora's evaluation API on pytest-ragev: durable, with roles. Errors come in "
+            "the original's envelope `{\"success\": false, \"error\": {\"code\", "
+            "\"message\", \"details\"}}`; besides the responses listed per operation, an "
+            "unknown path answers 404 and a method a path does not define 405 (with "
+            "`Allow`)."
+        ),
         version="1",
         docs_url=None, redoc_url=None,  # their pages load scripts from a CDN
         lifespan=lifespan,
@@ -520,7 +549,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
     # --------------------------------------------------------------- the API
     # The original's routes end in a slash (`/api/v1/evaluation/`); both spellings answer.
     @app.post("/api/v1/evaluation/", include_in_schema=False)
-    @app.post("/api/v1/evaluation", response_model=TaskEnvelope, responses=_ERRORS,
+    @app.post("/api/v1/evaluation", response_model=TaskEnvelope,
+              responses=_errors(400, 401, 403, 413),
               tags=["evaluation"], summary="create an evaluation task (returns at once)")
     @requires("run")
     async def create(body: CreateEvaluation, request: Request) -> Response:
@@ -551,7 +581,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
         return ok(_task_json(stored))
 
     @app.get("/api/v1/evaluation/", include_in_schema=False)
-    @app.get("/api/v1/evaluation", response_model=DetailEnvelope, responses=_ERRORS,
+    @app.get("/api/v1/evaluation", response_model=DetailEnvelope,
+             responses=_errors(400, 401, 404),
              tags=["evaluation"], summary="an evaluation task's status, params and metrics")
     @requires("read")
     async def detail(request: Request,
@@ -566,7 +597,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
         }
         return ok(data)
 
-    @app.get("/api/v1/evaluations", response_model=PageEnvelope, responses=_ERRORS,
+    @app.get("/api/v1/evaluations", response_model=PageEnvelope,
+             responses=_errors(400, 401),
              tags=["evaluation"], summary="the tenant's tasks, newest first")
     @requires("read")
     async def listing(
@@ -585,7 +617,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
         body = head + '"items":[' + ",".join(items) + "]}}"
         return Response(body.encode("utf-8"), media_type="application/json")
 
-    @app.post("/api/v1/evaluation/cancel", response_model=TaskEnvelope, responses=_ERRORS,
+    @app.post("/api/v1/evaluation/cancel", response_model=TaskEnvelope,
+              responses=_errors(400, 401, 403, 404, 409, 413),
               tags=["evaluation"], summary="stop a running task (SIGTERM) or drop a queued one")
     @requires("run")
     async def cancel(body: CancelEvaluation, request: Request) -> Response:
@@ -599,7 +632,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
         row = service.own_task(principal, body.task_id)
         return ok(_task_json(row))
 
-    @app.get("/api/v1/evaluation/samples", response_model=PageEnvelope, responses=_ERRORS,
+    @app.get("/api/v1/evaluation/samples", response_model=PageEnvelope,
+             responses=_errors(400, 401, 404),
              tags=["evaluation"], summary="per-question records of a task, by qid")
     @requires("read")
     async def samples(
@@ -617,7 +651,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
         return ok({"total": len(items), "page": page, "page_size": page_size,
                    "items": items[start:start + page_size]})
 
-    @app.get("/api/v1/datasets", response_model=ListEnvelope, responses=_ERRORS,
+    @app.get("/api/v1/datasets", response_model=ListEnvelope, responses=_errors(400, 401),
              tags=["catalog"], summary="the registered datasets")
     @requires("read")
     async def datasets(request: Request) -> Response:
@@ -628,7 +662,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
         return ok([{"id": e.dataset_id, "source": e.source, "available": e.path.is_dir()}
                    for e in entries.values()])
 
-    @app.get("/api/v1/configs", response_model=ListEnvelope, responses=_ERRORS,
+    @app.get("/api/v1/configs", response_model=ListEnvelope, responses=_errors(400, 401),
              tags=["catalog"], summary="the configs the server may run, and its models")
     @requires("read")
     async def configs(request: Request) -> Response:
@@ -777,7 +811,37 @@ def create_app(settings: ServerSettings) -> FastAPI:
                         headers={"Cache-Control": "max-age=300",
                                  "X-Content-Type-Options": "nosniff"})
 
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = describe_api(app)
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     return app
+
+
+def describe_api(app: FastAPI) -> dict[str, Any]:
+    """The OpenAPI document of ``app`` as the API behaves: its key schemes, each
+    operation's security (none for ``/healthz``), and no 422 (FastAPI lists one for
+    every route with parameters; this API answers bad input with 400)."""
+    document = get_openapi(title=app.title, version=app.version,
+                           description=app.description, routes=app.routes)
+    components = document.setdefault("components", {})
+    components["securitySchemes"] = SECURITY_SCHEMES
+    for route in app.routes:
+        if not isinstance(route, APIRoute) or not route.include_in_schema:
+            continue
+        keyed = getattr(route.endpoint, _ACCESS_ATTRIBUTE, None) is not None
+        for method in route.methods or ():
+            operation = document["paths"].get(route.path_format, {}).get(method.lower())
+            if operation is None:
+                continue
+            operation["security"] = [{"ApiKey": []}, {"Bearer": []}] if keyed else []
+            operation.get("responses", {}).pop("422", None)
+    schemas = components.get("schemas", {})
+    for unused in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(unused, None)
+    return document
 
 
 def _log_tail(folder: Path, lines: int = 30) -> str | None:
