@@ -17,6 +17,7 @@ import os
 import re
 import secrets
 import time
+import tomllib
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, MutableMapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -384,6 +385,22 @@ class Service:
         self._samples[key] = (stamp, items)
         return items
 
+    def task_variants(self, row: dict[str, Any]) -> list[str]:
+        """The configurations a task runs, as ``variant`` names them (``base``: the base
+        configuration): those the request chose, else the base and every variant of its
+        config (the task folder's copy; the catalog's before the task started)."""
+        if row["variants"]:
+            return [str(name) for name in row["variants"]]
+        try:
+            text = (self.settings.tasks_dir / row["id"] / "config.toml").read_text("utf-8")
+            variants = tomllib.loads(text).get("variants") or []
+            configured = [str(v.get("name")) for v in variants if isinstance(v, dict)]
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            entry = next((e for e in self.catalog.configs_list()
+                          if e.name == row["knowledge_base_id"]), None)
+            configured = list(entry.variants) if entry is not None else []
+        return ["base", *configured]
+
     def report_runs(self, row: dict[str, Any]) -> list[Any]:
         path = self.settings.tasks_dir / row["id"] / "report.json"
         try:
@@ -645,6 +662,12 @@ def create_app(settings: ServerSettings) -> FastAPI:
     ) -> Response:
         principal = service.caller(request)
         row = service.own_task(principal, task_id)
+        if variant:
+            runs = service.task_variants(row)
+            if variant not in runs:
+                raise ApiError(400, f"variant: task {task_id!r} runs no variant {variant!r}; "
+                                    f"{suggest(variant, runs, noun='variants')}",
+                               field="variant")
         shown = None if variant in (None, "", "base") else variant
         items = service.samples(row, shown)
         start = (page - 1) * page_size

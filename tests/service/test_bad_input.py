@@ -152,3 +152,24 @@ def test_the_openapi_document_lists_what_the_api_answers(shared_server: Server) 
         for status in statuses - {"200"}:
             error = operation["responses"][status]
             assert error["description"] and "ErrorEnvelope" in str(error["content"]), key
+
+
+def test_samples_of_a_variant_the_task_does_not_run(shared_server: Server) -> None:
+    admin = shared_server.client(shared_server.keys.admin)
+    every = admin.post("/api/v1/evaluation", json={"config": "slow", "limit": 1}).json()["data"]
+    only = admin.post("/api/v1/evaluation",
+                      json={"config": "slow", "limit": 1, "variant": "faster"}).json()["data"]
+    for task, variant, words in (
+        (every, "fastr", "runs no variant 'fastr'; did you mean 'faster'?"),
+        (every, "Базовый", "valid variants: base, faster"),
+        (only, "base", "runs no variant 'base';"),  # only the variant runs
+    ):
+        response = admin.get("/api/v1/evaluation/samples",
+                             params={"task_id": task["id"], "variant": variant})
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert error["details"]["field"] == "variant" and words in error["message"]
+    for task, variant in ((every, "faster"), (every, "base"), (only, "faster")):
+        response = admin.get("/api/v1/evaluation/samples",
+                             params={"task_id": task["id"], "variant": variant})
+        assert response.status_code == 200, response.text
