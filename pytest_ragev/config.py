@@ -76,6 +76,8 @@ class RunOptions:
     summary: str = "short"
     #: ``--ragev-task-id``: the JSON report's task id (else one is made).
     task_id: str | None = None
+    #: ``--ragev-samples``: one JSON line per question, written as the records arrive.
+    samples: Path | None = None
 
 
 @dataclass(frozen=True)

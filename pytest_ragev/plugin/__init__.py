@@ -133,6 +133,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "for a caller that names its tasks, such as `ragev serve`.",
     )
     group.addoption(
+        "--ragev-samples", dest="ragev_samples", metavar="FILE", default=None,
+        help="append one JSON line per question to FILE as each question is answered "
+        "(its sample as the JSON report writes it, scored, plus its variant), to follow a "
+        "run while it goes; emptied when the run starts.",
+    )
+    group.addoption(
         "--ragev-markdown", dest="ragev_markdown", metavar="PATH", default=None,
         type=_path_arg("--ragev-markdown", "ragev.md",
                        "leave the option out to use [report] markdown, if set"),
@@ -258,6 +264,7 @@ def pytest_configure(config: pytest.Config) -> None:
         no_baseline=bool(config.getoption("ragev_no_baseline")),
         summary=config.getoption("ragev_summary") or "short",
         task_id=config.getoption("ragev_task_id"),
+        samples=_path_option(config, "ragev_samples", resolve=False),
     )
     if from_cli and not explicit:
         # `pytest --ragev-config ragev.toml` with no test paths: run only the evaluation.

@@ -42,7 +42,8 @@ class RecordCollector:
 
     ``node_ids`` parses the node ids of the run; ``error_record`` makes the record of a
     question whose item failed without one; ``progress`` is the report file to keep up
-    to date; ``collect_only`` is pytest's ``--collect-only``.
+    to date; ``collect_only`` is pytest's ``--collect-only``; ``on_record``, when given,
+    is told each question's record once, as it arrives (``--ragev-samples``).
     """
 
     def __init__(
@@ -52,11 +53,13 @@ class RecordCollector:
         error_record: Callable[[QuestionKey, str], Record],
         progress: ProgressFile,
         collect_only: bool,
+        on_record: Callable[[Record], None] | None = None,
     ) -> None:
         self._node_ids = node_ids
         self._error_record = error_record
         self._progress = progress
         self._collect_only = collect_only
+        self._on_record = on_record
         self._records: dict[QuestionKey, Record] = {}
         self._arrived: list[Record] = []  # the same records, in arrival order
         self._question_of: dict[str, QuestionKey] = {}  # node id -> question, collected items
@@ -148,6 +151,8 @@ class RecordCollector:
             self.cache_hits += 1
         elif record.cached is False:
             self.cache_misses += 1
+        if self._on_record is not None:
+            self._on_record(record)
 
 
 #: The metrics a ``-v`` item line shows, when the question has them.

@@ -49,6 +49,7 @@ from pytest_ragev.plugin.defaults import DefaultPipelineHooks, kb_progress_facto
 from pytest_ragev.plugin.finish import Finisher
 from pytest_ragev.plugin.progress import ProgressFile, XdistProgress
 from pytest_ragev.plugin.records import ItemStatus, RecordCollector
+from pytest_ragev.plugin.samples import SamplesFile
 from pytest_ragev.plugin.signals import SigtermGuard
 from pytest_ragev.report import progress_report
 
@@ -141,9 +142,12 @@ class ActiveRun:
         )
         self.progress = ProgressFile(options.report_json or ragev.report_json,
                                      interval=ragev.progress_interval, report=self._progress)
+        self.samples = (SamplesFile(options.samples, scorer=self._score_sample)
+                        if options.samples is not None else None)
         self.records = RecordCollector(
             node_ids=lambda: self.node_ids, error_record=self._error_record,
             progress=self.progress, collect_only=bool(config.option.collectonly),
+            on_record=self.samples.add if self.samples is not None else None,
         )
         self.finisher = Finisher(self, self.inputs)
         self._answerer: Answerer | None = None
@@ -260,6 +264,14 @@ class ActiveRun:
                              custom=self.plan.custom_metrics,
                              tokenizer=self.plan.tokenizer.tokenizer)[0]
 
+    def _score_sample(self, record: Record) -> Record:
+        """``record`` scored exactly as the final report scores it (``build_run``)."""
+        plan = self.plan
+        return score_records([record], profile=plan.profile, custom=plan.custom_metrics,
+                             tokenizer=plan.tokenizer.tokenizer,
+                             cases=self.cases if plan.custom_metrics else None,
+                             corpus=self.dataset.corpus)[0]
+
     def _cache_root(self) -> Path | None:
         """The plugin's folder in pytest's cache, made once; ``None``: run without caches.
 
@@ -302,6 +314,10 @@ class ActiveRun:
             self._warnings = tuple(self._unread_knobs())
             if not self.config.option.collectonly:
                 self._check_services()
+                if self.samples is not None:
+                    problem = self.samples.open()
+                    if problem is not None:
+                        raise pytest.UsageError(problem)
             self.signals.install()
 
     def _configured_pipelines(self) -> list[tuple[str | None, Pipeline]]:

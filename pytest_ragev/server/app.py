@@ -9,19 +9,24 @@ dashboard's HTML pages; bad input is a 4xx naming the field, never a traceback.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import logging
 import os
+import re
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+import tomllib
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, MutableMapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypeVar
 from urllib.parse import parse_qs, urlencode
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -54,9 +59,31 @@ _CODES = {400: 1000, 401: 1001, 403: 1002, 404: 1003, 405: 1004, 409: 1005, 413:
           422: 1010, 500: 1007}
 _SESSION_COOKIE = "ragev_session"
 _KEY_TTL = 2.0
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorEnvelope} for status in (400, 401, 403, 404)
+#: What each error status means, as the OpenAPI document says it.
+_ERROR_MEANINGS = {
+    400: "bad input in the body or a query parameter (malformed JSON, a wrong type, an "
+         "unknown field or name; error.details.field names it), or a server catalog that "
+         "does not load",
+    401: "missing, invalid or revoked API key",
+    403: "the key may not run evaluations: that needs an admin key with run_evaluations "
+         "or full_access",
+    404: "no such task (another tenant's task answers the same)",
+    409: "the task has already finished",
+    413: "request body larger than the server's limit (64 KiB by default)",
 }
+#: The security schemes of the API: the original's header, or a bearer token.
+SECURITY_SCHEMES = {
+    "ApiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key",
+               "description": "an API key of `ragev serve keys create`"},
+    "Bearer": {"type": "http", "scheme": "bearer",
+               "description": "the same API key, as `Authorization: Bearer <key>`"},
+}
+
+
+def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The error responses a route really sends, for its OpenAPI entry."""
+    return {status: {"model": ErrorEnvelope, "description": _ERROR_MEANINGS[status]}
+            for status in statuses}
 _CREATE_FIELDS = tuple(CreateEvaluation.model_fields)
 _PAGE_HEADERS = {
     "Content-Security-Policy": (
@@ -68,14 +95,32 @@ _PAGE_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
 }
-_REPORT_HEADERS = {
-    "Content-Security-Policy": (
-        "default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'self'; "
-        "sandbox"
-    ),
-    "X-Content-Type-Options": "nosniff",
-    "Cache-Control": "no-store",
-}
+#: The inline scripts of a plugin HTML report (it writes them bare: ``<script>...</script>``;
+#: the report's own text is escaped, so no question can open one).
+_INLINE_SCRIPT = re.compile(r"<script>(.*?)</script>", re.S)
+
+
+def report_headers(page: str) -> dict[str, str]:
+    """The headers of a run's HTML report: its own inline scripts may run (the sortable,
+    filterable questions table), by hash, and nothing else; the document is sandboxed
+    without ``allow-same-origin``, so those scripts get an origin of their own: no
+    cookie, no request to this server, no reach into the dashboard around them."""
+    hashes = sorted({
+        "'sha256-" + base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest())
+        .decode("ascii") + "'"
+        for script in _INLINE_SCRIPT.findall(page)
+    })
+    scripts = f"script-src {' '.join(hashes)}; " if hashes else ""
+    return {
+        "Content-Security-Policy": (
+            f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; {scripts}"
+            "frame-ancestors 'self'; base-uri 'none'; form-action 'none'; "
+            "sandbox allow-scripts"
+        ),
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "no-referrer",
+        "Cache-Control": "no-store",
+    }
 
 
 class ApiError(Exception):
@@ -279,6 +324,19 @@ class Service:
                      "with run_evaluations or full_access")
         return principal
 
+    def authenticate(self, request: Request, access: Access) -> None:
+        """Check the caller for ``access`` (401/403 otherwise) and keep who it is."""
+        check = self.reader if access == "read" else self.runner_key
+        request.scope["state"]["principal"] = check(request)
+
+    @staticmethod
+    def caller(request: Request) -> Principal:
+        """Who sent ``request``, as :meth:`authenticate` found it."""
+        principal = request.scope["state"].get("principal")
+        if not isinstance(principal, Principal):  # a route without @requires: a bug
+            raise RuntimeError(f"{request.url.path}: the route checks no key")
+        return principal
+
     def own_task(self, principal: Principal, task_id: str) -> dict[str, Any]:
         # Another tenant's task answers exactly like a task that does not exist.
         row = self.store.task(task_id, tenant=principal.tenant)
@@ -288,7 +346,8 @@ class Service:
 
     # ------------------------------------------------------------- samples
     def samples(self, row: dict[str, Any], variant: str | None) -> list[dict[str, Any]]:
-        """The task's per-question records: the final report's, or the probe's so far."""
+        """The task's per-question records: the final report's, or the run's lines so far
+        (``--ragev-samples``), in the final report's shape."""
         folder = self.settings.tasks_dir / row["id"]
         final = row["status"] in (2, 3)
         path = folder / ("report.json" if final else "records.jsonl")
@@ -315,6 +374,8 @@ class Service:
                 for line in text.splitlines():
                     sample = json.loads(line)
                     if sample.get("variant") == variant:
+                        if variant is None:  # as the report's samples: no variant key
+                            sample.pop("variant", None)
                         items.append(sample)
                 items.sort(key=lambda s: int(s.get("qid", 0)))
         except (OSError, ValueError, AttributeError):
@@ -323,6 +384,22 @@ class Service:
             self._samples.clear()
         self._samples[key] = (stamp, items)
         return items
+
+    def task_variants(self, row: dict[str, Any]) -> list[str]:
+        """The configurations a task runs, as ``variant`` names them (``base``: the base
+        configuration): those the request chose, else the base and every variant of its
+        config (the task folder's copy; the catalog's before the task started)."""
+        if row["variants"]:
+            return [str(name) for name in row["variants"]]
+        try:
+            text = (self.settings.tasks_dir / row["id"] / "config.toml").read_text("utf-8")
+            variants = tomllib.loads(text).get("variants") or []
+            configured = [str(v.get("name")) for v in variants if isinstance(v, dict)]
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            entry = next((e for e in self.catalog.configs_list()
+                          if e.name == row["knowledge_base_id"]), None)
+            configured = list(entry.variants) if entry is not None else []
+        return ["base", *configured]
 
     def report_runs(self, row: dict[str, Any]) -> list[Any]:
         path = self.settings.tasks_dir / row["id"] / "report.json"
@@ -334,6 +411,46 @@ class Service:
             return runs_from_report(data, source=f"report of {row['id']}")
         except RagevError as exc:
             raise ApiError(404, str(exc)) from None
+
+
+#: Who may call a route: ``read`` (a viewer or admin key, or a dashboard login) or ``run``
+#: (an admin key with run_evaluations or full_access).
+Access = Literal["read", "run"]
+_Endpoint = TypeVar("_Endpoint", bound=Callable[..., Any])
+_ACCESS_ATTRIBUTE = "_ragev_access"
+
+
+def requires(access: Access) -> Callable[[_Endpoint], _Endpoint]:
+    """Mark an endpoint with the access it needs (put it below the route decorator)."""
+
+    def mark(endpoint: _Endpoint) -> _Endpoint:
+        setattr(endpoint, _ACCESS_ATTRIBUTE, access)
+        return endpoint
+
+    return mark
+
+
+class AuthFirstRoute(APIRoute):
+    """A route that checks the key before FastAPI reads the body and the query.
+
+    FastAPI parses the JSON body before it resolves any dependency, so a key checked in
+    a dependency or in the handler comes too late: a request with no key and a bad body
+    would learn about the body (400) before hearing it may not ask (401). The check runs
+    here, first, for every endpoint marked with :func:`requires`.
+    """
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+        access = getattr(self.endpoint, _ACCESS_ATTRIBUTE, None)
+        if access is None:
+            return handler
+
+        async def checked(request: Request) -> Response:
+            service: Service = request.app.state.service
+            service.authenticate(request, access)
+            return await handler(request)
+
+        return checked
 
 
 def _task_json(row: dict[str, Any]) -> dict[str, Any]:
@@ -408,12 +525,19 @@ def create_app(settings: ServerSettings) -> FastAPI:
 
     app = FastAPI(
         title="pytest-ragev evaluation service",
-        description="WeKnora's evaluation API on pytest-ragev: durable, with roles.",
+        description=(
+            "WeKnora's evaluation API on pytest-ragev: durable, with roles. Errors come in "
+            "the original's envelope `{\"success\": false, \"error\": {\"code\", "
+            "\"message\", \"details\"}}`; besides the responses listed per operation, an "
+            "unknown path answers 404 and a method a path does not define 405 (with "
+            "`Allow`)."
+        ),
         version="1",
         docs_url=None, redoc_url=None,  # their pages load scripts from a CDN
         lifespan=lifespan,
     )
     app.state.service = service
+    app.router.route_class = AuthFirstRoute  # every route added below
 
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError) -> Response:
@@ -442,10 +566,12 @@ def create_app(settings: ServerSettings) -> FastAPI:
     # --------------------------------------------------------------- the API
     # The original's routes end in a slash (`/api/v1/evaluation/`); both spellings answer.
     @app.post("/api/v1/evaluation/", include_in_schema=False)
-    @app.post("/api/v1/evaluation", response_model=TaskEnvelope, responses=_ERRORS,
+    @app.post("/api/v1/evaluation", response_model=TaskEnvelope,
+              responses=_errors(400, 401, 403, 413),
               tags=["evaluation"], summary="create an evaluation task (returns at once)")
+    @requires("run")
     async def create(body: CreateEvaluation, request: Request) -> Response:
-        principal = service.runner_key(request)
+        principal = service.caller(request)
         try:
             plan = service.catalog.plan(
                 dataset_id=body.dataset_id, knowledge_base_id=body.knowledge_base_id,
@@ -472,11 +598,13 @@ def create_app(settings: ServerSettings) -> FastAPI:
         return ok(_task_json(stored))
 
     @app.get("/api/v1/evaluation/", include_in_schema=False)
-    @app.get("/api/v1/evaluation", response_model=DetailEnvelope, responses=_ERRORS,
+    @app.get("/api/v1/evaluation", response_model=DetailEnvelope,
+             responses=_errors(400, 401, 404),
              tags=["evaluation"], summary="an evaluation task's status, params and metrics")
+    @requires("read")
     async def detail(request: Request,
                      task_id: str = Query(..., min_length=1, max_length=300)) -> Response:
-        principal = service.reader(request)
+        principal = service.caller(request)
         row = service.own_task(principal, task_id)
         data = {
             "task": _task_json(row), "params": row["params"], "metric": row["metric"],
@@ -486,8 +614,10 @@ def create_app(settings: ServerSettings) -> FastAPI:
         }
         return ok(data)
 
-    @app.get("/api/v1/evaluations", response_model=PageEnvelope, responses=_ERRORS,
+    @app.get("/api/v1/evaluations", response_model=PageEnvelope,
+             responses=_errors(400, 401),
              tags=["evaluation"], summary="the tenant's tasks, newest first")
+    @requires("read")
     async def listing(
         request: Request,
         page: int = Query(1, ge=1, le=1_000_000),
@@ -496,7 +626,7 @@ def create_app(settings: ServerSettings) -> FastAPI:
         dataset_id: str | None = Query(None, max_length=200),
         config: str | None = Query(None, max_length=200),
     ) -> Response:
-        principal = service.reader(request)
+        principal = service.caller(request)
         where = TaskFilter(principal.tenant, status, dataset_id or None, config or None)
         total, items = service.store.summaries_json(where, offset=(page - 1) * page_size,
                                                     limit=page_size)
@@ -504,10 +634,12 @@ def create_app(settings: ServerSettings) -> FastAPI:
         body = head + '"items":[' + ",".join(items) + "]}}"
         return Response(body.encode("utf-8"), media_type="application/json")
 
-    @app.post("/api/v1/evaluation/cancel", response_model=TaskEnvelope, responses=_ERRORS,
+    @app.post("/api/v1/evaluation/cancel", response_model=TaskEnvelope,
+              responses=_errors(400, 401, 403, 404, 409, 413),
               tags=["evaluation"], summary="stop a running task (SIGTERM) or drop a queued one")
+    @requires("run")
     async def cancel(body: CancelEvaluation, request: Request) -> Response:
-        principal = service.runner_key(request)
+        principal = service.caller(request)
         service.own_task(principal, body.task_id)
         try:
             service.runner.cancel(body.task_id)
@@ -517,8 +649,10 @@ def create_app(settings: ServerSettings) -> FastAPI:
         row = service.own_task(principal, body.task_id)
         return ok(_task_json(row))
 
-    @app.get("/api/v1/evaluation/samples", response_model=PageEnvelope, responses=_ERRORS,
+    @app.get("/api/v1/evaluation/samples", response_model=PageEnvelope,
+             responses=_errors(400, 401, 404),
              tags=["evaluation"], summary="per-question records of a task, by qid")
+    @requires("read")
     async def samples(
         request: Request,
         task_id: str = Query(..., min_length=1, max_length=300),
@@ -526,18 +660,24 @@ def create_app(settings: ServerSettings) -> FastAPI:
         page_size: int = Query(50, ge=1, le=500),
         variant: str | None = Query(None, max_length=200),
     ) -> Response:
-        principal = service.reader(request)
+        principal = service.caller(request)
         row = service.own_task(principal, task_id)
+        if variant:
+            runs = service.task_variants(row)
+            if variant not in runs:
+                raise ApiError(400, f"variant: task {task_id!r} runs no variant {variant!r}; "
+                                    f"{suggest(variant, runs, noun='variants')}",
+                               field="variant")
         shown = None if variant in (None, "", "base") else variant
         items = service.samples(row, shown)
         start = (page - 1) * page_size
         return ok({"total": len(items), "page": page, "page_size": page_size,
                    "items": items[start:start + page_size]})
 
-    @app.get("/api/v1/datasets", response_model=ListEnvelope, responses=_ERRORS,
+    @app.get("/api/v1/datasets", response_model=ListEnvelope, responses=_errors(400, 401),
              tags=["catalog"], summary="the registered datasets")
+    @requires("read")
     async def datasets(request: Request) -> Response:
-        service.reader(request)
         try:
             entries = service.catalog.datasets()
         except RagevError as exc:
@@ -545,10 +685,10 @@ def create_app(settings: ServerSettings) -> FastAPI:
         return ok([{"id": e.dataset_id, "source": e.source, "available": e.path.is_dir()}
                    for e in entries.values()])
 
-    @app.get("/api/v1/configs", response_model=ListEnvelope, responses=_ERRORS,
+    @app.get("/api/v1/configs", response_model=ListEnvelope, responses=_errors(400, 401),
              tags=["catalog"], summary="the configs the server may run, and its models")
+    @requires("read")
     async def configs(request: Request) -> Response:
-        service.reader(request)
         entries = [entry.to_json() for entry in service.catalog.configs_list()]
         try:
             chat = sorted(service.catalog.models("chat"))
@@ -654,7 +794,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
         path = settings.tasks_dir / task_id / "report.html"
         if row is None or not path.is_file():
             return html(dashboard.not_found("This run has no HTML report."), 404)
-        return HTMLResponse(path.read_text(encoding="utf-8"), headers=_REPORT_HEADERS)
+        page = path.read_text(encoding="utf-8")
+        return HTMLResponse(page, headers=report_headers(page))
 
     @app.get("/trends", include_in_schema=False)
     async def trends(request: Request, dataset_id: str | None = Query(None, max_length=200),
@@ -693,7 +834,37 @@ def create_app(settings: ServerSettings) -> FastAPI:
                         headers={"Cache-Control": "max-age=300",
                                  "X-Content-Type-Options": "nosniff"})
 
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = describe_api(app)
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     return app
+
+
+def describe_api(app: FastAPI) -> dict[str, Any]:
+    """The OpenAPI document of ``app`` as the API behaves: its key schemes, each
+    operation's security (none for ``/healthz``), and no 422 (FastAPI lists one for
+    every route with parameters; this API answers bad input with 400)."""
+    document = get_openapi(title=app.title, version=app.version,
+                           description=app.description, routes=app.routes)
+    components = document.setdefault("components", {})
+    components["securitySchemes"] = SECURITY_SCHEMES
+    for route in app.routes:
+        if not isinstance(route, APIRoute) or not route.include_in_schema:
+            continue
+        keyed = getattr(route.endpoint, _ACCESS_ATTRIBUTE, None) is not None
+        for method in route.methods or ():
+            operation = document["paths"].get(route.path_format, {}).get(method.lower())
+            if operation is None:
+                continue
+            operation["security"] = [{"ApiKey": []}, {"Bearer": []}] if keyed else []
+            operation.get("responses", {}).pop("422", None)
+    schemas = components.get("schemas", {})
+    for unused in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(unused, None)
+    return document
 
 
 def _log_tail(folder: Path, lines: int = 30) -> str | None:

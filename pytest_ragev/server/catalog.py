@@ -114,6 +114,15 @@ def _is_name(text: str) -> bool:
     return bool(text) and text[0].isalnum() and set(text) <= _NAME_CHARS
 
 
+def _as_name(text: str) -> str:
+    """A valid name close to ``text`` (what an error message proposes)."""
+    kept = "".join(ch if ch in _NAME_CHARS else "-" for ch in text)
+    while "--" in kept:
+        kept = kept.replace("--", "-")
+    kept = kept.strip("-_.")
+    return kept if kept and kept[0].isalnum() else "dataset"
+
+
 class Catalog:
     """The configs folder, read afresh on each call (files are few and small)."""
 
@@ -158,10 +167,18 @@ class Catalog:
             parsed = load_config(path)
         except ConfigError as exc:
             return ConfigEntry(name=name, path=path, error=str(exc).replace(str(self.configs), "."))
+        dataset_id = parsed.dataset_id or parsed.dataset_path.name
+        if not _is_name(dataset_id):
+            # The folder's name stands in for a missing [dataset] id, and a dataset id
+            # becomes part of task ids, task folders and the plugin's item ids.
+            return ConfigEntry(name=name, path=path, error=(
+                f"{name}.toml: [dataset] id is not set and the dataset folder's name "
+                f"{dataset_id!r} is not a valid dataset id; set [dataset] id = "
+                f'"{_as_name(dataset_id)}" (letters, digits, \'-\', \'_\' or \'.\')'))
         return ConfigEntry(
             name=name,
             path=path,
-            dataset_id=parsed.dataset_id or parsed.dataset_path.name,
+            dataset_id=dataset_id,
             dataset_path=parsed.dataset_path,
             pipeline=parsed.pipeline.name,
             profile=parsed.profile,

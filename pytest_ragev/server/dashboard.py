@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from html import escape
 from typing import Any
 from urllib.parse import quote, urlencode
 
 from pytest_ragev.core import fmt
 from pytest_ragev.core.results import RunResult
+from pytest_ragev.core.tables import changed_keys
 from pytest_ragev.core.types import METRIC_NAMES, RETRIEVAL_METRICS
-from pytest_ragev.gate import GateRules, compare, top_regressions
+from pytest_ragev.gate import GateRules, QuestionDiff, compare, top_regressions
 from pytest_ragev.server.keys import Principal
 from pytest_ragev.server.svg import Point, line_chart
 
@@ -31,15 +33,20 @@ header{background:#1d2430;color:#fff;padding:10px 24px;display:flex;gap:20px;ali
 header a{color:#fff;text-decoration:none;font-weight:600}header .who{margin-left:auto;
 font-size:13px;color:#c9d1dc}header form{margin:0}
 main{max-width:1200px;margin:0 auto;padding:16px 24px}
+.scroll{overflow-x:auto}
 h1{font-size:20px;margin:8px 0 12px}h2{font-size:16px;margin:22px 0 8px}
 table{border-collapse:collapse;background:#fff;font-size:13px;width:100%}
 th,td{border-bottom:1px solid #e3e6ea;padding:6px 8px;text-align:left;vertical-align:middle}
 th{background:#eef1f4;font-weight:600}td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
 .badge{display:inline-block;padding:1px 9px;border-radius:10px;color:#fff;font-size:12px}
 .s0{background:#7f8c8d}.s1{background:#2d6cdf}.s2{background:#2e8b57}.s3{background:#c0392b}
-.bar{width:120px;height:10px;background:#e3e6ea;border-radius:5px;overflow:hidden;
+.bar{width:90px;height:10px;background:#e3e6ea;border-radius:5px;overflow:hidden;
 display:inline-block;vertical-align:middle}.bar span{display:block;height:100%;
 background:#2d6cdf}.count{font-size:12px;color:#555;margin-left:6px}
+td.when,td.progress{white-space:nowrap}td.task{font-size:12px}
+.warn{background:#fff6e0;border:1px solid #f0d58c;color:#6b4e00;padding:8px 12px;
+border-radius:4px;margin:10px 0}.warn ul{margin:0;padding-left:18px}
+h3{font-size:14px;margin:16px 0 6px}
 .err{background:#fdecea;border:1px solid #f5c6cb;color:#8a1f11;padding:8px 12px;
 border-radius:4px;white-space:pre-wrap;font-family:ui-monospace,monospace;font-size:12px}
 .meta td:first-child{width:180px;color:#555}.muted{color:#777}
@@ -50,6 +57,7 @@ border-radius:4px;padding:4px}
 svg.trend .t{font-size:11px;font-weight:600}svg.trend .tick{font-size:9px;fill:#777}
 svg.trend .last{font-size:11px;fill:#2d6cdf}svg.trend .grid{stroke:#e3e6ea}
 svg.trend .line{fill:none;stroke:#2d6cdf;stroke-width:1.5}svg.trend .dot{fill:#2d6cdf}
+svg.trend .date{font-size:9px;fill:#555}
 iframe{width:100%;height:900px;border:1px solid #e3e6ea;background:#fff}
 tr.regressed td{background:#fdecea}tr.improved td{background:#eaf7ef}
 .pager{margin:10px 0;font-size:13px}pre.log{max-height:300px;overflow:auto}
@@ -74,6 +82,31 @@ SCRIPT = """
   }
   var bars = document.querySelectorAll('[data-running]');
   if (!bars.length) { return; }
+  // As pytest_ragev.core.fmt.num writes a figure: three decimals, a true minus sign.
+  function figure(value) {
+    return typeof value === 'number' && isFinite(value)
+      ? value.toFixed(3).replace('-', '\u2212') : '\u2014';
+  }
+  // The parts of the page that show a running task: its questions row, its metrics.
+  function refresh(id, task, metric) {
+    var blocks = metric || {};
+    var means = Object.assign({}, blocks.retrieval_metrics || {},
+                              blocks.generation_metrics || {});
+    var counts = blocks.counts || {};
+    document.querySelectorAll('[data-live]').forEach(function (scope) {
+      if (scope.getAttribute('data-live') !== id) { return; }
+      scope.querySelectorAll('[data-field="questions"]').forEach(function (cell) {
+        cell.textContent = task.finished + '/' + task.total;
+      });
+      scope.querySelectorAll('[data-metric]').forEach(function (cell) {
+        cell.textContent = figure(means[cell.getAttribute('data-metric')]);
+      });
+      scope.querySelectorAll('[data-metric-n]').forEach(function (cell) {
+        var n = counts[cell.getAttribute('data-metric-n')];
+        cell.textContent = n === undefined ? '\u2014' : String(n);
+      });
+    });
+  }
   function poll() {
     var pending = 0;
     bars.forEach(function (bar) {
@@ -90,6 +123,7 @@ SCRIPT = """
           bar.querySelector('span').style.width = share.toFixed(1) + '%';
           var count = bar.parentNode.querySelector('.count');
           if (count) { count.textContent = task.finished + '/' + task.total; }
+          refresh(id, task, body.data.metric);
           if (task.status >= 2) { bar.setAttribute('data-running', '0'); location.reload(); }
         })
         .catch(function () {});
@@ -123,10 +157,14 @@ def _badge(status: int) -> str:
     return f'<span class="badge s{status}">{STATUS_NAMES.get(status, str(status))}</span>'
 
 
-def _num(value: Any) -> str:
+_MISSING = '<span class="muted">—</span>'
+
+
+def _figure(value: Any) -> str:
+    """A metric value as every report writes it (:func:`core.fmt.num`), else a dash."""
     if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return f"{value:.3f}"
-    return '<span class="muted">—</span>'
+        return escape(fmt.num(float(value)))
+    return _MISSING
 
 
 def _metric(metric: Mapping[str, Any] | None, name: str) -> Any:
@@ -147,14 +185,25 @@ def _progress(task: Mapping[str, Any]) -> str:
     )
 
 
-def _when(text: str | None) -> str:
+def _when(text: str | None, *, seconds: bool = True) -> str:
+    """``2026-12-05 11:14:33`` (UTC, as stored); without ``seconds`` ``2026-12-05 11:14``."""
     if not text:
-        return '<span class="muted">—</span>'
-    return escape(text.replace("T", " ")[:19])
+        return _MISSING
+    shown = text.replace("T", " ")[:19 if seconds else 16]
+    return f'<time datetime="{escape(text)}" title="{escape(text)}">{escape(shown)}</time>'
+
+
+def _instant(text: str | None) -> datetime | None:
+    try:
+        return datetime.fromisoformat(text) if text else None
+    except ValueError:
+        return None
 
 
 def _run_link(task_id: str) -> str:
-    return f'<a href="/runs/{quote(task_id, safe="")}">{escape(task_id)}</a>'
+    # A long id may break after its underscores, never inside its time or its hex.
+    shown = escape(task_id).replace("_", "_<wbr>")
+    return f'<a href="/runs/{quote(task_id, safe="")}">{shown}</a>'
 
 
 def runs_page(
@@ -193,31 +242,36 @@ def runs_page(
     )
     cells = "".join(f'<th class="num">{name}</th>' for name in KEY_METRICS)
     lines = [
-        '<form method="get" action="/compare">',
+        '<form method="get" action="/compare"><div class="scroll">',
         f"<table class=\"runs\"><thead><tr><th>status</th><th>task</th><th>dataset</th>"
         f"<th>config</th><th>started</th><th class=\"num\">duration</th><th>progress</th>"
         f"{cells}<th>A</th><th>B</th></tr></thead><tbody>",
     ]
     for row in rows:
         task, request = row["task"], row["request"]
-        metrics = "".join(f'<td class="num">{_num(_metric(row["metric"], name))}</td>'
-                          for name in KEY_METRICS)
+        metrics = "".join(
+            f'<td class="num" data-metric="{name}">{_figure(_metric(row["metric"], name))}</td>'
+            for name in KEY_METRICS)
         tid = escape(task["id"])
         pick = task["status"] in (2, 3)
         duration = fmt.seconds(task["duration"]) if task["duration"] is not None else "—"
         radio_a = f'<input type="radio" name="a" value="{tid}" aria-label="A">' if pick else ""
         radio_b = f'<input type="radio" name="b" value="{tid}" aria-label="B">' if pick else ""
         lines.append(
-            f'<tr data-status="{task["status"]}"><td>{_badge(task["status"])}</td>'
-            f"<td>{_run_link(task['id'])}</td><td>{escape(task['dataset_id'])}</td>"
-            f"<td>{escape(request['config'])}</td><td>{_when(task['start_time'])}</td>"
+            f'<tr data-status="{task["status"]}" data-live="{tid}">'
+            f"<td>{_badge(task['status'])}</td>"
+            f'<td class="task">{_run_link(task["id"])}</td><td>{escape(task["dataset_id"])}</td>'
+            f"<td>{escape(request['config'])}</td>"
+            f'<td class="when">{_when(task["start_time"], seconds=False)}</td>'
             f'<td class="num">{escape(duration)}</td>'
-            f"<td>{_progress(task)}</td>{metrics}<td>{radio_a}</td><td>{radio_b}</td></tr>"
+            f'<td class="progress">{_progress(task)}</td>{metrics}'
+            f"<td>{radio_a}</td><td>{radio_b}</td></tr>"
         )
     if not rows:
         lines.append(f'<tr><td colspan="{9 + len(KEY_METRICS)}" class="muted">No evaluation '
                      "tasks yet: POST /api/v1/evaluation creates one.</td></tr>")
-    lines.append('</tbody></table><p><input type="submit" value="Compare A with B"></p></form>')
+    lines.append('</tbody></table></div><p><input type="submit" value="Compare A with B"></p>'
+                 "</form>")
     pages = max(1, math.ceil(total / page_size))
     pager = [f'<div class="pager">{total} tasks · page {page} of {pages}']
     query = {k: v for k, v in filters.items() if v not in (None, "")}
@@ -260,13 +314,15 @@ def run_page(
         ("duration", fmt.seconds(task["duration"]) if task["duration"] is not None else "—"),
         ("questions", f"{task['finished']}/{task['total']}"),
     ]
-    parts.append('<table class="meta"><tbody>')
+    # While it runs, the page's script keeps the questions row and the metrics current.
+    parts.append(f'<div data-live="{escape(task["id"])}"><table class="meta"><tbody>')
     for name, value in meta:
         if name in ("started", "ended"):
             shown = value
         else:
-            shown = '<span class="muted">—</span>' if value is None else escape(str(value))
-        parts.append(f"<tr><td>{name}</td><td>{shown}</td></tr>")
+            shown = _MISSING if value is None else escape(str(value))
+        field = ' data-field="questions"' if name == "questions" else ""
+        parts.append(f"<tr><td>{name}</td><td{field}>{shown}</td></tr>")
     parts.append("</tbody></table>")
     running = " (running mean)" if task["status"] == 1 else ""
     parts.append(f"<h2>Metrics{running}</h2>")
@@ -274,9 +330,12 @@ def run_page(
     parts.append('<table><thead><tr><th>metric</th><th class="num">mean</th>'
                  '<th class="num">n</th></tr></thead><tbody>')
     for name in METRIC_NAMES:
-        parts.append(f'<tr><td>{name}</td><td class="num">{_num(_metric(metric, name))}</td>'
-                     f'<td class="num">{escape(str(counts.get(name, "—")))}</td></tr>')
-    parts.append("</tbody></table>")
+        parts.append(
+            f'<tr><td>{name}</td><td class="num" data-metric="{name}">'
+            f"{_figure(_metric(metric, name))}</td>"
+            f'<td class="num" data-metric-n="{name}">{escape(str(counts.get(name, "—")))}</td>'
+            "</tr>")
+    parts.append("</tbody></table></div>")
     verdict = row.get("verdict") or {}
     if verdict.get("failures"):
         items = "".join(f"<li>{escape(str(f))}</li>" for f in verdict["failures"])
@@ -292,7 +351,9 @@ def run_page(
     if log_tail:
         parts.append(f'<h2>Log (last lines)</h2><pre class="err log">{escape(log_tail)}</pre>')
     if has_report:
-        parts.append(f'<h2>Report</h2><iframe title="HTML report" sandbox '
+        # Scripts on (the report's table sorts and filters), but no allow-same-origin:
+        # the report runs in an origin of its own, away from the dashboard's session.
+        parts.append(f'<h2>Report</h2><iframe title="HTML report" sandbox="allow-scripts" '
                      f'src="/runs/{quoted}/report.html"></iframe>')
     return _page(task["id"], "".join(parts), principal)
 
@@ -310,13 +371,106 @@ def trends_page(
         parts.append(
             f'<h2 data-series="{escape(dataset_id)}/{escape(config)}">dataset '
             f"{escape(dataset_id)} · config {escape(config)} · "
-            f'<a href="/?{escape(query)}">{len(rows)} runs</a></h2><div class="grid">')
+            f'<a href="/?{escape(query)}">{len(rows)} run{"" if len(rows) == 1 else "s"}</a>'
+            '</h2><div class="grid">')
         for name in METRIC_NAMES:
-            points = [Point(f"{row['id']} ({(row['start_time'] or '')[:19]})",
-                            _metric(row["metric"], name)) for row in rows]
+            points = [Point(f"{row['id']} ({(row['start_time'] or '').replace('T', ' ')[:19]})",
+                            _metric(row["metric"], name), at=_instant(row["start_time"]))
+                      for row in rows]
             parts.append(f'<div class="card">{line_chart(points, title=name)}</div>')
         parts.append("</div>")
     return _page("Trends", "".join(parts), principal)
+
+
+#: How many questions the compare view lists per regressed metric, and overall.
+PER_METRIC = 5
+OVERALL = 10
+
+
+def _run_title(row: Mapping[str, Any], run: RunResult) -> str:
+    """``slow [faster], 2026-12-05 11:14:33``: the config, the variant shown, the start."""
+    variant = f" [{escape(run.variant)}]" if run.variant else ""
+    return f"{escape(row['request']['config'])}{variant}, {_when(row['task']['start_time'])}"
+
+
+def comparability(a: Mapping[str, Any], b: Mapping[str, Any], before: RunResult,
+                  after: RunResult) -> list[str]:
+    """What makes run B's figures differ from A's for reasons other than the pipeline's
+    answers, one line each: another profile, tokenizer, dataset or config, and the
+    settings that differ."""
+    lines = []
+    if before.profile != after.profile:
+        lines.append(f"A was scored with the {before.profile} profile, B with {after.profile}: "
+                     "the metrics are defined differently, so part of each Δ is the profile's.")
+    if before.tokenizer and after.tokenizer and before.tokenizer != after.tokenizer:
+        lines.append(f"the text metrics' tokenizers differ (A {before.tokenizer}, B "
+                     f"{after.tokenizer}): generation figures are not comparable.")
+    limits = [(run.params.get("dataset") or {}).get("limit") for run in (before, after)]
+    if before.dataset_id == after.dataset_id and limits[0] != limits[1]:
+        ran = ["all questions" if n is None else f"the first {n} questions" for n in limits]
+        lines.append(f"A ran {ran[0]} of {before.dataset_id}, B {ran[1]}: only the "
+                     "questions both ran are compared.")
+    elif before.dataset_id != after.dataset_id or before.fingerprint != after.fingerprint:
+        lines.append(f"the datasets differ (A {before.dataset_id} {before.fingerprint[:12]}, "
+                     f"B {after.dataset_id} {after.fingerprint[:12]}): questions are paired "
+                     "by qid, so a qid that holds another question in each compares two "
+                     "different questions.")
+    config_a, config_b = a["request"]["config"], b["request"]["config"]
+    if config_a != config_b:
+        lines.append(f"A ran config {config_a}, B config {config_b}.")
+    settings = [key for key in changed_keys(before.params, after.params)
+                if not key.startswith(("dataset.", "metrics."))]
+    if settings:
+        shown = ", ".join(settings[:12]) + (f" and {len(settings) - 12} more"
+                                            if len(settings) > 12 else "")
+        lines.append(f"their settings differ in {shown}.")
+    return lines
+
+
+def _worse_table(diffs: Sequence[QuestionDiff], metrics: Sequence[str]) -> str:
+    """Questions with their change in each of ``metrics`` (every changed metric when
+    ``metrics`` is empty) and what they retrieved before and after."""
+    heads = "".join(f'<th class="num">Δ {escape(name)}</th>' for name in metrics)
+    heads = heads or "<th>changed metrics</th>"
+    rows = [f"<table><thead><tr><th>qid</th><th>question</th>{heads}"
+            "<th>retrieved A → B</th></tr></thead><tbody>"]
+    for diff in diffs:
+        if metrics:
+            cells = ""
+            for name in metrics:
+                delta = diff.metrics[name].delta if name in diff.metrics else None
+                cells += f'<td class="num">{escape(fmt.num(delta, signed=True, missing=""))}</td>'
+        else:
+            change = ", ".join(
+                f"{name} {fmt.num(d.delta, signed=True)}" for name, d in diff.metrics.items()
+                if d.delta is not None and d.delta != 0)
+            cells = f"<td>{escape(change or (diff.error_after or ''))}</td>"
+        rows.append(
+            f"<tr><td>{diff.qid}</td><td>{escape(fmt.shorten(diff.question, 90))}</td>{cells}"
+            f"<td>{escape(fmt.ids(diff.retrieved_before, diff.relevant))} → "
+            f"{escape(fmt.ids(diff.retrieved_after, diff.relevant))}</td></tr>")
+    rows.append("</tbody></table>")
+    return "".join(rows)
+
+
+def _fell_most(before: RunResult, after: RunResult,
+               regressed: Mapping[str, str]) -> list[QuestionDiff]:
+    """The questions that fell most in any regressed metric (name -> direction): each
+    metric's worst :data:`PER_METRIC`, together, worst first over those metrics."""
+    found: dict[int, QuestionDiff] = {}
+    for name in regressed:
+        for diff in top_regressions(before, after, PER_METRIC, metric=name):
+            found.setdefault(diff.qid, diff)
+
+    def fall(diff: QuestionDiff) -> float:
+        total = 0.0
+        for name, direction in regressed.items():
+            delta = diff.metrics[name].delta if name in diff.metrics else None
+            if delta is not None:
+                total += -delta if direction == "higher" else delta
+        return total
+
+    return sorted(found.values(), key=lambda d: (-fall(d), d.qid))
 
 
 def compare_page(
@@ -326,11 +480,17 @@ def compare_page(
     after: RunResult,
     principal: Principal | None = None,
 ) -> str:
-    """Run B against run A with the gate's paired comparison over their shared questions."""
+    """Run B against run A with the gate's paired comparison over their shared questions:
+    what makes them hard to compare, each metric's change, and per regressed metric the
+    questions that fell most."""
     ta, tb = a["task"], b["task"]
-    parts = [f"<h1>Compare</h1><p>A: {_run_link(ta['id'])} ({escape(a['request']['config'])}, "
-             f"{_when(ta['start_time'])})<br>B: {_run_link(tb['id'])} "
-             f"({escape(b['request']['config'])}, {_when(tb['start_time'])})</p>"]
+    parts = [f"<h1>Compare</h1><p>A: {_run_link(ta['id'])} ({_run_title(a, before)})<br>"
+             f"B: {_run_link(tb['id'])} ({_run_title(b, after)})</p>"]
+    caveats = comparability(a, b, before, after)
+    if caveats:
+        items = "".join(f"<li>{escape(line)}</li>" for line in caveats)
+        parts.append(f'<div class="warn" data-caveats="{len(caveats)}"><strong>Read with '
+                     f"care:</strong><ul>{items}</ul></div>")
     try:
         comparison = compare(before, after, GateRules())
     except Exception as exc:  # BaselineError: no shared question
@@ -341,10 +501,10 @@ def compare_page(
         f"{len(comparison.added)} only in B, {len(comparison.removed)} only in A. "
         "Paired bootstrap over the shared questions, one-sided p adjusted over the metrics "
         "(the gate's defaults).</p>")
-    parts.append('<table class="compare"><thead><tr><th>metric</th><th class="num">A</th>'
-                 '<th class="num">B</th><th class="num">Δ (B − A)</th><th>CI</th>'
-                 '<th class="num">p</th><th class="num">n</th><th>status</th></tr></thead>'
-                 "<tbody>")
+    parts.append('<div class="scroll"><table class="compare"><thead><tr><th>metric</th>'
+                 '<th class="num">A</th><th class="num">B</th><th class="num">Δ (B − A)</th>'
+                 '<th>CI</th><th class="num">p</th><th class="num">n</th><th>status</th>'
+                 "</tr></thead><tbody>")
     for item in comparison.metrics:
         css = {"regressed": "regressed", "improved": "improved"}.get(item.status, "")
         parts.append(
@@ -355,22 +515,24 @@ def compare_page(
             f"<td>{escape(fmt.ci(item.ci_low, item.ci_high))}</td>"
             f'<td class="num">{fmt.p_value(item.p)}</td><td class="num">{item.n}</td>'
             f"<td>{escape(item.status)}</td></tr>")
-    parts.append("</tbody></table>")
-    worst = top_regressions(before, after, 10)
-    if worst:
-        parts.append("<h2>Questions that got worse</h2><table><thead><tr><th>qid</th>"
-                     "<th>question</th><th>changed metrics</th><th>retrieved A → B</th>"
-                     "</tr></thead><tbody>")
-        for diff in worst:
-            changes = ", ".join(
-                f"{name} {fmt.num(d.delta, signed=True)}" for name, d in diff.metrics.items()
-                if d.delta is not None and d.delta != 0)
-            parts.append(
-                f"<tr><td>{diff.qid}</td><td>{escape(fmt.shorten(diff.question, 90))}</td>"
-                f"<td>{escape(changes or (diff.error_after or ''))}</td>"
-                f"<td>{escape(fmt.ids(diff.retrieved_before, diff.relevant))} → "
-                f"{escape(fmt.ids(diff.retrieved_after, diff.relevant))}</td></tr>")
-        parts.append("</tbody></table>")
+    parts.append("</tbody></table></div>")
+    # Per regressed metric: a ranking by the sum over all metrics hides a retrieval
+    # regression behind a generation gain on the same questions.
+    sections = []
+    regressed = {item.metric: item.direction for item in comparison.metrics
+                 if item.status == "regressed"}
+    fell = _fell_most(before, after, regressed) if regressed else []
+    if fell:
+        names = ", ".join(regressed)
+        sections.append(f'<h3 data-regressed="{escape(names)}">In the regressed metrics '
+                        f"({escape(names)}): up to {PER_METRIC} questions each that fell most"
+                        "</h3>" + _worse_table(fell, list(regressed)))
+    overall = top_regressions(before, after, OVERALL)
+    if overall:
+        sections.append("<h3>Over all metrics (the sum of each metric's change)</h3>"
+                        + _worse_table(overall, ()))
+    if sections:
+        parts.append("<h2>Questions that got worse</h2>" + "".join(sections))
     return _page("Compare", "".join(parts), principal)
 
 

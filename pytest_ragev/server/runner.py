@@ -3,7 +3,7 @@
 Each task gets a folder under ``<workspace>/tasks/<task id>/`` and runs there as
 
     python -m pytest -c pytest.ini --rootdir . --ragev-config <config> \\
-        --ragev-report report.json --ragev-html report.html -p pytest_ragev.server.probe
+        --ragev-report report.json --ragev-html report.html --ragev-samples records.jsonl
 
 so a crashing pipeline takes down only its own process, and every engine feature
 (answer cache, variants, gate, reports) is the one CI uses. The task's config is the
@@ -11,11 +11,11 @@ request's plan written as TOML beside the config whose pipeline it copies (relat
 paths, ``conftest.py`` and ``module:callable`` pipelines then resolve as they do in
 CI) and removed when the run ends; the folder keeps a copy with secrets hidden.
 
-Progress comes from the report the plugin rewrites atomically and from the probe's
-per-question lines (the running mean). Cancel is the plugin's SIGTERM path (status 3).
-The pytest cache, and with it the answer cache, lives in the task's folder: a task
-restarted after a crash re-scores the answers it already had and asks the pipeline
-only for the rest. Children run in their own session, so a server killed with
+Progress comes from the report the plugin rewrites atomically and from its
+per-question lines (``--ragev-samples``: the running mean). Cancel is the plugin's
+SIGTERM path (status 3). The pytest cache, and with it the answer cache, lives in the
+task's folder: a task restarted after a crash re-scores the answers it already had and
+asks the pipeline only for the rest. Children run in their own session, so a server killed with
 ``kill -9`` leaves them running; the next start adopts a live one and restarts a dead
 one (or, with resume off, marks it failed).
 """
@@ -40,7 +40,6 @@ from pytest_ragev.core.io import atomic_write_text
 from pytest_ragev.core.types import GENERATION_METRICS, RETRIEVAL_METRICS
 from pytest_ragev.server import tomlw
 from pytest_ragev.server.catalog import Catalog, FieldError
-from pytest_ragev.server.probe import PROFILE_ENV, RECORDS_ENV
 from pytest_ragev.server.settings import ServerSettings
 from pytest_ragev.server.store import Store, now_iso
 
@@ -60,7 +59,7 @@ class Conflict(Exception):
 
 @dataclass
 class _Means:
-    """Running sums of the probe's per-question lines, per variant."""
+    """Running sums of the run's per-question lines (``--ragev-samples``), per variant."""
 
     sums: dict[str | None, dict[str, float]] = field(default_factory=dict)
     counts: dict[str | None, dict[str, int]] = field(default_factory=dict)
@@ -206,19 +205,33 @@ class Runner:
             folder = self.settings.tasks_dir / row["id"]
             pid = int(row["pid"])
             alive = _alive(pid) and _runs_in(pid, folder)
+            # The task's config (secrets in clear) the last server wrote: the adopted run
+            # removes it when it ends; every other path removes it now (a restart writes
+            # it again).
+            derived = self._task_config(row["id"])
             if not self.settings.resume:
                 if alive:
                     os.kill(pid, signal.SIGTERM)
+                if derived is not None:
+                    derived.unlink(missing_ok=True)
                 self._fail(row, "the server stopped while this task ran (resume is off)")
                 continue
             if alive:
                 log.info("task %s: adopting its running evaluation (pid %d)", row["id"], pid)
                 job = _Job(row["id"], folder, pid, int(row["attempts"]),
-                           _shown_variant(row["variants"]))
+                           _shown_variant(row["variants"]), derived=derived,
+                           shown_config=_shown_config(row["config"], row["knowledge_base_id"]))
                 self._watch(job)
             else:
                 log.info("task %s: resuming from the answer cache", row["id"])
+                if derived is not None:
+                    derived.unlink(missing_ok=True)
                 self.store.update_task(row["id"], status=0, pid=None)
+
+    def _task_config(self, task_id: str) -> Path | None:
+        """The task config a server wrote for ``task_id`` (beside the config whose
+        pipeline it copies, somewhere under the configs folder), if it is still there."""
+        return next(iter(self.catalog.configs.rglob(_task_config_name(task_id))), None)
 
     # --------------------------------------------------------------- queueing
     def _schedule(self) -> None:
@@ -262,23 +275,19 @@ class Runner:
             (folder / stale).unlink(missing_ok=True)
         atomic_write_text(folder / "pytest.ini", "[pytest]\n")
         atomic_write_text(folder / "config.toml", tomlw.dumps(plan.redacted_document))
-        derived = plan.folder / f".ragev-serve-{task_id}.toml"
+        derived = plan.folder / _task_config_name(task_id)
         try:
             atomic_write_text(derived, tomlw.dumps(plan.document))
         except (OSError, TypeError) as exc:
             self._fail(row, f"could not write the task's config beside {plan.knowledge_base_id}"
                             f".toml: {exc}")
             return
-        metrics_table = plan.document.get("metrics")
-        profile = plan.profile or (
-            metrics_table.get("profile") if isinstance(metrics_table, dict) else None
-        ) or "weknora"
         args = [
             sys.executable, "-m", "pytest", "-c", str(folder / "pytest.ini"),
             "--rootdir", str(folder), "--ragev-config", str(derived),
             "--ragev-report", str(folder / "report.json"),
             "--ragev-html", str(folder / "report.html"),
-            "-p", "pytest_ragev.server.probe", "-q",
+            "--ragev-samples", str(folder / "records.jsonl"), "-q",
             # The plugin's own report and HTML then carry the API's task id.
             "--ragev-task-id", task_id,
         ]
@@ -289,22 +298,24 @@ class Runner:
         if plan.profile is not None:
             args += ["--ragev-profile", plan.profile]
         env = {k: v for k, v in os.environ.items() if k not in _DROPPED_ENV}
-        env[RECORDS_ENV] = str(folder / "records.jsonl")
-        env[PROFILE_ENV] = str(profile)
-        with open(folder / f"pytest-{attempt}.log", "wb") as output:
-            process = subprocess.Popen(
-                args, cwd=folder, stdout=output, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, env=env, start_new_session=True,
-            )
+        try:
+            with open(folder / f"pytest-{attempt}.log", "wb") as output:
+                process = subprocess.Popen(
+                    args, cwd=folder, stdout=output, stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+                )
+        except OSError as exc:
+            derived.unlink(missing_ok=True)
+            self._fail(row, f"could not start the evaluation: {exc}")
+            return
         # Evaluations are batch work: when the CPU is short, the API's answers go first.
         with contextlib.suppress(OSError):
             os.setpriority(os.PRIO_PROCESS, process.pid, EVALUATION_NICENESS)
         self.store.update_task(task_id, status=1, pid=process.pid, attempts=attempt)
         log.info("task %s: started (attempt %d, pid %d)", task_id, attempt, process.pid)
-        named = (f"{plan.config}.toml" if plan.config == plan.knowledge_base_id else
-                 f"the task's config (from {plan.config}.toml and {plan.knowledge_base_id}.toml)")
         job = _Job(task_id, folder, process.pid, attempt, _shown_variant(list(plan.variants)),
-                   process=process, derived=derived, shown_config=named)
+                   process=process, derived=derived,
+                   shown_config=_shown_config(plan.config, plan.knowledge_base_id))
         self._watch(job)
 
     def _watch(self, job: _Job) -> None:
@@ -353,6 +364,8 @@ class Runner:
             if row is not None and row["status"] in (0, 1):
                 self._fail(row, "the server lost track of this evaluation; see the server log")
         finally:
+            if job.derived is not None:  # _finish removed it, unless it never ran
+                job.derived.unlink(missing_ok=True)
             with self._cond:
                 self._jobs.pop(job.task_id, None)
                 self._cond.notify_all()
@@ -482,6 +495,18 @@ class Runner:
         fields["end_time"] = now_iso()
         fields["duration"] = round(max(0, now_ms - int(row["created_ms"])) / 1000.0, 3)
         self.store.update_task(task_id, **fields)
+
+
+def _task_config_name(task_id: str) -> str:
+    """The file name of a task's config (hidden: the catalog does not list it)."""
+    return f".ragev-serve-{task_id}.toml"
+
+
+def _shown_config(config: str, knowledge_base_id: str) -> str:
+    """How error messages name the task's config: as the user knows it."""
+    if config == knowledge_base_id:
+        return f"{config}.toml"
+    return f"the task's config (from {config}.toml and {knowledge_base_id}.toml)"
 
 
 def _shown_variant(variants: list[str] | tuple[str, ...]) -> str | None:

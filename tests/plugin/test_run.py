@@ -415,9 +415,11 @@ def _comparable(report: dict[str, Any]) -> dict[str, Any]:
 
 def test_xdist_parity_with_serial(pytester: pytest.Pytester, make_project: Project) -> None:
     make_project("[thresholds]\nprecision = 0.9\n")
-    serial = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "serial.json")
+    serial = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "serial.json",
+                                "--ragev-samples", "serial.jsonl")
     parallel = pytester.runpytest_subprocess(
-        "--ragev-config", "ragev.toml", "--ragev-report", "xdist.json", "-n", "2"
+        "--ragev-config", "ragev.toml", "--ragev-report", "xdist.json", "-n", "2",
+        "--ragev-samples", "xdist.jsonl",
     )
     assert serial.ret == parallel.ret == pytest.ExitCode.TESTS_FAILED
     parallel.stdout.fnmatch_lines(["ragev: precision 0.833 < threshold 0.900 (n=5)"])
@@ -426,6 +428,13 @@ def test_xdist_parity_with_serial(pytester: pytest.Pytester, make_project: Proje
     )
     task = report_of(pytester.path / "xdist.json")["data"]["task"]
     assert task["total"] == task["finished"] == 5
+    # --ragev-samples: the controller writes one line per question, as a serial run does.
+    samples = {}
+    for name in ("serial", "xdist"):
+        lines = (pytester.path / f"{name}.jsonl").read_text(encoding="utf-8").splitlines()
+        samples[name] = sorted((json.loads(line) for line in lines), key=lambda s: s["qid"])
+    assert [s["qid"] for s in samples["xdist"]] == [1, 2, 3, 4, 5]
+    assert samples["serial"] == samples["xdist"]
 
 
 def test_runs_without_xdist(pytester: pytest.Pytester, make_project: Project) -> None:

@@ -76,6 +76,29 @@ def build(settings):
 '''
 
 
+#: Mode "a": the right passage, a clipped answer for odd questions; mode "b": a wrong
+#: passage first for odd questions, the reference answer. B against A: retrieval
+#: regresses, generation improves, on the same questions.
+TRADEOFF_PIPELINE = '''
+from pytest_ragev import Answer
+
+class Tradeoff:
+    def __init__(self, settings):
+        self.mode = settings.options.get("mode", "a")
+
+    def answer(self, case):
+        odd = case.qid % 2 == 1
+        if self.mode == "a":
+            text = (case.answer or "")[:4] if odd else (case.answer or "")
+            return Answer(retrieved=list(case.pids), text=text)
+        ids = [case.pids[0] + 1, case.pids[0]] if odd else list(case.pids)
+        return Answer(retrieved=ids, text=case.answer or "")
+
+def build(settings):
+    return Tradeoff(settings)
+'''
+
+
 @pytest.fixture(scope="session")
 def configs_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A configs folder, written once; tests copy it when they change it."""
@@ -90,6 +113,11 @@ def configs_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
         '[pipeline]\nname = "slowpipe:build"\ndelay = 0.15\n\n'
         '[run]\ncache = true\nconcurrency = 1\n\n'
         '[[variants]]\nname = "faster"\npipeline.delay = 0.05\n', encoding="utf-8")
+    (folder / "tradeoff.py").write_text(TRADEOFF_PIPELINE, encoding="utf-8")
+    (folder / "tradeoff.toml").write_text(
+        '[dataset]\npath = "data/multi"\nid = "multi"\n\n'
+        '[pipeline]\nname = "tradeoff:build"\nmode = "a"\n\n'
+        '[[variants]]\nname = "b"\npipeline.mode = "b"\n', encoding="utf-8")
     # Long enough that a killed server restarts while its evaluation still runs.
     (folder / "slow-long.toml").write_text(
         '[dataset]\npath = "data/multi"\nid = "multi"\n\n'

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -117,3 +118,33 @@ def test_key_forms(shared_server: Server, header: str) -> None:
 
 def test_healthz_needs_no_key(shared_server: Server) -> None:
     assert httpx.get(f"{shared_server.url}/healthz").json()["data"]["status"] == "ok"
+
+
+#: Bodies and queries a handler would refuse with a 400: the key is checked first.
+BAD_REQUESTS = [
+    ("post", "/api/v1/evaluation", {"content": b'{"dataset_id": '}),  # not JSON
+    ("post", "/api/v1/evaluation", {"json": {"limit": "5", "datset_id": "x"}}),
+    ("post", "/api/v1/evaluation/cancel", {"content": b"[1, 2]"}),
+    ("post", "/api/v1/evaluation/cancel", {"json": {}}),  # task_id missing
+    ("get", "/api/v1/evaluation", {}),  # task_id missing
+    ("get", "/api/v1/evaluations", {"params": {"page": "0"}}),
+    ("get", "/api/v1/evaluation/samples", {"params": {"task_id": "x", "page_size": "9999"}}),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "request_args"), BAD_REQUESTS)
+@pytest.mark.parametrize("who", ["none", "garbage", "viewer"])
+def test_the_key_is_checked_before_the_request(shared_server: Server, method: str, path: str,
+                                               request_args: dict[str, Any], who: str) -> None:
+    headers = {"Content-Type": "application/json"}
+    if who == "garbage":
+        headers["X-API-Key"] = "rgv_nothere_Zm9vYmFy"
+    elif who == "viewer":
+        headers["X-API-Key"] = shared_server.keys.viewer
+    response = httpx.request(method, shared_server.url + path, headers=headers, timeout=30,
+                             **request_args)
+    # A viewer may read (so its bad query is a 400) but never create or cancel.
+    viewer_gets = 400 if method == "get" else 403
+    expected = viewer_gets if who == "viewer" else 401
+    assert response.status_code == expected, response.text
+    assert response.json()["error"]["code"] == {400: 1000, 401: 1001, 403: 1002}[expected]

@@ -119,3 +119,57 @@ def test_logs_hold_one_line_per_request_and_no_secret(shared_server: Server) -> 
             if path.is_file():
                 assert secret.encode() not in path.read_bytes(), path
     assert "Traceback" not in log
+
+
+def test_the_openapi_document_lists_what_the_api_answers(shared_server: Server) -> None:
+    response = httpx.get(f"{shared_server.url}/openapi.json")
+    assert response.status_code == 200
+    document = response.json()
+    schemes = document["components"]["securitySchemes"]
+    assert schemes["ApiKey"] == {**schemes["ApiKey"], "type": "apiKey", "in": "header",
+                                 "name": "X-API-Key"}
+    assert schemes["Bearer"]["type"] == "http" and schemes["Bearer"]["scheme"] == "bearer"
+    # Bad input is a 400 here, never FastAPI's default 422.
+    assert "422" not in response.text and "HTTPValidationError" not in response.text
+    expected = {
+        ("post", "/api/v1/evaluation"): {"200", "400", "401", "403", "413"},
+        ("post", "/api/v1/evaluation/cancel"): {"200", "400", "401", "403", "404", "409", "413"},
+        ("get", "/api/v1/evaluation"): {"200", "400", "401", "404"},
+        ("get", "/api/v1/evaluation/samples"): {"200", "400", "401", "404"},
+        ("get", "/api/v1/evaluations"): {"200", "400", "401"},
+        ("get", "/api/v1/datasets"): {"200", "400", "401"},
+        ("get", "/api/v1/configs"): {"200", "400", "401"},
+        ("get", "/healthz"): {"200"},
+    }
+    operations = {(method, path): operation for path, item in document["paths"].items()
+                  for method, operation in item.items()}
+    assert set(operations) == set(expected)
+    for key, statuses in expected.items():
+        operation = operations[key]
+        assert set(operation["responses"]) == statuses, key
+        keyed = key[1] != "/healthz"
+        assert operation["security"] == ([{"ApiKey": []}, {"Bearer": []}] if keyed else [])
+        for status in statuses - {"200"}:
+            error = operation["responses"][status]
+            assert error["description"] and "ErrorEnvelope" in str(error["content"]), key
+
+
+def test_samples_of_a_variant_the_task_does_not_run(shared_server: Server) -> None:
+    admin = shared_server.client(shared_server.keys.admin)
+    every = admin.post("/api/v1/evaluation", json={"config": "slow", "limit": 1}).json()["data"]
+    only = admin.post("/api/v1/evaluation",
+                      json={"config": "slow", "limit": 1, "variant": "faster"}).json()["data"]
+    for task, variant, words in (
+        (every, "fastr", "runs no variant 'fastr'; did you mean 'faster'?"),
+        (every, "Базовый", "valid variants: base, faster"),
+        (only, "base", "runs no variant 'base';"),  # only the variant runs
+    ):
+        response = admin.get("/api/v1/evaluation/samples",
+                             params={"task_id": task["id"], "variant": variant})
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert error["details"]["field"] == "variant" and words in error["message"]
+    for task, variant in ((every, "faster"), (every, "base"), (only, "faster")):
+        response = admin.get("/api/v1/evaluation/samples",
+                             params={"task_id": task["id"], "variant": variant})
+        assert response.status_code == 200, response.text

@@ -6,6 +6,7 @@ import os
 import re
 import signal
 from collections.abc import Callable
+from pathlib import Path
 
 from pytest_ragev.server.store import Store
 from tests.service.conftest import Server, create, finished, wait_for
@@ -19,6 +20,11 @@ def _running_pid(server: Server, task_id: str) -> int:
         store.close()
     assert row is not None and row["pid"]
     return int(row["pid"])
+
+
+def _task_configs(server: Server) -> list[Path]:
+    """The task configs (secrets in clear) left in the configs folder."""
+    return sorted(server.configs.rglob(".ragev-serve-*.toml"))
 
 
 def _mid_run(data: dict) -> bool:
@@ -53,7 +59,7 @@ def test_killed_with_its_evaluation_resumes_from_the_answer_cache(
     # The task finished before the crash is intact.
     before = admin.get("/api/v1/evaluation", params={"task_id": done["id"]}).json()["data"]
     assert before["task"]["status"] == 2 and before["metric"]["retrieval_metrics"]["mrr"]
-    assert not list(server.configs.glob(".ragev-serve-*.toml"))  # task configs cleaned up
+    assert not _task_configs(server)  # task configs cleaned up
 
 
 def test_killed_server_adopts_the_evaluation_that_kept_running(
@@ -71,6 +77,7 @@ def test_killed_server_adopts_the_evaluation_that_kept_running(
     assert data["task"]["status"] == 2
     assert not (server.workspace / "tasks" / task["id"] / "pytest-2.log").exists()
     assert f"adopting its running evaluation (pid {pid})" in server.log()
+    assert not _task_configs(server)  # the adopted run's config is removed as well
 
 
 def test_without_resume_the_interrupted_task_fails_with_the_reason(
@@ -89,6 +96,7 @@ def test_without_resume_the_interrupted_task_fails_with_the_reason(
         "/api/v1/evaluation", params={"task_id": task["id"]}).json()["data"]
     assert data["task"]["status"] == 3
     assert data["task"]["err_msg"] == "the server stopped while this task ran (resume is off)"
+    assert not _task_configs(server)
 
 
 def test_a_clean_stop_requeues_the_running_task(make_server: Callable[..., Server]) -> None:

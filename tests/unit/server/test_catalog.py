@@ -93,3 +93,28 @@ def test_a_broken_config_plans_with_its_error(configs: Path) -> None:
                                  rerank_id=None, config="bad")
     assert plan.error is not None and "not valid TOML" in plan.error
     assert str(configs) not in plan.error
+
+
+@pytest.mark.parametrize(("folder", "proposed"), [("my data (v2)", "my-data-v2"),
+                                                  ("数据集", "dataset"),
+                                                  ("_Fragen", "Fragen")])
+def test_a_folder_name_that_is_no_valid_id_is_refused(configs: Path, folder: str,
+                                                      proposed: str) -> None:
+    data = {"queries": QUERIES, "corpus": CORPUS, "answers": ANSWERS, "qrels": QRELS, "qas": QAS}
+    write_dataset(configs / "data" / folder, **data)
+    (configs / "odd.toml").write_text(
+        f'[dataset]\npath = "data/{folder}"\n[pipeline]\nname = "builtin"\n', encoding="utf-8")
+    catalog = Catalog(configs)
+    entry = next(e for e in catalog.configs_list() if e.name == "odd")
+    assert entry.dataset_id is None and entry.error == (
+        f"odd.toml: [dataset] id is not set and the dataset folder's name {folder!r} is not a "
+        f"valid dataset id; set [dataset] id = \"{proposed}\" (letters, digits, '-', '_' or '.')")
+    assert folder not in catalog.datasets()  # never a task id or a task folder's name
+    plan = catalog.plan(dataset_id="mini", knowledge_base_id=None, chat_id=None,
+                        rerank_id=None, config="odd")
+    assert plan.error == entry.error  # the task fails with that line
+
+
+def test_a_folder_name_that_is_a_valid_id_is_the_dataset_id(configs: Path) -> None:
+    entry = next(e for e in Catalog(configs).configs_list() if e.name == "team/other")
+    assert entry.error is None and entry.dataset_id == "mini"  # no [dataset] id: the folder
