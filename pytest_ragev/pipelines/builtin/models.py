@@ -253,10 +253,14 @@ def _load_model(kind: str, model: str, *, key: str) -> Any:
                 f"{_alternatives(which)}"
             ) from None
         folder = installed_model_folder(model, key=key)
+        model_class = getattr(sentence_transformers, kind)
+        options: dict[str, Any] = {"device": "cpu"}
+        # Releases before 3.0 (both classes) take no local_files_only: a TypeError. The
+        # folder is local either way, and the variables set above keep the hub offline.
+        if "local_files_only" in inspect.signature(model_class).parameters:
+            options["local_files_only"] = True
         try:
-            return getattr(sentence_transformers, kind)(
-                str(folder), device="cpu", local_files_only=True
-            )
+            return model_class(str(folder), **options)
         except (OSError, ValueError, KeyError, RuntimeError) as error:
             first = " ".join(str(error).split())[:200]
             raise ConfigError(
