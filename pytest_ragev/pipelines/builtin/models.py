@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib
+import inspect
 import math
 import os
 import threading
@@ -252,10 +253,14 @@ def _load_model(kind: str, model: str, *, key: str) -> Any:
                 f"{_alternatives(which)}"
             ) from None
         folder = installed_model_folder(model, key=key)
+        model_class = getattr(sentence_transformers, kind)
+        options: dict[str, Any] = {"device": "cpu"}
+        # Releases before 3.0 (both classes) take no local_files_only: a TypeError. The
+        # folder is local either way, and the variables set above keep the hub offline.
+        if "local_files_only" in inspect.signature(model_class).parameters:
+            options["local_files_only"] = True
         try:
-            return getattr(sentence_transformers, kind)(
-                str(folder), device="cpu", local_files_only=True
-            )
+            return model_class(str(folder), **options)
         except (OSError, ValueError, KeyError, RuntimeError) as error:
             first = " ".join(str(error).split())[:200]
             raise ConfigError(
@@ -319,13 +324,62 @@ def make_embedder(
                                        passage_prefix=passage_prefix)
 
 
+#: The keyword ``CrossEncoder.predict`` takes for the activation over the logits, newest
+#: first: ``activation_fn`` since sentence-transformers 4, ``activation_fct`` before.
+_ACTIVATION_ARGUMENTS = ("activation_fn", "activation_fct")
+
+
+def _sigmoid(logit: float) -> float:
+    """``1 / (1 + e^-logit)``, without overflow for logits of any size."""
+    if logit >= 0:
+        return 1.0 / (1.0 + math.exp(-logit))
+    exp = math.exp(logit)
+    return exp / (1.0 + exp)
+
+
 def cross_encoder(model: str, *, key: str) -> Callable[[str, Sequence[str]], list[float]]:
+    """A reranker from a one-label cross-encoder: ``sigmoid(raw logit)`` per (question, text).
+
+    ``CrossEncoder.predict`` applies the model's own activation to the logit (a sigmoid for
+    a one-label model in every version, or whatever the model's config names); applied on
+    top of that, a second sigmoid would squeeze every score into (0.5, 0.73) and make
+    ``rerank_threshold`` mean something else. So ``predict`` is asked for the raw logit
+    (an identity activation, under the keyword the installed version takes) and the
+    sigmoid is applied here, once. Identical texts get one score. A model with more than
+    one label per pair, or a version whose ``predict`` takes no activation, is a one-line
+    :class:`ConfigError`.
+    """
     encoder = _load_model("CrossEncoder", model, key=key)
+    labels = getattr(encoder, "num_labels", None)
+    if labels is None:  # sentence-transformers < 4 keeps it on the transformers config only
+        labels = getattr(getattr(encoder, "config", None), "num_labels", 1)
+    if labels != 1:
+        raise ConfigError(
+            f"{key} = {model!r}: the model gives {labels} scores per (question, chunk) pair; "
+            "a reranker needs a cross-encoder with one (num_labels = 1)"
+        )
+    accepted = inspect.signature(encoder.predict).parameters
+    activation = next((name for name in _ACTIVATION_ARGUMENTS if name in accepted), None)
+    if activation is None:
+        raise ConfigError(
+            f"{key} = {model!r}: this sentence-transformers version's CrossEncoder.predict "
+            f"takes none of {', '.join(_ACTIVATION_ARGUMENTS)}, so the raw logit cannot be "
+            f"read; install a supported version with {_EMBEDDINGS_INSTALL}"
+        )
+    # torch.nn.Identity, not a plain function: from version 4 on, predict stores the
+    # activation on the model, an nn.Module, which takes only a module there.
+    raw_logits = {activation: importlib.import_module("torch").nn.Identity()}
     lock = threading.Lock()
 
     def score(question: str, texts: Sequence[str]) -> list[float]:
+        # Each distinct text is scored once: in a batch, equal inputs can come out a last
+        # bit apart (their rows are computed in different blocks), and duplicate chunks
+        # must tie, so that they keep their retrieval order.
+        distinct = list(dict.fromkeys(texts))
         with lock:
-            logits = encoder.predict([(question, t) for t in texts], show_progress_bar=False)
-        return [1.0 / (1.0 + math.exp(-float(x))) for x in logits]
+            logits = encoder.predict([(question, t) for t in distinct],
+                                     show_progress_bar=False, **raw_logits)
+        by_text = {text: _sigmoid(float(x)) for text, x in zip(distinct, logits, strict=True)}
+        return [by_text[text] for text in texts]
 
     return score

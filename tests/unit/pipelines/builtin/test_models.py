@@ -70,6 +70,9 @@ def test_missing_empty_and_file_model_paths_are_config_errors(tmp_path: Path) ->
     (tmp_path / "models" / "empty").mkdir(parents=True)
     with pytest.raises(ConfigError, match=r"holds no config\.json or modules\.json"):
         pipeline(tmp_path, retrieval="vector", embedding_model="models/empty")
+    with pytest.raises(ConfigError, match=r"ragev.toml: \[pipeline\] rerank_model = '[^']*empty': "
+                                          r"the folder .* holds no config\.json or modules\.json"):
+        pipeline(tmp_path, rerank_model="models/empty")
     (tmp_path / "models" / "file.bin").write_bytes(b"x")
     with pytest.raises(ConfigError, match="is a file, not a model folder"):
         pipeline(tmp_path, rerank_model="models/file.bin")
