@@ -53,6 +53,7 @@ from pytest_ragev.metrics import (
     aggregate,
     audit_tokens,
     custom_tokenizer,
+    earlier_tokenizers,
     resolve_tokenizer,
     score,
 )
@@ -822,6 +823,7 @@ def evaluate(inputs: EvalInputs, *, phase: Phase = _no_phase) -> Outcome:
         corpus_fingerprint=(corpus_fingerprint(dataset.corpus)
                             if plan.baseline_path is not None else None),
         no_baseline=plan.options.no_baseline,
+        tokenizer_upgrades=earlier_tokenizers(plan.tokenizer.identity),
     ), phase=phase)
     phase("verdict")
     roots = _display_roots(facts.rootdir, plan.config.base_dir)
