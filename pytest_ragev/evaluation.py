@@ -834,7 +834,8 @@ def evaluate(inputs: EvalInputs, *, phase: Phase = _no_phase) -> Outcome:
     )
     shared = ChunkShare() if not runs else chunk_share([s for r in runs for s in r.samples])
     attribution = shared.warning()
-    # Texts the tokenizer gives no token for (or, for a custom one, loses letters of)
+    # Texts the tokenizer gives no token for, that have no letter or digit (punctuation
+    # alone: "?" against "?" scores 1.0) or, for a custom tokenizer, that lose letters
     # would score silently: one line, with an example.
     tokens = audit_tokens(
         [text for run in runs for s in run.samples if not s.error

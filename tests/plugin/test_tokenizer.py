@@ -226,3 +226,18 @@ def test_an_old_baseline_and_the_ko_tokenizer_are_not_compared(
         "--ragev-update-baseline (or set [[]metrics[]] tokenizer back)",
     ])
 
+
+def test_answers_without_a_letter_or_digit_are_warned_about_once(
+    pytester: pytest.Pytester,
+) -> None:
+    # "?" against the reference "?" scores 1.0 on every text metric, though it says nothing.
+    write_texts(pytester, {1: ("Ist das so?", "?"), 2: ("Правда?", "...!?"),
+                           3: ("对吗？", "对。")})
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-no-baseline")
+    assert result.ret == pytest.ExitCode.OK
+    warnings = [line for line in result.stdout.lines if "have no letter or digit" in line]
+    assert len(warnings) == 1, result.stdout.str()
+    assert warnings[0].startswith("ragev: warning: tokenizer default/3 jieba==")
+    assert warnings[0].endswith(": 2 of 3 have no letter or digit, so only their punctuation "
+                                "is compared (e.g. '?'): their text metrics score only what the "
+                                "tokens kept")
