@@ -53,6 +53,7 @@ from pytest_ragev.metrics import (
     aggregate,
     audit_tokens,
     custom_tokenizer,
+    earlier_tokenizers,
     resolve_tokenizer,
     score,
 )
@@ -818,6 +819,7 @@ def evaluate(inputs: EvalInputs, *, phase: Phase = _no_phase) -> Outcome:
         corpus_fingerprint=(corpus_fingerprint(dataset.corpus)
                             if plan.baseline_path is not None else None),
         no_baseline=plan.options.no_baseline,
+        tokenizer_upgrades=earlier_tokenizers(plan.tokenizer.identity),
     ), phase=phase)
     phase("verdict")
     roots = _display_roots(facts.rootdir, plan.config.base_dir)
@@ -828,7 +830,8 @@ def evaluate(inputs: EvalInputs, *, phase: Phase = _no_phase) -> Outcome:
     )
     shared = ChunkShare() if not runs else chunk_share([s for r in runs for s in r.samples])
     attribution = shared.warning()
-    # Texts the tokenizer gives no token for (or, for a custom one, loses letters of)
+    # Texts the tokenizer gives no token for, that have no letter or digit (punctuation
+    # alone: "?" against "?" scores 1.0) or, for a custom tokenizer, that lose letters
     # would score silently: one line, with an example.
     tokens = audit_tokens(
         [text for run in runs for s in run.samples if not s.error

@@ -48,14 +48,16 @@ import json
 import os
 import sys
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from pytest_ragev.core.errors import BaselineError
+from pytest_ragev.core.fmt import shorten
 from pytest_ragev.core.io import atomic_write_bytes, dumps_json
 from pytest_ragev.core.results import (
+    LEGACY_TOKENIZER,
     MetricSummary,
     RunResult,
     SampleResult,
@@ -71,6 +73,13 @@ READABLE_VERSIONS: tuple[int, ...] = (1, 2)
 
 _FIX = "re-baseline on this version with --ragev-update-baseline"
 _MAX_LISTED = 20
+
+#: The earlier tokenizers a run's text metrics stay comparable with on some texts:
+#: identity -> whether a text may get other tokens from it than from the run's
+#: tokenizer (``pytest_ragev.metrics.tokenizers.earlier_tokenizers`` of the run's
+#: identity). A recorded run made with one of them is compared only when none of the
+#: texts its numbers rest on may (:func:`retokenized`); with any other tokenizer, never.
+TokenizerUpgrades = Mapping[str, Callable[[str], bool]]
 
 
 @dataclass(frozen=True)
@@ -282,12 +291,68 @@ def _read_hashes(reader: _Reader, top: Mapping[str, Any]) -> dict[int, str]:
     return hashes
 
 
-def profile_mismatch(snapshot: Snapshot, run: RunResult) -> str | None:
+def tokenizer_origin(recorded: str) -> str:
+    """``was computed with the tokenizer '…'``: how a message names the tokenizer a
+    file records (``recorded``; empty when it records none: WeKnora's original rule)."""
+    if recorded:
+        return f"was computed with the tokenizer {recorded!r}"
+    return (
+        "records no tokenizer, so it was computed with WeKnora's original word rule "
+        f"{LEGACY_TOKENIZER!r} (which skips every letter that is neither ASCII nor Han)"
+    )
+
+
+@dataclass(frozen=True)
+class Retokenized:
+    """A text a recorded run's numbers rest on that the run's tokenizer and the current
+    one may tokenize differently: question ``qid``'s ``what`` (``"generated answer"`` or
+    ``"reference answer"``)."""
+
+    qid: int
+    what: str
+    text: str
+
+    @property
+    def line(self) -> str:
+        """``question 7's reference answer ('Привет, мир…')``."""
+        return f"question {self.qid}'s {self.what} ({shorten(self.text, 40)!r})"
+
+
+def retokenized(
+    older: RunResult,
+    qids: Collection[int],
+    references: Mapping[int, str],
+    affects: Callable[[str], bool],
+) -> Retokenized | None:
+    """The first of ``qids`` (in qid order) whose texts, as ``older`` scored them, the
+    two tokenizers may tokenize differently (``affects``), or ``None`` when none.
+
+    A question's texts are ``older``'s generated answer and its reference answer:
+    ``older``'s own (a JSON report records it) and ``references[qid]`` (the dataset's:
+    a baseline file does not record it, and a compared question has the same content
+    hash, so the same reference, on both sides). When ``None``, ``older``'s numbers on
+    these questions are what the other tokenizer gives.
+    """
+    wanted = set(qids)
+    for sample in sorted((s for s in older.samples if s.qid in wanted), key=lambda s: s.qid):
+        for what, text in (("generated answer", sample.generated_text),
+                           ("reference answer", sample.generated_gt),
+                           ("reference answer", references.get(sample.qid, ""))):
+            if text and affects(text):
+                return Retokenized(sample.qid, what, text)
+    return None
+
+
+def profile_mismatch(
+    snapshot: Snapshot, run: RunResult, upgrades: TokenizerUpgrades | None = None
+) -> str | None:
     """Why ``run``'s numbers cannot sit beside ``snapshot``'s at all (another metric
     profile or text tokenizer), or ``None`` when they can.
 
-    A file that records no tokenizer (written before the identity was kept) is taken
-    at its word: the built-in rules did not change for ASCII and Han texts.
+    A file that records no tokenizer (written before the identity was kept) was made
+    with WeKnora's rule (:data:`~pytest_ragev.core.results.LEGACY_TOKENIZER`). A
+    tokenizer among ``upgrades`` (an earlier version of the run's rules) passes here:
+    :func:`check_compatible` then checks the compared questions' texts.
     """
     where = snapshot.source or "the baseline"
     if snapshot.profile != run.profile:
@@ -295,13 +360,24 @@ def profile_mismatch(snapshot: Snapshot, run: RunResult) -> str | None:
             f"ragev: {where} was computed with metric profile {snapshot.profile!r}, this run "
             f"uses {run.profile!r}; numbers across metric versions are not comparable: {_FIX}"
         )
-    if snapshot.tokenizer and run.tokenizer and snapshot.tokenizer != run.tokenizer:
+    recorded = snapshot.tokenizer or LEGACY_TOKENIZER
+    if recorded != run.tokenizer_identity and recorded not in (upgrades or {}):
         return (
-            f"ragev: {where} was computed with the tokenizer {snapshot.tokenizer!r}, this run "
-            f"uses {run.tokenizer!r}; text metrics across tokenizers are not comparable: "
+            f"ragev: {where} {tokenizer_origin(snapshot.tokenizer)}, this run uses "
+            f"{run.tokenizer_identity!r}; text metrics across tokenizers are not comparable: "
             f"{_FIX} (or set [metrics] tokenizer back)"
         )
     return None
+
+
+def _retokenized_line(snapshot: Snapshot, run: RunResult, found: Retokenized) -> str:
+    """Why a baseline made with an earlier version of the run's rules is not compared."""
+    where = snapshot.source or "the baseline"
+    return (
+        f"ragev: {where} {tokenizer_origin(snapshot.tokenizer)}, this run uses "
+        f"{run.tokenizer_identity!r}, and the two tokenize {found.line} differently: text "
+        f"metrics across tokenizers are not comparable: {_FIX}"
+    )
 
 
 def _dataset_changed(snapshot: Snapshot, run: RunResult) -> str:
@@ -314,10 +390,12 @@ def _dataset_changed(snapshot: Snapshot, run: RunResult) -> str:
     )
 
 
-def _mismatch(snapshot: Snapshot, run: RunResult) -> str | None:
-    """Why ``run`` cannot be merged into ``snapshot``'s file (another metric profile or
-    dataset fingerprint), or ``None`` when it can."""
-    profile = profile_mismatch(snapshot, run)
+def _mismatch(
+    snapshot: Snapshot, run: RunResult, upgrades: TokenizerUpgrades | None = None
+) -> str | None:
+    """Why ``run`` cannot be merged into ``snapshot``'s file (another metric profile,
+    tokenizer or dataset fingerprint), or ``None`` when it can."""
+    profile = profile_mismatch(snapshot, run, upgrades)
     if profile is not None:
         return profile
     if snapshot.fingerprint != run.fingerprint:
@@ -342,6 +420,7 @@ def merge_snapshot(
     keep: Sequence[str | None],
     hashes: Mapping[int, str] | None = None,
     corpus_fingerprint: str | None = None,
+    upgrades: TokenizerUpgrades | None = None,
 ) -> Merged:
     """``runs`` written over ``existing``: a session that ran only some configurations.
 
@@ -350,16 +429,21 @@ def merge_snapshot(
     over unchanged, so ``--ragev-variant k10 --ragev-update-baseline`` refreshes k10 and
     leaves the base run and the other variants alone. Recorded runs of configurations
     no longer in ``keep`` are dropped, and so is everything recorded on another dataset
-    fingerprint or metric profile (those numbers cannot sit beside the new ones). A
-    schema 1 file's runs are kept (and so upgraded) when ``hashes`` covers their
-    questions: they ran on this very dataset, so its hashes are theirs. When every
-    configuration in ``keep`` ran, the result equals ``Snapshot.from_runs(runs)``.
+    fingerprint, metric profile or tokenizer (those numbers cannot sit beside the new
+    ones). A run recorded with an earlier version of the runs' tokenizer rules (one of
+    ``upgrades``) is carried over, under the runs' tokenizer, only when none of its
+    texts may be tokenized differently (:func:`retokenized`, the reference answers
+    taken from ``runs``); its numbers are then the new rules' own. A schema 1 file's
+    runs are kept (and so upgraded) when ``hashes`` covers their questions: they ran
+    on this very dataset, so its hashes are theirs. When every configuration in
+    ``keep`` ran, the result equals ``Snapshot.from_runs(runs)``.
 
     ``hashes`` (qid -> question hash) covers at least the questions of ``runs``.
     Raises :class:`BaselineError` when neither ``runs`` nor ``existing`` has a base run.
     """
     ran = {run.variant for run in runs}
-    usable = existing is not None and all(_mismatch(existing, run) is None for run in runs)
+    usable = existing is not None and all(
+        _mismatch(existing, run, upgrades) is None for run in runs)
     known = {**(existing.hashes if existing is not None and usable else {}), **(hashes or {})}
     kept: list[str | None] = []
     dropped: list[str | None] = []
@@ -371,10 +455,12 @@ def merge_snapshot(
             recorded = existing.run_for(name)
             if (usable and name in keep and recorded is not None
                     and all(sample.qid in known for sample in recorded.samples)):
-                merged.append(recorded)
-                kept.append(name)
-            else:
-                dropped.append(name)
+                carried = _carried_over(recorded, runs, upgrades or {})
+                if carried is not None:
+                    merged.append(carried)
+                    kept.append(name)
+                    continue
+            dropped.append(name)
     if None not in {run.variant for run in merged}:
         where = existing.source if existing is not None and existing.source else "the baseline"
         raise BaselineError(
@@ -385,6 +471,24 @@ def merge_snapshot(
     snapshot = Snapshot.from_runs(merged, plugin_version=plugin_version, hashes=known,
                                   corpus_fingerprint=corpus_fingerprint)
     return Merged(snapshot=snapshot, kept=kept, dropped=dropped)
+
+
+def _carried_over(
+    recorded: RunResult, runs: Sequence[RunResult], upgrades: TokenizerUpgrades
+) -> RunResult | None:
+    """``recorded`` as a file of ``runs``' tokenizer can keep it, or ``None`` when it
+    cannot: made with an earlier version of the rules, it is kept (relabelled) only
+    when the rules agree on every text of it, the reference answers of ``runs``."""
+    if not runs or recorded.tokenizer_identity == runs[0].tokenizer_identity:
+        return recorded
+    affects = upgrades.get(recorded.tokenizer_identity)
+    if affects is None:
+        return None
+    references = {s.qid: s.generated_gt for run in runs for s in run.samples}
+    qids = {s.qid for s in recorded.samples}
+    if not qids <= references.keys() or retokenized(recorded, qids, references, affects):
+        return None  # a question no run answered has no reference to check
+    return replace(recorded, tokenizer=runs[0].tokenizer)
 
 
 def _sorted_keys(value: Any) -> Any:
@@ -790,6 +894,7 @@ def check_compatible(
     hashes: Mapping[int, str] | None = None,
     *,
     strict: bool = False,
+    upgrades: TokenizerUpgrades | None = None,
 ) -> Overlap:
     """Check that ``current`` may be compared with its run in ``baseline``; pair its questions.
 
@@ -799,9 +904,12 @@ def check_compatible(
     ``changed``. Raises :class:`BaselineError` (the baseline cannot be used: a usage
     error) for another metric profile, a variant the baseline does not have, an edited
     dataset when ``strict`` (``[gate] strict_dataset``) or when the baseline or the
-    caller has no hashes, or no unchanged shared question.
+    caller has no hashes, or no unchanged shared question. Another tokenizer is refused
+    too, unless it is an earlier version of ``current``'s rules (``upgrades``) and no
+    text of the compared questions may be tokenized differently by the two
+    (:func:`retokenized`): the baseline's numbers are then the current rules' own.
     """
-    profile = profile_mismatch(baseline, current)
+    profile = profile_mismatch(baseline, current, upgrades)
     if profile is not None:
         raise BaselineError(profile)
     where = baseline.source or "the baseline"
@@ -827,6 +935,15 @@ def check_compatible(
             f"ragev: {where} and this run{label} share no unchanged question ({len(before)} "
             f"in the baseline, {len(after)} now{edited}); {_FIX}"
         )
+    # Made with an earlier version of this run's rules (profile_mismatch refused any
+    # other tokenizer): comparable only if no compared text may be tokenized otherwise.
+    recorded_tokenizer = baseline.tokenizer or LEGACY_TOKENIZER
+    affects = (upgrades or {}).get(recorded_tokenizer)
+    if affects is not None and recorded_tokenizer != current.tokenizer_identity:
+        references = {s.qid: s.generated_gt for s in current.samples}
+        found = retokenized(recorded, set(common), references, affects)
+        if found is not None:
+            raise BaselineError(_retokenized_line(baseline, current, found))
     return Overlap(common_qids=common, added=sorted(after - before),
                    removed=sorted(before - after), changed=changed)
 

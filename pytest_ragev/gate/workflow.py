@@ -35,6 +35,7 @@ from pytest_ragev.gate.baseline import (
     CorpusChange,
     Overlap,
     Snapshot,
+    TokenizerUpgrades,
     check_compatible,
     compressed,
     corpus_change,
@@ -63,6 +64,9 @@ class GateInputs:
     ``corpus_fingerprint`` identifies its corpus: a baseline records both, so a later
     run on an edited dataset compares the unchanged questions. ``no_baseline``
     (``--ragev-no-baseline``) switches the baseline gate off for the run.
+    ``tokenizer_upgrades`` names the earlier versions of the run's tokenizer rules a
+    baseline may have been made with, each with the test of a text they may tokenize
+    differently (empty: a baseline made with any other tokenizer is not compared).
     """
 
     rules: GateRules = field(default_factory=GateRules)
@@ -77,6 +81,7 @@ class GateInputs:
     hashes: Mapping[int, str] = field(default_factory=dict)
     corpus_fingerprint: str | None = None
     no_baseline: bool = False
+    tokenizer_upgrades: TokenizerUpgrades = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -302,7 +307,8 @@ def _update(
             ) from None
     merged = merge_snapshot(existing, runs, plugin_version=inputs.plugin_version,
                             keep=inputs.configured, hashes=inputs.hashes,
-                            corpus_fingerprint=inputs.corpus_fingerprint)
+                            corpus_fingerprint=inputs.corpus_fingerprint,
+                            upgrades=inputs.tokenizer_upgrades)
     phase("baseline write")
     size, failed = _write(path, merged.snapshot)
     if failed is not None:
@@ -316,7 +322,8 @@ def _update(
     if merged.dropped and existing is not None:
         notes.append(
             f"ragev: dropped from {path}: {', '.join(_name(v) for v in merged.dropped)} "
-            "(no longer configured, or recorded on another dataset or metric profile)"
+            "(no longer configured, or recorded on another dataset, metric profile or "
+            "tokenizer)"
         )
     notes += _subset_notes(runs, path, inputs)
     notes += _size_note(path, size)
@@ -333,7 +340,7 @@ def _pairings(
     reason the baseline cannot be used at all (``None`` when it can).
     """
     for run in runs:
-        profile = profile_mismatch(baseline, run)
+        profile = profile_mismatch(baseline, run, inputs.tokenizer_upgrades)
         if profile is not None:
             return [], [], profile
     missing = [str(run.variant) for run in runs if baseline.run_for(run.variant) is None]
@@ -347,7 +354,8 @@ def _pairings(
             continue
         try:
             overlap = check_compatible(baseline, run, inputs.hashes,
-                                       strict=inputs.rules.strict_dataset)
+                                       strict=inputs.rules.strict_dataset,
+                                       upgrades=inputs.tokenizer_upgrades)
         except BaselineError as exc:
             return [], missing, str(exc)
         pairs.append((run, overlap))
@@ -399,7 +407,8 @@ def _compare(
         obtained = obtained_path(path)
         merged = merge_snapshot(baseline, runs, plugin_version=inputs.plugin_version,
                                 keep=inputs.configured, hashes=inputs.hashes,
-                                corpus_fingerprint=inputs.corpus_fingerprint)
+                                corpus_fingerprint=inputs.corpus_fingerprint,
+                                upgrades=inputs.tokenizer_upgrades)
         phase("baseline write")
         _, write_error = _write(obtained, merged.snapshot, what="run's snapshot")
         if write_error is None:

@@ -22,6 +22,7 @@ from pytest_ragev.metrics.text import (
 from pytest_ragev.metrics.tokenizers import (
     TokenizerChoice,
     custom_tokenizer,
+    earlier_tokenizers,
     resolve_tokenizer,
 )
 
@@ -40,6 +41,7 @@ __all__ = [
     "cache_dir",
     "clear_cache",
     "custom_tokenizer",
+    "earlier_tokenizers",
     "jieba_tokenizer",
     "letter_coverage",
     "resolve_tokenizer",

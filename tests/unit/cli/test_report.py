@@ -28,19 +28,21 @@ QUESTIONS = ["埃菲尔铁塔有多高？", "Wie alt ist der Turm?", "Сколь
 
 def make_run(recalls: list[float], *, profile: str = "weknora",
              fingerprint: str = "f" * 64, variant: str | None = None,
-             thresholds: dict[str, float] | None = None) -> RunResult:
+             thresholds: dict[str, float] | None = None, tokenizer: str = "",
+             answer: str = "答案") -> RunResult:
     samples = [Record(qid=i + 1, question=QUESTIONS[i % len(QUESTIONS)], retrieval_gt=[[i + 1]],
-                      retrieval_ids=[i + 1] if r else [99], generated_text="答案",
+                      retrieval_ids=[i + 1] if r else [99], generated_text=answer,
                       generated_gt="答案", metrics={"recall": r}, variant=variant)
                for i, r in enumerate(recalls)]
     mean = sum(recalls) / len(recalls)
+    metrics = {"profile": profile, **({"tokenizer": tokenizer} if tokenizer else {})}
     params = {"dataset": {"id": "tower", "fingerprint": fingerprint},
-              "pipeline": {"name": "builtin"}, "metrics": {"profile": profile},
+              "pipeline": {"name": "builtin"}, "metrics": metrics,
               "thresholds": thresholds or {}}
     return RunResult(dataset_id="tower", fingerprint=fingerprint, dataset_stats={},
                      profile=profile, params=params, params_hash="h", samples=samples,
                      summary={"recall": MetricSummary("recall", mean, len(recalls))},
-                     variant=variant)
+                     variant=variant, tokenizer=tokenizer)
 
 
 def write(path: Path, *runs: RunResult, failures: tuple[str, ...] = ()) -> Path:
@@ -186,6 +188,23 @@ def test_compare_refuses_runs_of_another_metric_profile(
     other = write(tmp_path / "standard.json", make_run([1.0] * 6, profile="standard"))
     code, out, err = run(capsys, "report", "compare", str(good), str(other))
     one_error_line(code, err, "metric profile 'weknora'", "'standard'", "not comparable")
+    assert out == ""
+
+
+def test_compare_of_a_report_without_a_tokenizer_checks_its_texts(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # Written before the tokenizer was recorded: WeKnora's rule, which read the Chinese
+    # answers as the current rules do, and skipped the Russian ones.
+    current = write(tmp_path / "new.json", make_run([1.0] * 6, tokenizer="default/3 jieba==0.42.1"))
+    chinese = write(tmp_path / "old.json", make_run([1.0] * 6))
+    code, out, err = run(capsys, "report", "compare", str(chinese), str(current))
+    assert code == 0 and err == "", err
+    russian = write(tmp_path / "old-ru.json", make_run([1.0] * 6, answer="Ответ"))
+    code, out, err = run(capsys, "report", "compare", str(russian), str(current))
+    one_error_line(code, err, "old-ru.json records no tokenizer, so it was computed with "
+                   "WeKnora's original word rule 'default/1'", "question 1's generated answer "
+                   "('Ответ')", "not comparable", "--ragev-update-baseline")
     assert out == ""
 
 

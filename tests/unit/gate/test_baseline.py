@@ -586,3 +586,108 @@ def test_a_schema_2_file_needs_every_hash_and_runs_that_agree(tmp_path: Path) ->
     path.write_text(json.dumps(data), encoding="utf-8")
     with pytest.raises(BaselineError, match=r"dataset\.corpus_fingerprint is missing"):
         load_snapshot(path)
+
+
+# ----------------------------------------------------------------- tokenizer versions
+
+#: The run's tokenizer, and the earlier versions of its rules it may be compared with,
+#: each with a stand-in test of the texts they tokenize otherwise (the real ones, in
+#: pytest_ragev.metrics.earlier_tokenizers, are tested in tests/unit/metrics).
+CURRENT = "default/3 jieba==0.42.1"
+UPGRADES = {
+    # Cyrillic or Hangul (version 1 skipped them).
+    "default/1": lambda text: any("\u0400" <= c <= "\u04ff" or "\uac00" <= c <= "\ud7af"
+                                  for c in text),
+    # Yi (a run of it was one word in version 2).
+    "default/2 jieba==0.42.1": lambda text: any("\ua000" <= c <= "\ua4cf" for c in text),
+}
+
+
+def with_texts(run: RunResult, tokenizer: str, answers: dict[int, str] | None = None,
+               references: dict[int, str] | None = None) -> RunResult:
+    samples = [dataclasses.replace(
+        sample, generated_text=(answers or {}).get(sample.qid, sample.generated_text),
+        generated_gt=(references or {}).get(sample.qid, sample.generated_gt))
+        for sample in run.samples]
+    return dataclasses.replace(run, samples=samples, tokenizer=tokenizer)
+
+
+def legacy_snapshot(answers: dict[int, str] | None = None, *variants: str) -> Snapshot:
+    """A file written before the tokenizer was recorded (no "tokenizer" key)."""
+    runs = [with_texts(make_run(variant=name), "", answers) for name in variants]
+    data = from_runs(*runs, with_texts(make_run(), "", answers)).to_data()
+    assert "tokenizer" not in data
+    return Snapshot.from_data(data, source="ragev-baseline.json")
+
+
+def test_a_file_without_a_tokenizer_was_made_with_the_original_rule() -> None:
+    current = with_texts(make_run(), CURRENT)
+    # With no earlier version to compare with (a tokenizer of another family), refused.
+    with pytest.raises(BaselineError) as refused:
+        check_compatible(legacy_snapshot(), current, HASHES)
+    assert str(refused.value) == (
+        "ragev: ragev-baseline.json records no tokenizer, so it was computed with WeKnora's "
+        "original word rule 'default/1' (which skips every letter that is neither ASCII nor "
+        "Han), this run uses 'default/3 jieba==0.42.1'; text metrics across tokenizers are not "
+        "comparable: re-baseline on this version with --ragev-update-baseline (or set [metrics] "
+        "tokenizer back)"
+    )
+    # An earlier version of the run's rules: compared when the texts are alike for both...
+    overlap = check_compatible(legacy_snapshot(), current, HASHES, upgrades=UPGRADES)
+    assert overlap.common_qids == [1, 2, 3, 4, 5]
+    # ... and refused, naming the first such text, when one is not: the recorded answer,
+    with pytest.raises(BaselineError) as refused:
+        check_compatible(legacy_snapshot({3: "Ответ на вопрос"}), current, HASHES,
+                         upgrades=UPGRADES)
+    assert str(refused.value).endswith(
+        "this run uses 'default/3 jieba==0.42.1', and the two tokenize question 3's generated "
+        "answer ('Ответ на вопрос') differently: text metrics across tokenizers are not "
+        "comparable: re-baseline on this version with --ragev-update-baseline")
+    # or the reference answer (the dataset's: a baseline file does not record it).
+    korean = with_texts(make_run(), CURRENT, references={4: "한국어 답"})
+    with pytest.raises(BaselineError, match="question 4's reference answer \\('한국어 답'\\)"):
+        check_compatible(legacy_snapshot(), korean, HASHES, upgrades=UPGRADES)
+    # Only the compared questions count: one this run no longer has is not looked at.
+    fewer = with_texts(make_run([1, 2, 4, 5]), CURRENT)
+    assert check_compatible(legacy_snapshot({3: "Ответ"}), fewer, HASHES,
+                            upgrades=UPGRADES).common_qids == [1, 2, 4, 5]
+
+
+def test_a_file_of_the_previous_version_follows_the_same_rule() -> None:
+    def recorded(answers: dict[int, str] | None = None) -> Snapshot:
+        return from_runs(with_texts(make_run(), "default/2 jieba==0.42.1", answers))
+
+    current = with_texts(make_run(), CURRENT)
+    assert check_compatible(recorded(), current, HASHES, upgrades=UPGRADES).common_qids
+    with pytest.raises(BaselineError, match=r"was computed with the tokenizer 'default/2 "
+                       r"jieba==0\.42\.1', this run uses 'default/3 jieba==0\.42\.1', and the "
+                       r"two tokenize question 2's generated answer \('ꆈꌠꁱꂷ'\) differently"):
+        check_compatible(recorded({2: "ꆈꌠꁱꂷ"}), current, HASHES, upgrades=UPGRADES)
+    # Another jieba, another family, a custom tokenizer, a newer version: never, whatever
+    # the texts.
+    for other in ("default/2 jieba==0.40", "ko/2 fugashi==1.5.2", "custom cut",
+                  "default/4 jieba==0.42.1"):
+        made = from_runs(with_texts(make_run(), other))
+        with pytest.raises(BaselineError, match=f"computed with the tokenizer '{other}', this run "
+                           "uses 'default/3 jieba==0.42.1'; text metrics across tokenizers are "
+                           "not comparable"):
+            check_compatible(made, current, HASHES, upgrades=UPGRADES)
+
+
+def test_a_partial_update_keeps_an_old_run_only_when_its_texts_are_alike() -> None:
+    # A file without tokenizer: variant "en" answered in ASCII and Chinese, "ru" in Russian.
+    runs = [with_texts(make_run(variant="en"), ""),
+            with_texts(make_run(variant="ru"), "", {1: "Ответ"}),
+            with_texts(make_run(), "")]
+    old = Snapshot.from_data(from_runs(*runs).to_data(), source="ragev-baseline.json")
+    fresh = with_texts(make_run(shift=0.1), CURRENT)
+    merged = merge_snapshot(old, [fresh], plugin_version="0.2.0", keep=[None, "en", "ru"],
+                            hashes=HASHES, upgrades=UPGRADES)
+    assert merged.kept == ["en"] and merged.dropped == ["ru"]
+    # The kept run's numbers are the new rules' own: it is filed under the new tokenizer.
+    assert merged.snapshot.tokenizer == CURRENT
+    assert merged.snapshot.variants["en"].tokenizer == CURRENT
+    # Without the earlier versions (another tokenizer), nothing old is kept.
+    merged = merge_snapshot(old, [fresh], plugin_version="0.2.0", keep=[None, "en", "ru"],
+                            hashes=HASHES)
+    assert merged.kept == [] and merged.dropped == ["en", "ru"]

@@ -94,3 +94,20 @@ def test_an_example_is_shortened_to_one_line() -> None:
     assert audit.low_example is not None
     assert "\n" not in audit.low_example and len(audit.low_example) == 40
     assert audit.low_example.endswith("…")
+
+
+def test_texts_without_a_letter_or_digit_are_counted_once_with_an_example() -> None:
+    # "?" gives the token "?": against a reference "?" every text metric is 1.0, though
+    # neither says anything. Counted apart from the texts that give no token at all.
+    choice = resolve_tokenizer("default", source="ragev.toml")
+    audit = audit_tokens(["?", "Das ist die Antwort.", "...!?", "👍", "?", "？", "Ответ: 42"],
+                         choice)
+    assert (audit.texts, audit.empty, audit.unlettered, audit.low) == (6, 1, 3, 0)
+    assert audit.unlettered_example == "?"
+    line = audit.warning()
+    assert line is not None and "\n" not in line
+    assert line.startswith(f"tokenizer {choice.identity}: 1 of 6 texts gave no token (e.g. '👍'); "
+                           "3 of 6 have no letter or digit, so only their punctuation is "
+                           "compared (e.g. '?')")
+    # A digit or a letter of any script is enough.
+    assert audit_tokens(["42!", "ж?", "ꆈ。"], choice).warning() is None

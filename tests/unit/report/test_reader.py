@@ -312,6 +312,69 @@ def test_a_lower_is_better_metric_regresses_upwards(tmp_path: Path) -> None:
                          ).gate.comparisons[0].get("latency_s").status == "improved"  # type: ignore[union-attr]
 
 
+def test_a_baseline_file_without_a_tokenizer_is_compared_as_weknora_made_it(
+    tmp_path: Path,
+) -> None:
+    # A baseline written before the tokenizer was recorded, on the multilingual dataset:
+    # WeKnora's rule skipped the Cyrillic of question 3's answer, so its numbers are
+    # not the current rules'. The file records the answers, the report the references.
+    project = make_project(tmp_path)
+    run(project, project.plan(update_baseline=True), ["gold"] * 8, 0.1)
+    path = tmp_path / "ragev-baseline.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    del data["tokenizer"]
+    path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    current = _saved(tmp_path, "current.json", ["gold"] * 8, no_baseline=True)
+    with pytest.raises(ReportError) as refused:
+        compare_saved(read_saved(path), current)
+    assert str(refused.value).startswith(
+        f"{path} records no tokenizer, so it was computed with WeKnora's original word rule "
+        "'default/1' (which skips every letter that is neither ASCII nor Han), "
+        f"{tmp_path / 'current.json'} was computed with the tokenizer 'default/3 jieba==")
+    assert "and the two tokenize question 3's generated answer ('8849 метров.') differently" in (
+        str(refused.value))
+    # The questions answered in Chinese, German and English only (1, 2, 6, 7, 8): compared.
+    kept = [q for q in data["base"]["questions"] if q["qid"] in (1, 2, 6, 7, 8)]
+    for run_data in (data["base"], *data["variants"].values()):
+        run_data["questions"] = [q for q in run_data["questions"] if q["qid"] in (1, 2, 6, 7, 8)]
+    assert all(q["generated_text"] for q in kept)
+    path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    outcome = compare_saved(read_saved(path), current)
+    assert [c.common_qids for c in outcome.gate.comparisons] == [[1, 2, 6, 7, 8]] * 2
+
+
+def test_a_report_without_a_tokenizer_is_compared_on_ascii_and_chinese_texts(
+    tmp_path: Path,
+) -> None:
+    old = _report([1.0, 0.5])  # answers "Antwort", references "答案"; no tokenizer recorded
+    new = _report([1.0, 0.5])
+    new["data"]["params"]["metrics"]["tokenizer"] = "default/3 jieba==0.42.1"
+    paths = []
+    for name, report in (("old.json", old), ("new.json", new)):
+        paths.append(tmp_path / name)
+        paths[-1].write_text(json.dumps(report, ensure_ascii=False), encoding="utf-8")
+    before, after = read_saved(paths[0]), read_saved(paths[1])
+    assert compare_saved(before, after).gate.comparisons[0].common_qids == [1, 2]
+    assert compare_saved(after, before).gate.comparisons[0].common_qids == [1, 2]
+    # A Korean reference in the old report: refused, naming it.
+    old["data"]["samples"][1]["generated_gt"] = "정답"
+    paths[0].write_text(json.dumps(old, ensure_ascii=False), encoding="utf-8")
+    with pytest.raises(ReportError, match=r"question 2's reference answer \('정답'\) "
+                                          r"differently"):
+        compare_saved(read_saved(paths[0]), after)
+    # A report of the previous version with a Yi answer: the same rule.
+    new["data"]["params"]["metrics"]["tokenizer"] = "default/2 jieba==0.42.1"
+    new["data"]["samples"][0]["generated_text"] = "ꆈꌠꁱꂷ"
+    paths[0].write_text(json.dumps(new, ensure_ascii=False), encoding="utf-8")
+    new["data"]["params"]["metrics"]["tokenizer"] = "default/3 jieba==0.42.1"
+    paths[1].write_text(json.dumps(new, ensure_ascii=False), encoding="utf-8")
+    with pytest.raises(ReportError, match=r"old\.json was computed with the tokenizer 'default/2 "
+                                          r"jieba==0\.42\.1', .*new\.json with 'default/3 "
+                                          r"jieba==0\.42\.1', and the two tokenize question 1's "
+                                          r"generated answer \('ꆈꌠꁱꂷ'\)"):
+        compare_saved(read_saved(paths[0]), read_saved(paths[1]))
+
+
 def test_compare_refuses_files_it_cannot_pair(tmp_path: Path) -> None:
     good = _saved(tmp_path, "good.json", ["gold"] * 8, no_baseline=True)
     standard = _saved(tmp_path, "std.json", ["gold"] * 8, no_baseline=True, profile="standard")
@@ -325,9 +388,25 @@ def test_compare_refuses_files_it_cannot_pair(tmp_path: Path) -> None:
     with pytest.raises(ReportError, match=r"tokenizer 'default/2 jieba==0\.42\.1', .*with "
                                           r"'whitespace': text metrics across tokenizers"):
         compare_saved(jieba, whitespace)
-    # A file that records no tokenizer (written before it was) is taken at its word.
-    assert good.runs[0].tokenizer  # the plugin's report recorded its tokenizer
-    assert compare_saved(tokenized(good, ""), whitespace).gate.comparisons
+    # A file that records no tokenizer (written before it was) was made with WeKnora's
+    # rule, default/1: never comparable with another family of tokenizers...
+    assert good.runs[0].tokenizer.startswith("default/3 ")  # the plugin recorded it
+    legacy = tokenized(good, "")
+    with pytest.raises(ReportError, match=r"good\.json records no tokenizer, so it was computed "
+                                          r"with WeKnora's original word rule 'default/1' .*, "
+                                          r".*with the tokenizer 'whitespace': text metrics"):
+        compare_saved(legacy, whitespace)
+    # ... nor with the default rules when a compared text has letters default/1 skipped
+    # (question 3 is answered in Russian): either way round.
+    for before, after, older in ((legacy, good, "before"), (good, legacy, "after")):
+        with pytest.raises(ReportError) as refused:
+            compare_saved(before, after)
+        line = str(refused.value)
+        assert "records no tokenizer, so it was computed with WeKnora's original" in line
+        assert ("and the two tokenize question 3's generated answer ('8849 метров.') "
+                "differently: text metrics across tokenizers are not comparable") in line
+        assert "rebuild a baseline with --ragev-update-baseline" in line
+        assert f"rerun {(before if older == 'before' else after).source}'s" in line
     # Another dataset (an edited one): a JSON report has no hashes to pair questions by.
     edited = replace(good, runs=tuple(replace(r, fingerprint="e" * 64) for r in good.runs))
     with pytest.raises(ReportError, match=r"the data changed, and .*good\.json is a JSON report"):
