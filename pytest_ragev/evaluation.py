@@ -497,7 +497,7 @@ class Outcome:
 
     def relative(self, line: str) -> str:
         """``line`` with the absolute paths under the rootdir or the config folder made
-        relative, as the reports write it (the terminal keeps the paths as they are)."""
+        relative, as every report, the terminal and the JUnit verdict write it."""
         return relative_text(line, self.path_roots)
 
     @property

@@ -280,7 +280,8 @@ class Finisher:
         run = self._run
         nodeid = f"{run.node_ids.prefix}::{run.dataset.dataset_id}::verdict"
         location = (run.node_ids.prefix, None, "ragev verdict")
-        lines = outcome.verdict_failures()
+        # The paths as the reports write them (JUnit files travel to CI dashboards).
+        lines = [outcome.relative(line) for line in outcome.verdict_failures()]
         if outcome.errors:
             lines.append(f"ragev: {outcome.errors} question(s) raised an error")
         hook = run.config.hook

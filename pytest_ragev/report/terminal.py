@@ -321,12 +321,13 @@ def terminal_lines(
     if verbose > 0 and not gate.comparisons:
         for line in render_lowest(outcome.lowest):
             yield line, {}
+    # Paths as every report writes them: relative to the rootdir or the config folder.
     for warning in outcome.warnings:
-        yield f"ragev: warning: {warning}", {"yellow": True}
+        yield outcome.relative(f"ragev: warning: {warning}"), {"yellow": True}
     for note in outcome.notes:
-        yield note, {"yellow": True}
+        yield outcome.relative(note), {"yellow": True}
     for failure in outcome.verdict_failures():
-        yield failure, {"red": True, "bold": True}
+        yield outcome.relative(failure), {"red": True, "bold": True}
     if not outcome.failed:
         yield "ragev: verdict passed", {"green": True, "bold": True}
         return

@@ -40,7 +40,7 @@ def test_life_cycle(pytester: pytest.Pytester, make_project: Project) -> None:
     first = pytester.runpytest("--ragev-config", "ragev.toml")
     assert first.ret == pytest.ExitCode.TESTS_FAILED
     first.stdout.fnmatch_lines(
-        [f"ragev: baseline not found, created {baseline}; commit it and rerun"]
+        [f"ragev: baseline not found, created {baseline.name}; commit it and rerun"]
     )
     created = baseline.read_bytes()
     snapshot = json.loads(created)
@@ -75,7 +75,7 @@ def test_life_cycle(pytester: pytest.Pytester, make_project: Project) -> None:
     # 4. Accepting the change on purpose.
     fourth = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-update-baseline")
     assert fourth.ret == pytest.ExitCode.OK
-    fourth.stdout.fnmatch_lines([f"ragev: baseline written to {baseline}"])
+    fourth.stdout.fnmatch_lines([f"ragev: baseline written to {baseline.name}"])
     assert baseline.read_bytes() != created
 
     # 5. An improvement over the (now bad) baseline passes.

@@ -63,12 +63,17 @@ def test_report_paths_are_relative_to_the_rootdir(
         """
     ))
     args = ("--ragev-config", "eval/ragev.toml", "--ragev-report", "r.json",
-            "--ragev-markdown", "r.md", "--ragev-html", "r.html")
+            "--ragev-markdown", "r.md", "--ragev-html", "r.html", "--junitxml", "j.xml")
     first = pytester.runpytest(*args)
     assert first.ret == pytest.ExitCode.TESTS_FAILED  # the baseline was created
     root = str(pytester.path)
-    assert report_of(pytester.path / "r.json")["verdict"]["failures"] == [
-        "ragev: baseline not found, created eval/ragev-baseline.json; commit it and rerun"]
+    created = "ragev: baseline not found, created eval/ragev-baseline.json; commit it and rerun"
+    assert report_of(pytester.path / "r.json")["verdict"]["failures"] == [created]
+    # The terminal and the verdict's JUnit failure say it as the reports do.
+    first.stdout.fnmatch_lines([created])
+    junit = (pytester.path / "j.xml").read_text(encoding="utf-8")
+    assert "created eval/ragev-baseline.json" in junit
+    outputs = {"first run's terminal": ragev_lines(first), "first run's JUnit": junit}
     second = pytester.runpytest(*args)
     assert second.ret == pytest.ExitCode.OK
     data = report_of(pytester.path / "r.json")
@@ -76,8 +81,25 @@ def test_report_paths_are_relative_to_the_rootdir(
     assert data["params"]["dataset"]["path"] == "data"  # the config folder's, as before
     markdown = (pytester.path / "r.md").read_text(encoding="utf-8")
     assert "Baseline: `eval/ragev-baseline.json`" in markdown
-    for name in ("r.json", "r.md", "r.html"):
-        assert root not in (pytester.path / name).read_text(encoding="utf-8"), name
+    for name in ("r.json", "r.md", "r.html", "j.xml"):
+        outputs[name] = (pytester.path / name).read_text(encoding="utf-8")
+    outputs["terminal"] = ragev_lines(second)
+
+    # A baseline that cannot be used: the "not compared" line names it the same way.
+    (pytester.path / "eval" / "ragev-baseline.json").write_text("{", encoding="utf-8")
+    broken = pytester.runpytest(*args)
+    assert broken.ret == pytest.ExitCode.USAGE_ERROR
+    assert "gate not compared: baseline eval/ragev-baseline.json is not valid JSON" in \
+        ragev_lines(broken)
+    outputs["broken run's terminal"] = ragev_lines(broken)
+    outputs["broken run's JUnit"] = (pytester.path / "j.xml").read_text(encoding="utf-8")
+    for name, text in outputs.items():
+        assert root not in text, f"{name}: {text}"
+
+
+def ragev_lines(result: pytest.RunResult) -> str:
+    """The plugin's own lines of a run's terminal output (pytest prints its rootdir)."""
+    return "\n".join(line for line in result.stdout.lines if line.startswith("ragev"))
 
 
 def test_the_summary_and_reports_name_the_conftest_that_answered(

@@ -252,8 +252,9 @@ def write_report(outcome: Outcome, path: Path) -> Path:
 
 def summary(outcome: Outcome) -> list[tuple[str, dict[str, bool]]]:
     """The terminal summary without the notes (a report does not keep them)."""
+    notes = {outcome.relative(note) for note in outcome.notes}  # as the terminal shows them
     return [line for line in terminal_lines(outcome, verbose=1, full=True)
-            if line[0] not in outcome.notes]
+            if line[0] not in notes]
 
 
 behaviours = st.lists(st.sampled_from(BEHAVIOURS), min_size=8, max_size=8)
