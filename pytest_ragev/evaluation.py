@@ -707,11 +707,6 @@ class AnsweredBy:
     hooks: bool = False
 
 
-#: ``[pipeline] name`` values that select one of the plugin's own pipelines.
-def _plugin_pipeline(name: str) -> bool:
-    return name in ("builtin", "http") or ":" in name
-
-
 def run_params(
     plan: RunPlan, dataset: Dataset, pipeline_snapshot: Mapping[str, Any],
     variant: str | None, answered_by: AnsweredBy | None = None,
@@ -719,16 +714,15 @@ def run_params(
     """The resolved, redacted settings snapshot recorded as the report's ``params``.
 
     ``pipeline_snapshot`` is the pipeline's own view of its knobs (defaults filled in);
-    ``answered_by`` names the code that answered (``params.pipeline.answered_by``). When
-    a conftest hook answered, a ``name`` that selects one of the plugin's pipelines
-    (``"builtin"`` by default) did not answer anything: it is recorded as ``"conftest"``.
+    ``answered_by`` names the code that answered (``params.pipeline.answered_by``), beside
+    the ``name`` as configured: when a conftest hook answered although ``name`` selects
+    one of the plugin's pipelines (``"builtin"`` by default), ``name`` still says what the
+    config file asks for and ``answered_by`` who answered.
     """
     config = plan.config
     name = plan.settings(variant).name
     identity: dict[str, Any] = {}
     if answered_by is not None:
-        if answered_by.hooks and _plugin_pipeline(name):
-            name = "conftest"
         identity["answered_by"] = answered_by.label
     params: dict[str, Any] = redact(
         {

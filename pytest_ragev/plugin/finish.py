@@ -281,9 +281,8 @@ class Finisher:
         nodeid = f"{run.node_ids.prefix}::{run.dataset.dataset_id}::verdict"
         location = (run.node_ids.prefix, None, "ragev verdict")
         # The paths as the reports write them (JUnit files travel to CI dashboards).
+        # verdict_failures() names the questions that raised: said once.
         lines = [outcome.relative(line) for line in outcome.verdict_failures()]
-        if outcome.errors:
-            lines.append(f"ragev: {outcome.errors} question(s) raised an error")
         hook = run.config.hook
         hook.pytest_runtest_logstart(nodeid=nodeid, location=location)
         for when in ("setup", "call", "teardown"):

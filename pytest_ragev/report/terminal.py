@@ -335,11 +335,11 @@ def terminal_lines(
     # The not-compared line is a failure too, but it is not a check that failed.
     checks = len(outcome.failures) - (gate.not_compared is not None)
     if checks:
-        reasons.append(f"{checks} checks")
+        reasons.append(f"{checks} check{'' if checks == 1 else 's'}")
     if gate.not_compared is not None:
         reasons.append("gate not compared, exit status 4")
     if outcome.errors:
-        reasons.append(f"{outcome.errors} errors")
+        reasons.append(f"{outcome.errors} error{'' if outcome.errors == 1 else 's'}")
     if facts.interrupted:
         reasons.append(facts.interrupted)
     yield f"ragev: verdict FAILED ({', '.join(reasons)})", {"red": True, "bold": True}

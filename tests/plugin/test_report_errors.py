@@ -110,6 +110,11 @@ def test_errors_are_listed_counted_by_type_and_named_in_the_verdict(
     props = {p.get("name"): p.get("value") for p in suite.iter("property")}
     assert (props["ragev.errors"], props["ragev.errors.ValueError"],
             props["ragev.errors.TimeoutError"]) == ("3", "2", "1")
+    # The verdict's failure names the questions that raised, once.
+    verdict = next(case for case in suite.iter("testcase") if case.get("name") == "verdict")
+    failure = verdict.find("failure")
+    assert failure is not None and failure.text == (
+        "ragev: 3 questions raised an error: q2, q4, q5 (ValueError 2, TimeoutError 1)")
 
 
 def test_without_errors_no_section_and_an_empty_list(

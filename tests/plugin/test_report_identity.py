@@ -112,7 +112,8 @@ def test_the_summary_and_reports_name_the_conftest_that_answered(
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["  pipeline: conftest hooks (conftest.py)"])
     pipeline = report_of(pytester.path / "r.json")["params"]["pipeline"]
-    assert pipeline == {"name": "conftest", "chunk_size": 128, "my_knob": 3,
+    # The configured name as written; who answered beside it.
+    assert pipeline == {"name": "builtin", "chunk_size": 128, "my_knob": 3,
                         "answered_by": "conftest hooks (conftest.py)"}
     assert "pipeline `conftest hooks (conftest.py)`" in (pytester.path / "r.md").read_text(
         encoding="utf-8")

@@ -84,7 +84,7 @@ def test_threshold_failure_sets_exit_status_and_prints_a_red_line(
             "*precision*0.833*5*0.900*FAIL",
             "*recall*1.000*5*0.500*ok",
             "ragev: precision 0.833 < threshold 0.900 (n=5)",
-            "ragev: verdict FAILED (1 checks)",
+            "ragev: verdict FAILED (1 check)",
         ]
     )
 
