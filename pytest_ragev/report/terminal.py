@@ -184,6 +184,8 @@ Markup = dict[str, bool]
 ERRORS_SHOWN = 10
 #: Regressed questions the summary shows without ``-v``.
 REGRESSIONS_SHOWN = 3
+#: Weakest questions the summary names without ``-v`` (no baseline to compare with).
+WEAKEST_NAMED = 5
 
 
 def render_errors(errors: Sequence[QuestionError], *, limit: int | None = ERRORS_SHOWN,
@@ -230,6 +232,25 @@ def drill_down(outcome: Outcome, *, verbose: int) -> list[str]:
                  if outcome.report_html else "--ragev-html PATH shows each question")
     lines.append(f"ragev: per-question details: {'; '.join(where)}")
     return lines
+
+
+def weakest_pointer(outcome: Outcome) -> list[str]:
+    """Without ``-v`` and without a comparison: one line naming the weakest questions
+    and where they are shown (none when every question scores perfectly)."""
+    weak = [view for view in outcome.lowest if view.samples]
+    if not weak:
+        return []
+    labels = list(dict.fromkeys(
+        f"q{s.qid}" if s.variant is None else f"q{s.qid} [{s.variant}]"
+        for view in weak for s in view.samples))
+    names = ", ".join(labels[:WEAKEST_NAMED])
+    if len(labels) > WEAKEST_NAMED:
+        names += f" and {len(labels) - WEAKEST_NAMED} more"
+    html = (f"the HTML report {outcome.report_html} shows each question" if outcome.report_html
+            else "--ragev-html PATH shows each question")
+    by = " and ".join(view.metric for view in weak)
+    return [f"ragev: weakest questions by {by}: {names}; -v shows them with their "
+            f"answers, {html}"]
 
 
 def render_lowest(views: Sequence[LowestQuestions], *, text_limit: int = 100,
@@ -320,6 +341,9 @@ def terminal_lines(
         yield line, {}
     if verbose > 0 and not gate.comparisons:
         for line in render_lowest(outcome.lowest):
+            yield line, {}
+    elif not gate.comparisons:
+        for line in weakest_pointer(outcome):
             yield line, {}
     # Paths as every report writes them: relative to the rootdir or the config folder.
     for warning in outcome.warnings:

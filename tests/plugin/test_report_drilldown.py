@@ -166,3 +166,23 @@ def test_without_a_baseline_every_report_lists_the_weakest_questions(
     assert first.startswith("[7]") and "7: Rust is a systems programming language" in first
     assert "relevant, not retrieved:" in first and "1✓: The Eiffel Tower in Paris" in first
     assert "Lowest-scoring questions by rougel" in "".join(page.text)
+
+
+def test_without_v_one_line_names_the_weakest_questions_and_where_they_are(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    make_project(conftest=WEAK)
+    quiet = pytester.runpytest("--ragev-config", "ragev.toml", "-q")
+    assert quiet.ret == pytest.ExitCode.TESTS_FAILED  # q5 raised
+    quiet.stdout.fnmatch_lines([
+        "ragev: weakest questions by recall and rougel: q1, q3, q2; -v shows them with their "
+        "answers, --ragev-html PATH shows each question"])
+    assert "lowest-scoring question(s) by recall" not in quiet.stdout.str()
+    with_html = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-html", "out/r.html")
+    with_html.stdout.fnmatch_lines([
+        "ragev: weakest questions by recall and rougel: q1, q3, q2; -v shows them with their "
+        "answers, the HTML report out/r.html shows each question"])
+    # -v lists them itself.
+    verbose = pytester.runpytest("--ragev-config", "ragev.toml", "-v")
+    verbose.stdout.fnmatch_lines(["ragev: 3 lowest-scoring question(s) by recall of 4*"])
+    assert "ragev: weakest questions" not in verbose.stdout.str()
