@@ -494,6 +494,10 @@ class Outcome:
     baseline_shown: str | None = None
     report_html: str | None = None
     path_roots: tuple[Path, ...] = ()
+    #: qid -> content hash of each question (``dataset.question_hash``), which the JSON
+    #: report records per sample so that saved files pair questions after a dataset
+    #: edit; empty when no baseline and no JSON report needed them.
+    question_hashes: Mapping[int, str] = field(default_factory=dict)
 
     def relative(self, line: str) -> str:
         """``line`` with the absolute paths under the rootdir or the config folder made
@@ -853,6 +857,9 @@ def evaluate(inputs: EvalInputs, *, phase: Phase = _no_phase) -> Outcome:
                         else shown_path(gate.baseline_path, roots)),
         report_html=None if plan.report_html is None else shown_path(plan.report_html, roots),
         path_roots=roots,
+        # Computed once, on first use: for the baseline, or for the JSON report's samples.
+        question_hashes=(dataset.question_hashes if plan.baseline_path is not None
+                         or plan.report_json is not None else {}),
     )
 
 

@@ -171,3 +171,28 @@ def test_a_file_of_another_version_is_one_line(pytester: pytest.Pytester, projec
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert result.stderr.startswith(f"ragev: error: {newer} has schema_version 99"), \
         result.stderr
+
+
+def test_compare_after_a_dataset_edit_needs_only_the_files(
+    pytester: pytest.Pytester, project: Path
+) -> None:
+    assert pytester.runpytest("--ragev-config", "ragev.toml",
+                              "--ragev-update-baseline").ret == pytest.ExitCode.OK
+    # The eval set grows in the same PR: one question more.
+    queries = {**QUERIES, 7: "Durch welche Stadt fließt der Rhein?"}
+    answers = {**ANSWERS, 17: "Durch Köln."}
+    write_dataset(pytester.path / "数据", queries=queries, corpus=CORPUS, answers=answers,
+                  qrels=[(q, q) for q in queries], qas=[(q, 10 + q) for q in queries])
+    run = pytester.runpytest("--ragev-config", "ragev.toml")
+    assert run.ret == pytest.ExitCode.OK
+    run.stdout.fnmatch_lines(["*6 shared questions (1 added, 0 removed, 0 changed)*"])
+    samples = json.loads((pytester.path / "report.json").read_text(encoding="utf-8"))[
+        "data"]["samples"]
+    assert all(re.fullmatch(r"[0-9a-f]{16}", sample["hash"]) for sample in samples)
+
+    # The JSON report carries each question's content hash: no --dataset needed.
+    gated = ragev("report", "compare", str(pytester.path / "ragev-baseline.json"),
+                  str(pytester.path / "report.json"), "--config", str(project))
+    assert gated.returncode == 0, gated.stdout + gated.stderr
+    assert "6 shared questions (1 added, 0 removed, 0 changed)" in gated.stdout
+    assert gated.stdout.splitlines()[-1] == "ragev: verdict passed"

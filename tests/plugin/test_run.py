@@ -266,10 +266,12 @@ def test_report_schema(pytester: pytest.Pytester, make_project: Project) -> None
     ]
     assert data["metric"]["retrieval_metrics"]["recall"] == 1.0
     sample = data["samples"][1]
+    # WeKnora's keys, then the question's content hash (pairs saved reports after edits).
     assert list(sample) == [
         "qid", "question", "retrieval_gt", "retrieval_ids", "generated_text", "generated_gt",
-        "metrics", "error",
+        "metrics", "error", "hash",
     ]
+    assert re.fullmatch(r"[0-9a-f]{16}", sample["hash"])
     assert sample["qid"] == 2 and sample["retrieval_gt"] == [[1, 2]]
     assert sample["retrieval_ids"] == [6, 1, 2]
     assert data["params"]["dataset"]["id"] == "mini"
