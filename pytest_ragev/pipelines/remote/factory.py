@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pytest_ragev.core.errors import ConfigError, PipelineError
+from pytest_ragev.core.knobs import plain_options
 from pytest_ragev.core.redact import redact
 from pytest_ragev.core.types import Answer, PipelineSettings, QAPair
 
@@ -51,7 +52,8 @@ class FactoryPipeline:
     def snapshot(self) -> dict[str, Any]:
         """The object's own ``snapshot()`` when it has one, else the table (secrets hidden)."""
         own = getattr(self.inner, "snapshot", None)
-        knobs = own() if callable(own) else dict(self.settings.options)
+        # plain_options: recording the table is not the factory's code reading it.
+        knobs = own() if callable(own) else plain_options(self.settings.options)
         return {"name": self.name, **redact(dict(knobs))}
 
     def kb_key(self) -> str | None:
@@ -63,8 +65,9 @@ class FactoryPipeline:
         own = getattr(self.inner, "answer_key", None)
         if callable(own):
             return str(own())
-        canonical = json.dumps({"name": self.name, "options": dict(self.settings.options)},
-                               sort_keys=True, ensure_ascii=False, default=str)
+        options = plain_options(self.settings.options)
+        canonical = json.dumps({"name": self.name, "options": options}, sort_keys=True,
+                               ensure_ascii=False, default=str)
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
     def answer(self, case: QAPair, kb: object | None = None) -> Answer:
