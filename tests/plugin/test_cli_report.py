@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+import pytest_ragev
 from pytest_ragev import cli
 from pytest_ragev.dataset import write_dataset
 
@@ -196,3 +197,10 @@ def test_compare_after_a_dataset_edit_needs_only_the_files(
     assert gated.returncode == 0, gated.stdout + gated.stderr
     assert "6 shared questions (1 added, 0 removed, 0 changed)" in gated.stdout
     assert gated.stdout.splitlines()[-1] == "ragev: verdict passed"
+
+
+def test_the_installed_command_says_its_version() -> None:
+    result = ragev("--version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"pytest-ragev {pytest_ragev.__version__}\n"
+    assert result.stderr == ""
