@@ -491,10 +491,14 @@ class Outcome:
     baseline_shown: str | None = None
     report_html: str | None = None
     path_roots: tuple[Path, ...] = ()
+    #: qid -> content hash of each question (``dataset.question_hash``), which the JSON
+    #: report records per sample so that saved files pair questions after a dataset
+    #: edit; empty when no baseline and no JSON report needed them.
+    question_hashes: Mapping[int, str] = field(default_factory=dict)
 
     def relative(self, line: str) -> str:
         """``line`` with the absolute paths under the rootdir or the config folder made
-        relative, as the reports write it (the terminal keeps the paths as they are)."""
+        relative, as every report, the terminal and the JUnit verdict write it."""
         return relative_text(line, self.path_roots)
 
     @property
@@ -704,11 +708,6 @@ class AnsweredBy:
     hooks: bool = False
 
 
-#: ``[pipeline] name`` values that select one of the plugin's own pipelines.
-def _plugin_pipeline(name: str) -> bool:
-    return name in ("builtin", "http") or ":" in name
-
-
 def run_params(
     plan: RunPlan, dataset: Dataset, pipeline_snapshot: Mapping[str, Any],
     variant: str | None, answered_by: AnsweredBy | None = None,
@@ -716,16 +715,15 @@ def run_params(
     """The resolved, redacted settings snapshot recorded as the report's ``params``.
 
     ``pipeline_snapshot`` is the pipeline's own view of its knobs (defaults filled in);
-    ``answered_by`` names the code that answered (``params.pipeline.answered_by``). When
-    a conftest hook answered, a ``name`` that selects one of the plugin's pipelines
-    (``"builtin"`` by default) did not answer anything: it is recorded as ``"conftest"``.
+    ``answered_by`` names the code that answered (``params.pipeline.answered_by``), beside
+    the ``name`` as configured: when a conftest hook answered although ``name`` selects
+    one of the plugin's pipelines (``"builtin"`` by default), ``name`` still says what the
+    config file asks for and ``answered_by`` who answered.
     """
     config = plan.config
     name = plan.settings(variant).name
     identity: dict[str, Any] = {}
     if answered_by is not None:
-        if answered_by.hooks and _plugin_pipeline(name):
-            name = "conftest"
         identity["answered_by"] = answered_by.label
     params: dict[str, Any] = redact(
         {
@@ -858,6 +856,9 @@ def evaluate(inputs: EvalInputs, *, phase: Phase = _no_phase) -> Outcome:
                         else shown_path(gate.baseline_path, roots)),
         report_html=None if plan.report_html is None else shown_path(plan.report_html, roots),
         path_roots=roots,
+        # Computed once, on first use: for the baseline, or for the JSON report's samples.
+        question_hashes=(dataset.question_hashes if plan.baseline_path is not None
+                         or plan.report_json is not None else {}),
     )
 
 

@@ -230,7 +230,8 @@ def configure(commands: CommandAdder) -> None:
     compare.add_argument(
         "--dataset", metavar="DIR",
         help="the dataset folder CURRENT ran on: pairs questions by content when the "
-        "dataset changed since BASE (a JSON report records no per-question hashes)",
+        "dataset changed since BASE and CURRENT records no per-question hashes (a JSON "
+        "report written before reports recorded them)",
     )
     _summary_options(compare)
     compare.add_argument("--json", metavar="PATH",

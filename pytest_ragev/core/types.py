@@ -147,8 +147,12 @@ class PipelineSettings:
 
     def __repr__(self) -> str:
         # Shown by `pytest -l` in failing tracebacks and by debuggers: never a raw secret.
+        # dict.items reads the storage itself: showing the table is not reading its knobs
+        # (see core.knobs.KnobOptions).
+        options = dict(dict.items(self.options)) if isinstance(self.options, dict) \
+            else self.options
         return (
-            f"PipelineSettings(name={self.name!r}, options={redact(self.options)!r}, "
+            f"PipelineSettings(name={self.name!r}, options={redact(options)!r}, "
             f"base_dir={self.base_dir!r}, variant={self.variant!r})"
         )
 

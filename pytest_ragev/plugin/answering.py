@@ -219,7 +219,7 @@ class Answerer:
             if key not in self._kbs:
                 try:
                     kb = self._hook.pytest_ragev_build_knowledge_base(
-                        corpus=self._corpus(), settings=settings
+                        corpus=self._corpus(), settings=self._defaults.handed(settings)
                     )
                 except pytest.UsageError:
                     raise
@@ -229,6 +229,7 @@ class Answerer:
                     raise KnowledgeBaseFailed(message) from exc
                 self._kbs[key] = kb
                 self._kb_settings[key] = settings
+            self._defaults.kb_used(settings)
             return self._kbs[key]
 
     def _ensure_kb(self, variant: str | None) -> None:
@@ -251,7 +252,9 @@ class Answerer:
             if cached is not None:
                 return cached
         kb = self.knowledge_base(settings)
-        result = self._hook.pytest_ragev_answer(case=case, kb=kb, settings=settings)
+        # The project's code gets settings whose options record the keys it reads.
+        result = self._hook.pytest_ragev_answer(case=case, kb=kb,
+                                                settings=self._defaults.handed(settings))
         if result is None:
             where = self._defaults.user_sources("pytest_ragev_answer")
             if where:
@@ -271,6 +274,7 @@ class Answerer:
                 f"pytest_ragev_answer returned a {type(result).__name__}; return "
                 "pytest_ragev.Answer(retrieved=[...], text='...')"
             )
+        self._defaults.knob_reads.answered(variant)
         if cache is not None and key is not None:
             # Stored as the record keeps it (a NaN in meta as null, warned about once).
             cache.put(key, replace(result, meta=finite_meta(result.meta)))
@@ -469,7 +473,8 @@ class Answerer:
                         continue
                     settings = self._kb_settings[key]
                     try:
-                        self._hook.pytest_ragev_teardown_knowledge_base(kb=kb, settings=settings)
+                        self._hook.pytest_ragev_teardown_knowledge_base(
+                            kb=kb, settings=self._defaults.handed(settings))
                     finally:
                         close = getattr(kb, "close", None)
                         if callable(close):

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from pytest_ragev.core.knobs import untracked
 from pytest_ragev.core.types import Answer, PipelineSettings, QAPair
 from pytest_ragev.dataset import corpus_fingerprint
 from pytest_ragev.pipelines import Pipeline, build_pipeline
@@ -30,6 +31,7 @@ from pytest_ragev.pipelines.identity import (
     project_code_digest,
 )
 from pytest_ragev.pipelines.remote import FactoryPipeline
+from pytest_ragev.plugin.knobs import KnobReads
 
 #: The hooks whose implementations make a conftest pipeline's answers.
 USER_HOOKS = ("pytest_ragev_answer", "pytest_ragev_build_knowledge_base")
@@ -79,6 +81,9 @@ class DefaultPipelineHooks:
         self._cache_ready = False
         # The corpus the last fingerprint was computed for (identity, not equality).
         self._corpus_memo: tuple[Mapping[int, str], str] | None = None
+        #: The [pipeline] keys the project's code read (conftest hooks, a factory).
+        self.knob_reads = KnobReads()
+        self._kb_knobs_marked: set[str | None] = set()
 
     # -- which code answers
     def user_implements(self, hook_name: str) -> bool:
@@ -99,13 +104,34 @@ class DefaultPipelineHooks:
         return found
 
     def pipeline(self, settings: PipelineSettings) -> Pipeline:
-        """The pipeline object of ``settings`` (built and validated once per configuration)."""
+        """The pipeline object of ``settings`` (built and validated once per configuration).
+
+        A factory (``name = "module:callable"``) gets settings whose reads are recorded
+        (:meth:`handed`); the plugin's own pipelines check their knobs themselves.
+        """
         with self._lazy:
             pipe = self._pipes.get(settings.variant)
             if pipe is None:
-                pipe = build_pipeline(settings, source=self._source)
+                factory = ":" in settings.name and settings.name not in ("builtin", "http")
+                given = self.handed(settings) if factory else untracked(settings)
+                pipe = build_pipeline(given, source=self._source)
                 self._pipes[settings.variant] = pipe
             return pipe
+
+    def handed(self, settings: PipelineSettings) -> PipelineSettings:
+        """``settings`` as the project's code gets them: ``options`` record each key read."""
+        return self.knob_reads.track(settings)
+
+    def kb_used(self, settings: PipelineSettings) -> None:
+        """A conftest answers from the built-in pipeline's knowledge base: its knobs that
+        shape the KB were read (by the plugin, for the conftest)."""
+        if settings.variant in self._kb_knobs_marked:
+            return
+        self._kb_knobs_marked.add(settings.variant)
+        if self.user_implements("pytest_ragev_answer") and self._builtin_builds_kb(settings):
+            pipe = self.pipeline(settings)
+            if isinstance(pipe, BuiltinPipeline):
+                self.knob_reads.mark(settings.variant, (*pipe.config.kb_knobs(), "retrieval"))
 
     def validate(self, all_settings: Sequence[PipelineSettings]) -> None:
         """Build (validate) every selected pipeline up front: bad knobs fail before any item.

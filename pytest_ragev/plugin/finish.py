@@ -294,9 +294,9 @@ class Finisher:
         run = self._run
         nodeid = run.node_ids.verdict()
         location = (run.node_ids.prefix, None, "ragev verdict")
-        lines = outcome.verdict_failures()
-        if outcome.errors:
-            lines.append(f"ragev: {outcome.errors} question(s) raised an error")
+        # The paths as the reports write them (JUnit files travel to CI dashboards).
+        # verdict_failures() names the questions that raised: said once.
+        lines = [outcome.relative(line) for line in outcome.verdict_failures()]
         hook = run.config.hook
         hook.pytest_runtest_logstart(nodeid=nodeid, location=location)
         for when in ("setup", "call", "teardown"):

@@ -47,6 +47,7 @@ from pytest_ragev.plugin.answering import Answerer
 from pytest_ragev.plugin.collect import CollectionPlan, NodeIds
 from pytest_ragev.plugin.defaults import DefaultPipelineHooks, kb_progress_factory
 from pytest_ragev.plugin.finish import Finisher
+from pytest_ragev.plugin.knobs import KnobReadsExchange, unread_knob_lines
 from pytest_ragev.plugin.progress import ProgressFile, XdistProgress
 from pytest_ragev.plugin.records import ItemStatus, RecordCollector
 from pytest_ragev.plugin.samples import SamplesFile
@@ -55,7 +56,7 @@ from pytest_ragev.report import progress_report
 
 #: The names under which the run's plugin objects are registered (and unregistered).
 PLUGIN_NAMES = ("ragev-defaults", "ragev-records", "ragev-xdist", "ragev-finish",
-                "ragev-item-status")
+                "ragev-item-status", "ragev-knobs")
 
 
 #: Set it to a name to put that name in the task id (CI: the person who pushed).
@@ -166,6 +167,8 @@ class ActiveRun:
                 xdist = XdistProgress(lambda: self.node_ids, self.records.set_collected)
                 manager.register(xdist, "ragev-xdist")
         manager.register(self.finisher, "ragev-finish")
+        manager.register(KnobReadsExchange(self.defaults.knob_reads, is_worker=self.is_worker),
+                         "ragev-knobs")
         if not self.is_worker and self.config.option.verbose > 0:
             manager.register(ItemStatus(), "ragev-item-status")
 
@@ -372,14 +375,11 @@ class ActiveRun:
         impls = self.config.hook.pytest_ragev_answer.get_hookimpls()
         return [impl for impl in reversed(impls) if impl.plugin is not self.defaults]
 
-    def answered_by(self, variant: str | None) -> AnsweredBy:
-        """Which code answers ``variant``'s questions: the project's hooks or the
-        configured pipeline."""
-        impls = self._user_answers()
-        if not impls:
-            return AnsweredBy(self.plan.settings(variant).name)
+    def _hook_files(self) -> list[str]:
+        """The files (relative to the rootdir) or plugin names of the project's
+        ``pytest_ragev_answer`` implementations, in the order pytest calls them."""
         where = []
-        for impl in impls:
+        for impl in self._user_answers():
             path = getattr(impl.plugin, "__file__", None)
             if path is None:
                 where.append(impl.plugin_name)
@@ -388,9 +388,38 @@ class ActiveRun:
                 where.append(Path(path).resolve().relative_to(self.config.rootpath).as_posix())
             except ValueError:
                 where.append(Path(path).name)
+        return where
+
+    def answered_by(self, variant: str | None) -> AnsweredBy:
+        """Which code answers ``variant``'s questions: the project's hooks or the
+        configured pipeline."""
+        where = self._hook_files()
+        if not where:
+            return AnsweredBy(self.plan.settings(variant).name)
         conftests = all(Path(w).name == "conftest.py" for w in where)
         return AnsweredBy(f"{'conftest hooks' if conftests else 'hooks'} ({', '.join(where)})",
                           hooks=True)
+
+    def _project_code(self, variant: str | None) -> str | None:
+        """The project's code that answers ``variant`` (``conftest.py hooks``, a factory's
+        ``module:callable``), whose knob reads are recorded; ``None`` for the plugin's
+        own pipelines."""
+        where = self._hook_files()
+        if where:
+            return f"{', '.join(where)} hooks"
+        name = self.plan.settings(variant).name
+        return name if ":" in name else None
+
+    def _unread_project_knobs(self) -> list[str]:
+        """Knobs that the project's code (hooks, a factory) never read in this run."""
+        return unread_knob_lines(
+            variants=self.plan.variants,
+            settings=self.plan.settings,
+            overrides={v.name: v.pipeline for v in self.ragev.variants},
+            reads=self.defaults.knob_reads,
+            who=self._project_code,
+            source=self.ragev.source.name,
+        )
 
     def _unread_knobs(self) -> list[str]:
         """Knobs of the built-in pipeline that its mode never reads (a conftest's knobs
@@ -472,6 +501,9 @@ class ActiveRun:
         nonfinite = nonfinite_warning(records)
         if nonfinite is not None:
             facts = dataclasses.replace(facts, warnings=(*facts.warnings, nonfinite))
+        unread = self._unread_project_knobs()
+        if unread:
+            facts = dataclasses.replace(facts, warnings=(*facts.warnings, *unread))
         return EvalInputs(
             plan=self.plan,
             dataset=self.dataset,

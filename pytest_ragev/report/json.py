@@ -129,7 +129,7 @@ def final_report(
         "task": _task(facts, dataset_id, status=status, err_msg=err_msg),
         "params": base.params if base is not None else dict(params),
         "metric": metric_block(base),
-        "samples": [s.to_report_json() for s in base.samples] if base is not None else [],
+        "samples": _samples(base, outcome.question_hashes) if base is not None else [],
         "verdict": {
             "passed": not outcome.failed,
             "failures": [outcome.relative(line) for line in outcome.verdict_failures()],
@@ -169,11 +169,24 @@ def final_report(
                 "params": run.params,
                 "metric": metric_block(run),
                 **run_figures(run),
-                "samples": [s.to_report_json() for s in run.samples],
+                "samples": _samples(run, outcome.question_hashes),
             }
             for run in variants
         }
     return {"success": status != STATUS_FAILED, "data": data}
+
+
+def _samples(run: RunResult, hashes: Mapping[int, str]) -> list[dict[str, Any]]:
+    """The run's records as ``data.samples`` holds them, each with its question's content
+    ``hash`` when known: a saved report then pairs questions after a dataset edit."""
+    samples = []
+    for sample in run.samples:
+        item = sample.to_report_json()
+        content = hashes.get(sample.qid)
+        if content is not None:
+            item["hash"] = content
+        samples.append(item)
+    return samples
 
 
 def errors_json(errors: Sequence[QuestionError]) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -98,14 +98,17 @@ class Saved:
     runs: tuple[RunResult, ...]
     data: Mapping[str, Any] | None = None
     snapshot: Snapshot | None = None
+    #: qid -> content hash from the samples' ``hash`` keys of a JSON report.
+    sample_hashes: Mapping[int, str] = field(default_factory=dict)
 
     @property
     def hashes(self) -> Mapping[int, str]:
         """qid -> content hash of each question, when the file records them (a schema 2
-        baseline file); empty otherwise (a JSON report does not)."""
+        baseline file, or a JSON report whose samples carry ``hash``); empty otherwise
+        (older files)."""
         if self.snapshot is not None and self.snapshot.has_hashes:
             return self.snapshot.hashes
-        return {}
+        return self.sample_hashes
 
     @property
     def corpus_fingerprint(self) -> str | None:
@@ -164,7 +167,31 @@ def read_saved(path: str | Path) -> Saved:
                      snapshot=snapshot)
     data = report_data(document, source)
     return Saved(source=source, kind="report", runs=tuple(runs_from_report(data, source=source)),
-                 data=data)
+                 data=data, sample_hashes=_sample_hashes(data, source))
+
+
+def _sample_hashes(data: Mapping[str, Any], source: str) -> dict[int, str]:
+    """qid -> the ``hash`` the report's samples record (base run and variants; they must
+    agree). Samples of a report written before hashes were recorded have none."""
+    blocks = [("data", data)]
+    variants = _mapping(data.get("variants", {}), "data.variants", source)
+    blocks += [(f"data.variants.{name}", _mapping(variants[name], f"data.variants.{name}",
+                                                  source)) for name in sorted(variants)]
+    hashes: dict[int, str] = {}
+    for where, block in blocks:
+        for index, item in enumerate(_list(block.get("samples", []), f"{where}.samples",
+                                           source)):
+            if not isinstance(item, Mapping) or "hash" not in item:
+                continue
+            value, qid = item["hash"], item.get("qid")
+            at = f"{where}.samples[{index}].hash"
+            if not isinstance(value, str) or not value:
+                raise ReportError(f"{source}: {at} is {json.dumps(value)[:40]}, not a content "
+                                  "hash (a string such as \"9f2c4e1a0b3d5c7e\")")
+            if isinstance(qid, int) and hashes.setdefault(qid, value) != value:
+                raise ReportError(f"{source}: {at} is {value!r}, but another sample of qid "
+                                  f"{qid} records {hashes[qid]!r}")
+    return hashes
 
 
 def report_data(report: Any, source: str) -> Mapping[str, Any]:
@@ -335,7 +362,7 @@ def outcome_from_report(
             runs=runs, facts=_facts_of_runs(runs), thresholds=thresholds,
             gate=GateOutcome(rules=rules, variant_table=table),
             failures=tuple(t.reason for t in thresholds if t.reason is not None),
-            errors=len(error_list), error_list=error_list,
+            errors=len(error_list), error_list=error_list, question_hashes=saved.hashes,
         )
     data, source = saved.data, saved.source
     facts = _facts(data, source)
@@ -364,6 +391,7 @@ def outcome_from_report(
         lowest=_lowest(data, runs, source),
         passages=_passages(data, source),
         baseline_shown=None if gate.baseline_path is None else str(gate.baseline_path),
+        question_hashes=saved.hashes,
     )
 
 
@@ -610,9 +638,9 @@ def compare_saved(
     that raised, or a run that did not finish.
 
     On the same dataset fingerprint every shared question is compared. When the dataset
-    changed, questions pair by content hash, which ``base`` records when it is a schema 2
-    baseline file and ``current`` when it is one, or ``hashes`` gives (those of the
-    dataset ``current`` ran on); ``corpus_fingerprint`` (that dataset's corpus) lets the
+    changed, questions pair by content hash, which a schema 2 baseline file and a JSON
+    report (each sample's ``hash``) record, or ``hashes`` gives (those of the dataset
+    ``current`` ran on); ``corpus_fingerprint`` (that dataset's corpus) lets the
     outcome say whether the corpus changed. Raises :class:`ReportError` when the files
     cannot be compared: another metric profile, another tokenizer (a file that records
     none was made with WeKnora's rule, ``default/1``; an earlier version of the other
@@ -698,6 +726,7 @@ def compare_saved(
         failures=(*(t.reason for t in own.thresholds if t.reason is not None), *failures),
         notes=tuple(notes),
         baseline_shown=base.source,
+        question_hashes=current_hashes,
     )
 
 
@@ -717,20 +746,21 @@ def _edited(
             "one dataset, or unset strict_dataset to compare the unchanged questions"
         )
     if not base.hashes:
-        what = ("a JSON report" if base.kind == "report"
+        what = ("a JSON report written before reports recorded them" if base.kind == "report"
                 else f"a schema_version {base.snapshot.schema_version} baseline file"
                 if base.snapshot is not None else "it")
         raise ReportError(
             f"{changed}: the data changed, and {base.source} is {what}, which records no "
             "per-question content hashes to pair the unchanged questions; compare against "
-            "a baseline file written by this version (ragev-baseline.json) with --dataset "
-            "DIR, or compare runs of one dataset"
+            "a baseline file or JSON report written by this version, or compare runs of "
+            "one dataset"
         )
     if not current_hashes:
         raise ReportError(
-            f"{changed}: the data changed, and a JSON report records no per-question content "
-            "hashes; pass --dataset DIR (the dataset folder the current run ran on) to pair "
-            "the unchanged questions by content"
+            f"{changed}: the data changed, and {current.source} records no per-question "
+            "content hashes (a JSON report written before reports recorded them); pass "
+            "--dataset DIR (the dataset folder the current run ran on) to pair the unchanged "
+            "questions by content"
         )
     shared = {s.qid for s in before.samples} & {s.qid for s in run.samples}
     return sorted(q for q in shared if base.hashes.get(q) != current_hashes.get(q))

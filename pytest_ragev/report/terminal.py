@@ -184,6 +184,8 @@ Markup = dict[str, bool]
 ERRORS_SHOWN = 10
 #: Regressed questions the summary shows without ``-v``.
 REGRESSIONS_SHOWN = 3
+#: Weakest questions the summary names without ``-v`` (no baseline to compare with).
+WEAKEST_NAMED = 5
 
 
 def render_errors(errors: Sequence[QuestionError], *, limit: int | None = ERRORS_SHOWN,
@@ -230,6 +232,25 @@ def drill_down(outcome: Outcome, *, verbose: int) -> list[str]:
                  if outcome.report_html else "--ragev-html PATH shows each question")
     lines.append(f"ragev: per-question details: {'; '.join(where)}")
     return lines
+
+
+def weakest_pointer(outcome: Outcome) -> list[str]:
+    """Without ``-v`` and without a comparison: one line naming the weakest questions
+    and where they are shown (none when every question scores perfectly)."""
+    weak = [view for view in outcome.lowest if view.samples]
+    if not weak:
+        return []
+    labels = list(dict.fromkeys(
+        f"q{s.qid}" if s.variant is None else f"q{s.qid} [{s.variant}]"
+        for view in weak for s in view.samples))
+    names = ", ".join(labels[:WEAKEST_NAMED])
+    if len(labels) > WEAKEST_NAMED:
+        names += f" and {len(labels) - WEAKEST_NAMED} more"
+    html = (f"the HTML report {outcome.report_html} shows each question" if outcome.report_html
+            else "--ragev-html PATH shows each question")
+    by = " and ".join(view.metric for view in weak)
+    return [f"ragev: weakest questions by {by}: {names}; -v shows them with their "
+            f"answers, {html}"]
 
 
 def render_lowest(views: Sequence[LowestQuestions], *, text_limit: int = 100,
@@ -321,12 +342,16 @@ def terminal_lines(
     if verbose > 0 and not gate.comparisons:
         for line in render_lowest(outcome.lowest):
             yield line, {}
+    elif not gate.comparisons:
+        for line in weakest_pointer(outcome):
+            yield line, {}
+    # Paths as every report writes them: relative to the rootdir or the config folder.
     for warning in outcome.warnings:
-        yield f"ragev: warning: {warning}", {"yellow": True}
+        yield outcome.relative(f"ragev: warning: {warning}"), {"yellow": True}
     for note in outcome.notes:
-        yield note, {"yellow": True}
+        yield outcome.relative(note), {"yellow": True}
     for failure in outcome.verdict_failures():
-        yield failure, {"red": True, "bold": True}
+        yield outcome.relative(failure), {"red": True, "bold": True}
     if not outcome.failed:
         yield "ragev: verdict passed", {"green": True, "bold": True}
         return
@@ -334,11 +359,11 @@ def terminal_lines(
     # The not-compared line is a failure too, but it is not a check that failed.
     checks = len(outcome.failures) - (gate.not_compared is not None)
     if checks:
-        reasons.append(f"{checks} checks")
+        reasons.append(f"{checks} check{'' if checks == 1 else 's'}")
     if gate.not_compared is not None:
         reasons.append("gate not compared, exit status 4")
     if outcome.errors:
-        reasons.append(f"{outcome.errors} errors")
+        reasons.append(f"{outcome.errors} error{'' if outcome.errors == 1 else 's'}")
     if facts.interrupted:
         reasons.append(facts.interrupted)
     yield f"ragev: verdict FAILED ({', '.join(reasons)})", {"red": True, "bold": True}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import textwrap
 from collections.abc import Callable
@@ -40,7 +41,7 @@ def test_life_cycle(pytester: pytest.Pytester, make_project: Project) -> None:
     first = pytester.runpytest("--ragev-config", "ragev.toml")
     assert first.ret == pytest.ExitCode.TESTS_FAILED
     first.stdout.fnmatch_lines(
-        [f"ragev: baseline not found, created {baseline}; commit it and rerun"]
+        [f"ragev: baseline not found, created {baseline.name}; commit it and rerun"]
     )
     created = baseline.read_bytes()
     snapshot = json.loads(created)
@@ -75,7 +76,7 @@ def test_life_cycle(pytester: pytest.Pytester, make_project: Project) -> None:
     # 4. Accepting the change on purpose.
     fourth = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-update-baseline")
     assert fourth.ret == pytest.ExitCode.OK
-    fourth.stdout.fnmatch_lines([f"ragev: baseline written to {baseline}"])
+    fourth.stdout.fnmatch_lines([f"ragev: baseline written to {baseline.name}"])
     assert baseline.read_bytes() != created
 
     # 5. An improvement over the (now bad) baseline passes.
@@ -93,17 +94,24 @@ def test_an_edited_corpus_is_compared_and_reported_as_such(
     # Passage 7 is relevant to no question: every question is unchanged, the corpus is not.
     changed = {**mini_data["corpus"], 7: "Rust is a language that values memory safety."}
     write_dataset(pytester.path / "data", **dict(mini_data, corpus=changed))
-    result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json",
+                                "--ragev-markdown", "r.md", "--ragev-html", "r.html")
     assert result.ret == pytest.ExitCode.OK
+    line = ("ragev: warning: the corpus changed since the baseline (7 passages, texts edited): "
+            "retrieval can move for every question, so the compared questions measure the "
+            "corpus change as well as the pipeline's")
     result.stdout.fnmatch_lines([
         "ragev: base configuration against the baseline, 5 shared questions: no metric changed",
-        "ragev: warning: the corpus changed since the baseline (7 passages, texts edited): "
-        "retrieval can move for every question*",
+        line,
     ])
     report = json.loads((pytester.path / "r.json").read_text())
     assert report["data"]["baseline"]["corpus_changed"] == {
         "passages_before": 7, "passages_after": 7,
     }
+    # The Markdown and HTML reports say it too, among their notes.
+    assert f"> {line}" in (pytester.path / "r.md").read_text(encoding="utf-8")
+    page = html.unescape((pytester.path / "r.html").read_text(encoding="utf-8"))
+    assert f"<li>{line}</li>" in page
 
 
 def test_corrupt_baseline_is_not_compared_and_kept(

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+import pytest_ragev
 from pytest_ragev import cli
 from pytest_ragev.dataset import write_dataset
 
@@ -189,3 +190,35 @@ def test_a_report_used_as_base_is_range_checked_like_a_baseline(
     assert result.returncode == 2 and result.stdout == "", result.stdout + result.stderr
     assert result.stderr == (f"ragev: error: {edited}: data.samples[3].metrics.mrr (qid 4) is "
                              "5.0, not a number in [0, 1]\n")
+
+
+def test_compare_after_a_dataset_edit_needs_only_the_files(
+    pytester: pytest.Pytester, project: Path
+) -> None:
+    assert pytester.runpytest("--ragev-config", "ragev.toml",
+                              "--ragev-update-baseline").ret == pytest.ExitCode.OK
+    # The eval set grows in the same PR: one question more.
+    queries = {**QUERIES, 7: "Durch welche Stadt fließt der Rhein?"}
+    answers = {**ANSWERS, 17: "Durch Köln."}
+    write_dataset(pytester.path / "数据", queries=queries, corpus=CORPUS, answers=answers,
+                  qrels=[(q, q) for q in queries], qas=[(q, 10 + q) for q in queries])
+    run = pytester.runpytest("--ragev-config", "ragev.toml")
+    assert run.ret == pytest.ExitCode.OK
+    run.stdout.fnmatch_lines(["*6 shared questions (1 added, 0 removed, 0 changed)*"])
+    samples = json.loads((pytester.path / "report.json").read_text(encoding="utf-8"))[
+        "data"]["samples"]
+    assert all(re.fullmatch(r"[0-9a-f]{16}", sample["hash"]) for sample in samples)
+
+    # The JSON report carries each question's content hash: no --dataset needed.
+    gated = ragev("report", "compare", str(pytester.path / "ragev-baseline.json"),
+                  str(pytester.path / "report.json"), "--config", str(project))
+    assert gated.returncode == 0, gated.stdout + gated.stderr
+    assert "6 shared questions (1 added, 0 removed, 0 changed)" in gated.stdout
+    assert gated.stdout.splitlines()[-1] == "ragev: verdict passed"
+
+
+def test_the_installed_command_says_its_version() -> None:
+    result = ragev("--version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"pytest-ragev {pytest_ragev.__version__}\n"
+    assert result.stderr == ""

@@ -123,3 +123,21 @@ def test_a_baseline_with_unbounded_metrics_gates_the_next_run(
     result = pytester.runpytest("--ragev-config", "ragev.toml")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-3000:]
     assert "gate not compared" not in result.stdout.str()
+
+
+def test_an_item_ceiling_on_a_lower_is_better_metric_fails_the_slow_questions(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    # latency_s is q/10 s: q4 (0.4 s) and q5 (0.5 s) are above the 0.35 s ceiling.
+    make_project("[item_thresholds]\nlatency_s = 0.35\n", conftest=METERED)
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(passed=3, failed=3)
+    result.stdout.fnmatch_lines([
+        "FAILED ragev.toml::mini::q4 - ragev: q4 latency_s 0.400 > item threshol*",
+        "FAILED ragev.toml::mini::q5 - ragev: q5 latency_s 0.500 > item threshol*",
+    ])
+    result.stdout.fnmatch_lines(["ragev: 2 question(s) below their [item_thresholds]: q4, q5"])
+    data = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))["data"]
+    assert data["verdict"]["passed"] is False and data["verdict"]["errors"] == 0
+    assert data["metric"]["counts"]["latency_s"] == 5

@@ -112,7 +112,7 @@ def test_an_old_baseline_keeps_its_behaviour_and_says_how_to_upgrade(
     _downgrade_to_schema_1(baseline)
     same = _run(pytester)
     assert same.ret == pytest.ExitCode.OK
-    same.stdout.fnmatch_lines([f"ragev: {baseline} has schema_version 1 (no per-question hashes),"
+    same.stdout.fnmatch_lines([f"ragev: {baseline.name} has schema_version 1 (no per-question hashes),"
                                " so any dataset edit voids it; rerun with "
                                "--ragev-update-baseline to upgrade it"])
     _edit_dataset(pytester, mini_data)

@@ -118,7 +118,7 @@ def test_obtained_snapshot_is_the_runs_snapshot_and_removed_once_passing(
 
     failed = _run(pytester)
     assert failed.ret == pytest.ExitCode.TESTS_FAILED
-    failed.stdout.fnmatch_lines([f"ragev: this run's snapshot written to {obtained}*"])
+    failed.stdout.fnmatch_lines([f"ragev: this run's snapshot written to {obtained.name}*"])
     written = obtained.read_bytes()
     data = json.loads(written)
     assert {q["generated_text"] for q in data["base"]["questions"]} == {"I do not know."}
@@ -128,7 +128,7 @@ def test_obtained_snapshot_is_the_runs_snapshot_and_removed_once_passing(
     _set_quality(config, "good")
     passed = _run(pytester)
     assert passed.ret == pytest.ExitCode.OK
-    passed.stdout.fnmatch_lines([f"ragev: removed the stale {obtained} (this run passed)"])
+    passed.stdout.fnmatch_lines([f"ragev: removed the stale {obtained.name} (this run passed)"])
     assert not obtained.exists()
     assert baseline.read_bytes() == recorded
 

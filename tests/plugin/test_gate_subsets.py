@@ -87,7 +87,7 @@ def test_updating_a_subset_of_configurations_keeps_the_others(
     base_only = _run(pytester, "--ragev-variant", "base", "--ragev-update-baseline")
     assert base_only.ret == pytest.ExitCode.OK
     base_only.stdout.fnmatch_lines(
-        [f"ragev: baseline written to {baseline} (updated: base; kept from the previous "
+        [f"ragev: baseline written to {baseline.name} (updated: base; kept from the previous "
          "file: alt)"]
     )
     assert _load(baseline)["variants"] == recorded["variants"]
@@ -110,7 +110,7 @@ def test_variant_runs_alone_cannot_create_the_baseline(
     gated = _run(pytester, "--ragev-variant", "alt")
     assert gated.ret == pytest.ExitCode.TESTS_FAILED
     gated.stdout.fnmatch_lines(
-        [f"ragev: baseline {baseline} not found, and the base configuration did not run*"]
+        [f"ragev: baseline {baseline.name} not found, and the base configuration did not run*"]
     )
     update = _run(pytester, "--ragev-variant", "alt", "--ragev-update-baseline")
     assert update.ret == pytest.ExitCode.USAGE_ERROR
@@ -184,7 +184,7 @@ def test_update_of_deselected_questions_warns_and_lists_them(
     subset = _run(pytester, "-k", "q1 or q2", "--ragev-update-baseline")
     assert subset.ret == pytest.ExitCode.OK
     subset.stdout.fnmatch_lines(
-        [f"ragev: warning: {baseline} now holds 2 of 5 questions for the base configuration"
+        [f"ragev: warning: {baseline.name} now holds 2 of 5 questions for the base configuration"
          " (*): 3, 4, 5"]
     )
     assert [q["qid"] for q in _load(baseline)["base"]["questions"]] == [1, 2]

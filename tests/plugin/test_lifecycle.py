@@ -126,7 +126,7 @@ def test_crashed_worker_counts_its_question_as_an_error(
     assert data["task"]["finished"] == data["task"]["total"] == 5
     assert data["metric"]["counts"]["recall"] == 4
     result.stdout.fnmatch_lines(
-        ["ragev: errors 1, *", "ragev: verdict FAILED (1 errors)"]
+        ["ragev: errors 1, *", "ragev: verdict FAILED (1 error)"]
     )
 
 
@@ -336,7 +336,7 @@ def test_exitfirst_stop_is_not_a_finished_run(
         "stopped early (stopping after 1 failures) before every question was answered"
     )
     result.stdout.fnmatch_lines(
-        ["ragev: verdict FAILED (1 errors, stopped early (stopping after 1 failures))"]
+        ["ragev: verdict FAILED (1 error, stopped early (stopping after 1 failures))"]
     )
 
 

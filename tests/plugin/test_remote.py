@@ -99,3 +99,71 @@ def test_module_callable_through_the_plugin(pytester: pytest.Pytester,
     rows = samples(pytester, "r.json")
     assert len(rows) == 5
     assert all(row["retrieval_ids"][0] == 7 for row in rows)  # type: ignore[index]
+
+
+def chat_reply(seen: Seen) -> Reply:
+    if seen.method == "GET":
+        return Reply(200, {"data": [{"id": "local-llm"}]})
+    question = seen.body["messages"][-1]["content"]
+    # Token counts that depend on the question, so the totals are not one number x 5.
+    prompt = len(question)
+    return Reply(200, {"choices": [{"message": {"content": "Die Antwort steht im Kontext."}}],
+                       "usage": {"prompt_tokens": prompt, "completion_tokens": 7,
+                                 "total_tokens": prompt + 7}})
+
+
+def test_the_chat_models_token_counts_reach_the_summary(
+    pytester: pytest.Pytester, make_project: Project, server: ScriptedServer
+) -> None:
+    server.default = chat_reply
+    pipeline = textwrap.dedent(f"""\
+        [pipeline]
+        name = "builtin"
+
+        [pipeline.chat]
+        model = "local-llm"
+        base_url = "{server.url}/v1"
+        retry_backoff = 0
+        """)
+    make_project(conftest=None, pipeline=pipeline)
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-2000:]
+    posts = [seen for seen in server.seen if seen.method == "POST"]
+    assert len(posts) == 5
+    prompt = sum(len(seen.body["messages"][-1]["content"]) for seen in posts)
+    result.stdout.fnmatch_lines([
+        f"  latency p50 * s, p95 * s (5 answers); tokens {prompt} prompt + 35 completion = "
+        f"{prompt + 35} (5 answers)"])
+    report = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))["data"]
+    assert report["usage"]["tokens"] == {"prompt": prompt, "completion": 35,
+                                         "total": prompt + 35, "n": 5}
+
+
+def test_an_http_service_reports_tokens_through_usage_path(
+    pytester: pytest.Pytester, make_project: Project, server: ScriptedServer
+) -> None:
+    server.default = lambda seen: Reply(200, {
+        "answer": f"Antwort {seen.body['id']}",
+        "meta": {"usage": {"prompt_tokens": 100 + int(seen.body["id"]),
+                           "completion_tokens": 9}}})
+    pipeline = textwrap.dedent(f"""\
+        [pipeline]
+        name = "http"
+        url = "{server.url}/rag"
+        body = {{ query = "{{question}}", id = "{{qid}}" }}
+        usage_path = "meta.usage"
+        retry_backoff = 0
+        """)
+    make_project(conftest=None, pipeline=pipeline)
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-2000:]
+    result.stdout.fnmatch_lines(["*; tokens 515 prompt + 45 completion = 560 (5 answers)"])
+    report = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))["data"]
+    assert report["usage"]["tokens"] == {"prompt": 515, "completion": 45, "total": 560, "n": 5}
+    assert report["params"]["pipeline"]["usage_path"] == "meta.usage"
+
+    # A path that gives no object is that question's error, named with the path.
+    server.default = lambda seen: Reply(200, {"answer": "a", "meta": {"usage": 12}})
+    broken = pytester.runpytest("--ragev-config", "ragev.toml")
+    assert broken.ret == pytest.ExitCode.TESTS_FAILED
+    broken.stdout.fnmatch_lines(["*usage_path = 'meta.usage' gave int 12, not an object*"])

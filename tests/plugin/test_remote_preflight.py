@@ -234,3 +234,58 @@ def test_io_bound_pipelines_run_eight_calls_at_once_by_default(
     pytester.runpytest("--ragev-config", "ragev.toml",
                        "--ragev-concurrency", "2").assert_outcomes(passed=6)
     assert in_flight[1] == 2  # the option still decides
+
+
+#: A factory pipeline that asks the scripted server for each answer.
+REMOTE_FACTORY = """
+    import json
+    import urllib.request
+
+    from pytest_ragev import Answer
+
+    class Remote:
+        def __init__(self, settings):
+            self.url = settings.options["url"]
+
+        def answer(self, case):
+            body = json.dumps({"id": case.qid}).encode()
+            request = urllib.request.Request(self.url, data=body, method="POST",
+                                             headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=30) as reply:
+                return Answer(retrieved=list(case.pids), text=json.load(reply)["answer"])
+
+    def build(settings):
+        return Remote(settings)
+    """
+
+
+@pytest.mark.parametrize("kind", ["chat", "factory"])
+def test_chat_and_factory_pipelines_run_eight_calls_at_once_by_default(
+    pytester: pytest.Pytester, make_project: Project, server: ScriptedServer,
+    monkeypatch: pytest.MonkeyPatch, kind: str,
+) -> None:
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)  # a 2-core runner: one thread for CPU work
+    lock = threading.Lock()
+    in_flight = [0, 0]  # now, most
+
+    def slow(seen: Seen) -> Reply:
+        if seen.method == "GET":  # the chat model's preflight
+            return Reply(200, {"data": []})
+        with lock:
+            in_flight[0] += 1
+            in_flight[1] = max(in_flight[1], in_flight[0])
+        time.sleep(0.3)
+        with lock:
+            in_flight[0] -= 1
+        return Reply(200, {"answer": "Antwort", "choices": [{"message": {"content": "Antwort"}}]})
+
+    server.default = slow
+    if kind == "chat":
+        pipeline = chat_pipeline(server.url + "/v1")
+    else:
+        module = f"ragev_e2e_slow_{pytester.path.name.replace('-', '_')}"
+        pytester.makepyfile(**{module: REMOTE_FACTORY})
+        pipeline = f'[pipeline]\nname = "{module}:build"\nurl = "{server.url}/rag"\n'
+    make_project(conftest=None, pipeline=pipeline)
+    pytester.runpytest("--ragev-config", "ragev.toml").assert_outcomes(passed=6)
+    assert in_flight[1] == 5  # all five questions at once (the default is 8, not CPUs - 1)

@@ -80,10 +80,17 @@ class _Page(HTMLParser):
         self.details: list[str] = []
         self.charts: list[str] = []
         self.text: list[str] = []
+        self.tags: set[str] = set()
+        #: Every attribute that makes a browser fetch something, as (tag, name, value).
+        self.fetches: list[tuple[str, str, str]] = []
         self._in_details = 0
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         found = dict(attrs)
+        self.tags.add(tag)
+        self.fetches += [(tag, name, value or "") for name, value in attrs
+                         if name in ("src", "href", "srcset", "action", "poster", "data",
+                                     "formaction", "background")]
         if found.get("class") == "nochange":
             self.nochange.append(found.get("data-metrics") or "")
         if tag == "svg" and "histogram" in (found.get("class") or ""):
@@ -108,6 +115,22 @@ def read_page(path: Path) -> _Page:
     return page
 
 
+#: An SVG's namespace names a URL but fetches nothing.
+SVG_NAMESPACE = 'xmlns="http://www.w3.org/2000/svg"'
+
+
+def assert_self_contained(path: Path) -> None:
+    """The HTML report fetches nothing: no external script, style, image, font or frame."""
+    text = path.read_text(encoding="utf-8")
+    page = read_page(path)
+    assert not page.tags & {"link", "iframe", "object", "embed", "img", "base"}, page.tags
+    for tag, name, value in page.fetches:
+        assert value.startswith("#") and "//" not in value, (tag, name, value)
+    rest = text.replace(SVG_NAMESPACE, "")
+    for scheme in ("http:", "https:", "url(", "@import"):
+        assert scheme not in rest, scheme
+
+
 def test_metrics_no_question_moved_on_take_one_line(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:
@@ -123,6 +146,7 @@ def test_metrics_no_question_moved_on_take_one_line(
     assert page.nochange == ["recall bleu1 bleu2 bleu4 rouge1 rouge2 rougel"]
     assert ("No change on recall, bleu1, bleu2, bleu4, rouge1, rouge2, rougel: all 5 shared "
             "questions have the same value.") in "".join(page.text)
+    assert_self_contained(pytester.path / "r.html")  # with charts, diffs and the table
 
 
 def test_without_a_baseline_every_report_lists_the_weakest_questions(
@@ -166,3 +190,24 @@ def test_without_a_baseline_every_report_lists_the_weakest_questions(
     assert first.startswith("[7]") and "7: Rust is a systems programming language" in first
     assert "relevant, not retrieved:" in first and "1✓: The Eiffel Tower in Paris" in first
     assert "Lowest-scoring questions by rougel" in "".join(page.text)
+    assert_self_contained(pytester.path / "r.html")  # with errors and the weakest questions
+
+
+def test_without_v_one_line_names_the_weakest_questions_and_where_they_are(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    make_project(conftest=WEAK)
+    quiet = pytester.runpytest("--ragev-config", "ragev.toml", "-q")
+    assert quiet.ret == pytest.ExitCode.TESTS_FAILED  # q5 raised
+    quiet.stdout.fnmatch_lines([
+        "ragev: weakest questions by recall and rougel: q1, q3, q2; -v shows them with their "
+        "answers, --ragev-html PATH shows each question"])
+    assert "lowest-scoring question(s) by recall" not in quiet.stdout.str()
+    with_html = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-html", "out/r.html")
+    with_html.stdout.fnmatch_lines([
+        "ragev: weakest questions by recall and rougel: q1, q3, q2; -v shows them with their "
+        "answers, the HTML report out/r.html shows each question"])
+    # -v lists them itself.
+    verbose = pytester.runpytest("--ragev-config", "ragev.toml", "-v")
+    verbose.stdout.fnmatch_lines(["ragev: 3 lowest-scoring question(s) by recall of 4*"])
+    assert "ragev: weakest questions" not in verbose.stdout.str()

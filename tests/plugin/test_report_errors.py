@@ -59,6 +59,29 @@ class _Cells(HTMLParser):
             self._cell.append(data)
 
 
+class _Kinds(HTMLParser):
+    """The text of each count of the Errors section's ``kinds`` line (``ValueError 2``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts: list[str] = []
+        self._inside = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "p":
+            self._inside = ("class", "kinds") in attrs
+        elif self._inside and tag == "span":
+            self.counts.append("")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "p":
+            self._inside = False
+
+    def handle_data(self, data: str) -> None:
+        if self._inside and self.counts:
+            self.counts[-1] += data
+
+
 def test_errors_are_listed_counted_by_type_and_named_in_the_verdict(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:
@@ -94,8 +117,12 @@ def test_errors_are_listed_counted_by_type_and_named_in_the_verdict(
     assert ("| q4 | Who created Python? | ValueError: unparseable reply &lt;b&gt;4&lt;/b&gt; "
             "\\| zweite Spalte |") in markdown
 
+    page = (pytester.path / "r.html").read_text(encoding="utf-8")
+    kinds = _Kinds()
+    kinds.feed(page)
+    assert kinds.counts == ["ValueError 2", "TimeoutError 1"]  # most frequent first
     cells = _Cells()
-    cells.feed((pytester.path / "r.html").read_text(encoding="utf-8"))
+    cells.feed(page)
     assert cells.rows == [
         ["qid", "question", "type", "error"],
         ["q2", "How tall is the Eiffel Tower?", "TimeoutError", "TimeoutError: 模型超时 after 30 s"],
@@ -110,6 +137,11 @@ def test_errors_are_listed_counted_by_type_and_named_in_the_verdict(
     props = {p.get("name"): p.get("value") for p in suite.iter("property")}
     assert (props["ragev.errors"], props["ragev.errors.ValueError"],
             props["ragev.errors.TimeoutError"]) == ("3", "2", "1")
+    # The verdict's failure names the questions that raised, once.
+    verdict = next(case for case in suite.iter("testcase") if case.get("name") == "verdict")
+    failure = verdict.find("failure")
+    assert failure is not None and failure.text == (
+        "ragev: 3 questions raised an error: q2, q4, q5 (ValueError 2, TimeoutError 1)")
 
 
 def test_without_errors_no_section_and_an_empty_list(

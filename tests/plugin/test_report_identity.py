@@ -63,12 +63,17 @@ def test_report_paths_are_relative_to_the_rootdir(
         """
     ))
     args = ("--ragev-config", "eval/ragev.toml", "--ragev-report", "r.json",
-            "--ragev-markdown", "r.md", "--ragev-html", "r.html")
+            "--ragev-markdown", "r.md", "--ragev-html", "r.html", "--junitxml", "j.xml")
     first = pytester.runpytest(*args)
     assert first.ret == pytest.ExitCode.TESTS_FAILED  # the baseline was created
     root = str(pytester.path)
-    assert report_of(pytester.path / "r.json")["verdict"]["failures"] == [
-        "ragev: baseline not found, created eval/ragev-baseline.json; commit it and rerun"]
+    created = "ragev: baseline not found, created eval/ragev-baseline.json; commit it and rerun"
+    assert report_of(pytester.path / "r.json")["verdict"]["failures"] == [created]
+    # The terminal and the verdict's JUnit failure say it as the reports do.
+    first.stdout.fnmatch_lines([created])
+    junit = (pytester.path / "j.xml").read_text(encoding="utf-8")
+    assert "created eval/ragev-baseline.json" in junit
+    outputs = {"first run's terminal": ragev_lines(first), "first run's JUnit": junit}
     second = pytester.runpytest(*args)
     assert second.ret == pytest.ExitCode.OK
     data = report_of(pytester.path / "r.json")
@@ -76,8 +81,25 @@ def test_report_paths_are_relative_to_the_rootdir(
     assert data["params"]["dataset"]["path"] == "data"  # the config folder's, as before
     markdown = (pytester.path / "r.md").read_text(encoding="utf-8")
     assert "Baseline: `eval/ragev-baseline.json`" in markdown
-    for name in ("r.json", "r.md", "r.html"):
-        assert root not in (pytester.path / name).read_text(encoding="utf-8"), name
+    for name in ("r.json", "r.md", "r.html", "j.xml"):
+        outputs[name] = (pytester.path / name).read_text(encoding="utf-8")
+    outputs["terminal"] = ragev_lines(second)
+
+    # A baseline that cannot be used: the "not compared" line names it the same way.
+    (pytester.path / "eval" / "ragev-baseline.json").write_text("{", encoding="utf-8")
+    broken = pytester.runpytest(*args)
+    assert broken.ret == pytest.ExitCode.USAGE_ERROR
+    assert "gate not compared: baseline eval/ragev-baseline.json is not valid JSON" in \
+        ragev_lines(broken)
+    outputs["broken run's terminal"] = ragev_lines(broken)
+    outputs["broken run's JUnit"] = (pytester.path / "j.xml").read_text(encoding="utf-8")
+    for name, text in outputs.items():
+        assert root not in text, f"{name}: {text}"
+
+
+def ragev_lines(result: pytest.RunResult) -> str:
+    """The plugin's own lines of a run's terminal output (pytest prints its rootdir)."""
+    return "\n".join(line for line in result.stdout.lines if line.startswith("ragev"))
 
 
 def test_the_summary_and_reports_name_the_conftest_that_answered(
@@ -90,12 +112,19 @@ def test_the_summary_and_reports_name_the_conftest_that_answered(
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["  pipeline: conftest hooks (conftest.py)"])
     pipeline = report_of(pytester.path / "r.json")["params"]["pipeline"]
-    assert pipeline == {"name": "conftest", "chunk_size": 128, "my_knob": 3,
+    # The configured name as written; who answered beside it.
+    assert pipeline == {"name": "builtin", "chunk_size": 128, "my_knob": 3,
                         "answered_by": "conftest hooks (conftest.py)"}
     assert "pipeline `conftest hooks (conftest.py)`" in (pytester.path / "r.md").read_text(
         encoding="utf-8")
-    # Its knobs are the conftest's business: nothing is said about them.
+    # The built-in pipeline answered nothing, and the conftest read neither knob.
     assert "has no effect" not in result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "ragev: warning: ragev.toml: [[]pipeline[]] chunk_size = 128 was read by no code "
+        "(conftest.py hooks); remove it or read it",
+        "ragev: warning: ragev.toml: [[]pipeline[]] my_knob = 3 was read by no code "
+        "(conftest.py hooks); remove it or read it",
+    ])
 
 
 def test_knobs_the_builtin_pipeline_never_reads_are_warned_about(
@@ -132,3 +161,109 @@ def test_knobs_the_builtin_pipeline_never_reads_are_warned_about(
     # Said once: the variants inherit the base's knobs and its line covers them.
     assert result.stdout.str().count("vector_weight = 0.4 has no effect") == 1
     assert len(report_of(pytester.path / "r.json")["warnings"]) == 3
+
+
+#: Reads "quality" for every question, "depth" only in the build of the knowledge base.
+READING_CONFTEST = textwrap.dedent(
+    """
+    import pytest
+    from pytest_ragev import Answer
+
+    @pytest.hookimpl
+    def pytest_ragev_build_knowledge_base(corpus, settings):
+        return {"depth": settings.options.get("depth", 1)}
+
+    @pytest.hookimpl
+    def pytest_ragev_answer(case, kb, settings):
+        if settings.options["quality"] == "bad":
+            return Answer(retrieved=[7], text="Keine Ahnung.")
+        return Answer(retrieved=list(case.pids), text=case.answer or "")
+    """
+)
+
+
+def unread_lines(result: pytest.RunResult) -> list[str]:
+    return [line for line in result.stdout.lines if "was read by no code" in line]
+
+
+def test_knobs_the_conftest_never_reads_are_warned_about_once(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    make_project(
+        textwrap.dedent(
+            """
+            [[variants]]
+            name = "schlecht"
+            pipeline.quality = "bad"
+            pipeline.temperatur = 0.7
+
+            [run]
+            cache = true
+            """
+        ),
+        conftest=READING_CONFTEST,
+        pipeline='[pipeline]\nname = "team-rag"\nquality = "good"\ndepth = 2\n'
+                 'api_key = "sk-never-print-3f9a"\nmy_knob = 3\n',
+    )
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
+    assert result.ret == pytest.ExitCode.OK
+    # quality and depth are read; the rest are named once, the variant's own key apart.
+    assert unread_lines(result) == [
+        "ragev: warning: ragev.toml: [pipeline] api_key = '***' was read by no code "
+        "(conftest.py hooks); remove it or read it",
+        "ragev: warning: ragev.toml: [pipeline] my_knob = 3 was read by no code "
+        "(conftest.py hooks); remove it or read it",
+        "ragev: warning: ragev.toml: variant 'schlecht': pipeline.temperatur = 0.7 was read "
+        "by no code (conftest.py hooks); remove it or read it",
+    ]
+    assert [w for w in report_of(pytester.path / "r.json")["warnings"]
+            if "read by no code" in w] == [line.removeprefix("ragev: warning: ")
+                                           for line in unread_lines(result)]
+    assert "sk-never-print" not in result.stdout.str()
+    # Every answer from the cache: no code ran, nothing to say about what it reads.
+    cached = pytester.runpytest("--ragev-config", "ragev.toml")
+    cached.stdout.fnmatch_lines(["*answer cache 10 hits / 0 misses*"])
+    assert unread_lines(cached) == []
+
+
+def test_knobs_a_factory_never_reads_are_warned_about(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    module = f"ragev_knobs_{pytester.path.name.replace('-', '_')}"
+    pytester.makepyfile(**{module: """
+        from pytest_ragev import Answer
+
+        class Lead:
+            def __init__(self, settings):
+                self.lead = settings.options["lead"]
+                self.settings = settings
+
+            def answer(self, case):
+                # Read per question, after the factory returned: it counts too.
+                extra = self.settings.options.get("extra", [])
+                return Answer(retrieved=[self.lead, *extra, *case.pids], text=case.answer or "")
+
+        def build(settings):
+            return Lead(settings)
+        """})
+    make_project(conftest=None, pipeline=f'[pipeline]\nname = "{module}:build"\nlead = 7\n'
+                                         'extra = [6]\nmy_knob = 3\n')
+    result = pytester.runpytest("--ragev-config", "ragev.toml")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-2000:]
+    assert unread_lines(result) == [
+        f"ragev: warning: ragev.toml: [pipeline] my_knob = 3 was read by no code "
+        f"({module}:build); remove it or read it"]
+
+
+def test_knobs_read_on_xdist_workers_count(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    make_project(conftest=READING_CONFTEST,
+                 pipeline='[pipeline]\nname = "team-rag"\nquality = "good"\nmy_knob = 3\n')
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "-n", "2")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-2000:]
+    # The controller answered nothing itself: what it knows of the reads came from the
+    # workers (quality is not named).
+    assert unread_lines(result) == [
+        "ragev: warning: ragev.toml: [pipeline] my_knob = 3 was read by no code "
+        "(conftest.py hooks); remove it or read it"]

@@ -84,7 +84,7 @@ def test_threshold_failure_sets_exit_status_and_prints_a_red_line(
             "*precision*0.833*5*0.900*FAIL",
             "*recall*1.000*5*0.500*ok",
             "ragev: precision 0.833 < threshold 0.900 (n=5)",
-            "ragev: verdict FAILED (1 checks)",
+            "ragev: verdict FAILED (1 check)",
         ]
     )
 
@@ -266,10 +266,12 @@ def test_report_schema(pytester: pytest.Pytester, make_project: Project) -> None
     ]
     assert data["metric"]["retrieval_metrics"]["recall"] == 1.0
     sample = data["samples"][1]
+    # WeKnora's keys, then the question's content hash (pairs saved reports after edits).
     assert list(sample) == [
         "qid", "question", "retrieval_gt", "retrieval_ids", "generated_text", "generated_gt",
-        "metrics", "error",
+        "metrics", "error", "hash",
     ]
+    assert re.fullmatch(r"[0-9a-f]{16}", sample["hash"])
     assert sample["qid"] == 2 and sample["retrieval_gt"] == [[1, 2]]
     assert sample["retrieval_ids"] == [6, 1, 2]
     assert data["params"]["dataset"]["id"] == "mini"

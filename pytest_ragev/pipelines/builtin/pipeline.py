@@ -263,8 +263,11 @@ class BuiltinPipeline:
                           meta={"fallback": True})
         if self._chat is not None:
             result = self._chat.complete(case.question, contexts)
-            return Answer(retrieved=retrieved, text=result.text,
-                          meta={"latency_s": result.latency_s, "attempts": result.attempts})
+            meta: dict[str, Any] = {"latency_s": result.latency_s, "attempts": result.attempts}
+            if result.usage:
+                # The server's token counts, where the summary's token totals read them.
+                meta["usage"] = dict(result.usage)
+            return Answer(retrieved=retrieved, text=result.text, meta=meta)
         return Answer(retrieved=retrieved, text=extractive_answer(
             case.question, contexts, max_tokens=self.config.max_tokens))
 

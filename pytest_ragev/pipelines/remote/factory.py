@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from pytest_ragev.core.digest import sha256_json
 from pytest_ragev.core.errors import ConfigError, PipelineError
+from pytest_ragev.core.knobs import plain_options
 from pytest_ragev.core.redact import redact
 from pytest_ragev.core.types import Answer, PipelineSettings, QAPair
 
@@ -50,7 +51,8 @@ class FactoryPipeline:
     def snapshot(self) -> dict[str, Any]:
         """The object's own ``snapshot()`` when it has one, else the table (secrets hidden)."""
         own = getattr(self.inner, "snapshot", None)
-        knobs = own() if callable(own) else dict(self.settings.options)
+        # plain_options: recording the table is not the factory's code reading it.
+        knobs = own() if callable(own) else plain_options(self.settings.options)
         return {"name": self.name, **redact(dict(knobs))}
 
     def kb_key(self) -> str | None:
@@ -62,7 +64,7 @@ class FactoryPipeline:
         own = getattr(self.inner, "answer_key", None)
         if callable(own):
             return str(own())
-        return sha256_json({"name": self.name, "options": dict(self.settings.options)})
+        return sha256_json({"name": self.name, "options": plain_options(self.settings.options)})
 
     def answer(self, case: QAPair, kb: object | None = None) -> Answer:
         """Call the user's ``answer(case)`` and check it returned an :class:`Answer`."""

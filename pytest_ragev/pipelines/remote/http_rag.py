@@ -26,7 +26,7 @@ from pytest_ragev.pipelines.remote._paths import JsonPath, PathMissError, PathSy
 
 HTTP_KEYS = (
     "name", "url", "method", "headers", "body", "answer_path", "contexts_path", "ids_path",
-    "timeout", "max_retries", "retry_backoff", "max_consecutive_failures",
+    "usage_path", "timeout", "max_retries", "retry_backoff", "max_consecutive_failures",
 )
 #: Refusals of the preflight request that every question would meet too.
 _PREFLIGHT_FATAL = frozenset({401, 403, 404, 405})
@@ -91,6 +91,8 @@ class HttpRagPipeline:
         ids = _path(opts, "ids_path", None)
         self.contexts_path = contexts
         self.ids_path = ids
+        #: Where the reply's token counts are (an OpenAI-style ``usage`` object), if anywhere.
+        self.usage_path = _path(opts, "usage_path", None)
         timeout = opts.number("timeout", 60.0, low=0.0, low_open=True, example="60")
         retries = opts.integer("max_retries", 3, low=0, example="3")
         backoff = opts.number("retry_backoff", 0.5, low=0.0, example="0.5")
@@ -124,6 +126,8 @@ class HttpRagPipeline:
             "answer_path": self.answer_path.text,
             "contexts_path": self.contexts_path.text if self.contexts_path else None,
             "ids_path": self.ids_path.text if self.ids_path else None,
+            # Only when set: answer keys (and cached answers) of configs without it stay.
+            **({"usage_path": self.usage_path.text} if self.usage_path else {}),
         }
 
     def kb_key(self) -> str | None:
@@ -200,8 +204,17 @@ class HttpRagPipeline:
                 "string; point it at the answer text"
             )
         retrieved = self._retrieved(reply, what)
-        return Answer(retrieved=retrieved, text=text,
-                      meta={"latency_s": response.latency_s, "attempts": response.attempts})
+        meta: dict[str, Any] = {"latency_s": response.latency_s, "attempts": response.attempts}
+        if self.usage_path is not None:
+            usage = self._read(self.usage_path, "usage_path", reply, what)
+            if not isinstance(usage, Mapping):
+                raise PipelineError(
+                    f"{what}: usage_path = {self.usage_path.text!r} gave {_show(usage)}, not "
+                    "an object; point it at the token counts, e.g. {\"prompt_tokens\": 12, "
+                    "\"completion_tokens\": 5}"
+                )
+            meta["usage"] = dict(usage)
+        return Answer(retrieved=retrieved, text=text, meta=meta)
 
     def _retrieved(self, reply: Any, what: str) -> list[Retrieved]:
         texts = ids = None

@@ -105,7 +105,7 @@ def test_show_prints_the_saved_summary_and_exits_0_whatever_the_verdict(
     assert lines[0] == "ragev: tower (base configuration), 6 questions, profile weknora"
     assert "  recall         0.333      6      0.500  FAIL" in lines
     assert lines[-2:] == ["ragev: recall 0.333 < threshold 0.500 (n=6)",
-                          "ragev: verdict FAILED (1 checks)"]
+                          "ragev: verdict FAILED (1 check)"]
     assert "\033[" not in out  # no colour codes when stdout is not a terminal
 
 

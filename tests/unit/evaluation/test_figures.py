@@ -216,7 +216,8 @@ def test_params_name_the_code_that_answered(tmp_path: Path) -> None:
     plan, dataset = project(tmp_path, '[pipeline]\nchunk_size = 256\n')
     hooks = AnsweredBy("conftest hooks (conftest.py)", hooks=True)
     params = run_params(plan, dataset, {"chunk_size": 256}, None, answered_by=hooks)
-    assert params["pipeline"] == {"name": "conftest", "chunk_size": 256,
+    # The configured name stays; who answered is recorded beside it.
+    assert params["pipeline"] == {"name": "builtin", "chunk_size": 256,
                                   "answered_by": "conftest hooks (conftest.py)"}
     builtin = run_params(plan, dataset, {"chunk_size": 256}, None,
                          answered_by=AnsweredBy("builtin"))

@@ -252,8 +252,9 @@ def write_report(outcome: Outcome, path: Path) -> Path:
 
 def summary(outcome: Outcome) -> list[tuple[str, dict[str, bool]]]:
     """The terminal summary without the notes (a report does not keep them)."""
+    notes = {outcome.relative(note) for note in outcome.notes}  # as the terminal shows them
     return [line for line in terminal_lines(outcome, verbose=1, full=True)
-            if line[0] not in outcome.notes]
+            if line[0] not in notes]
 
 
 behaviours = st.lists(st.sampled_from(BEHAVIOURS), min_size=8, max_size=8)
@@ -441,14 +442,20 @@ def test_an_edited_dataset_pairs_by_the_hashes_of_a_baseline_file(tmp_path: Path
                   qas=[*QAS, (9, 109)])
     edited = Project(tmp_path, load_dataset(tmp_path / "data", "multi"))
     outcome = run(edited, edited.plan(), ["gold"] * 9, 0.1)
+    rules = edited.plan().rules
+    # The report's samples carry their questions' content hashes: it pairs on its own.
     saved = read_saved(write_report(outcome, tmp_path / "edited.json"))
-    with pytest.raises(ReportError, match="pass --dataset DIR"):
-        compare_saved(baseline, saved, edited.plan().rules)
-    gated = compare_saved(baseline, saved, edited.plan().rules,
-                          hashes=edited.dataset.question_hashes)
-    comparison = gated.gate.comparisons[0]
+    assert saved.hashes == edited.dataset.question_hashes
+    comparison = compare_saved(baseline, saved, rules).gate.comparisons[0]
     assert (comparison.added, comparison.changed) == ([9], [2])
     assert comparison == outcome.gate.comparisons[0]
+    # A report written before reports recorded them needs the dataset's hashes.
+    older = read_saved(write_report(replace(outcome, question_hashes={}),
+                                    tmp_path / "older.json"))
+    with pytest.raises(ReportError, match="pass --dataset DIR"):
+        compare_saved(baseline, older, rules)
+    gated = compare_saved(baseline, older, rules, hashes=edited.dataset.question_hashes)
+    assert gated.gate.comparisons[0] == outcome.gate.comparisons[0]
 
 
 def test_a_baseline_file_shows_its_runs_and_their_thresholds(tmp_path: Path) -> None:
@@ -481,6 +488,11 @@ def test_a_baseline_file_shows_its_runs_and_their_thresholds(tmp_path: Path) -> 
       "has report schema_version 7, this pytest-ragev reads up to 1: upgrade pytest-ragev"),
      (b'{"data": {"schema_version": "1", "task": {"status": 2}, "metric": {}}}',
       "data.schema_version is '1', not a version number"),
+     (b'{"data": {"task": {"status": 2}, "metric": {}, "samples": [{"qid": 1, "hash": 5}]}}',
+      "data.samples[0].hash is 5, not a content hash"),
+     (b'{"data": {"task": {"status": 2}, "metric": {}, "samples": [{"qid": 1, "hash": "a1"}], '
+      b'"variants": {"k2": {"samples": [{"qid": 1, "hash": "b2", "variant": "k2"}]}}}}',
+      "data.variants.k2.samples[0].hash is 'b2', but another sample of qid 1 records 'a1'"),
      (b"{not json", "is not valid JSON (line 1 column 2"),
      (b"\xff\xfe{}", "is not UTF-8 text (byte 0xff at offset 0)"),
      (b"[" * 100_000 + b"]" * 100_000, "nests arrays or objects too deeply")],

@@ -69,7 +69,7 @@ def test_terminal_lines_end_with_the_verdict_and_its_reasons() -> None:
     assert "ragev: errors 1, fallback answers 0, answer cache 3 hits / 1 misses" in texts
     assert ("ragev: warning: 2 questions have no reference answer: 7, 8", {"yellow": True}) in lines
     assert texts[-2] == "ragev: run interrupted: 3 of 5 questions answered"
-    assert lines[-1] == ("ragev: verdict FAILED (1 checks, 1 errors, interrupted)",
+    assert lines[-1] == ("ragev: verdict FAILED (1 check, 1 error, interrupted)",
                          {"red": True, "bold": True})
     passed = list(terminal_lines(Outcome(runs=(run,), facts=RunFacts()), verbose=0))
     assert passed[-1] == ("ragev: verdict passed", {"green": True, "bold": True})
