@@ -143,7 +143,8 @@ class ActiveRun:
         )
         self.progress = ProgressFile(options.report_json or ragev.report_json,
                                      interval=ragev.progress_interval, report=self._progress)
-        self.samples = (SamplesFile(options.samples, scorer=self._score_sample)
+        self.samples = (SamplesFile(options.samples, scorer=self._score_sample,
+                                    hash_of=self._question_hash)
                         if options.samples is not None else None)
         self.records = RecordCollector(
             node_ids=lambda: self.node_ids, error_record=self._error_record,
@@ -274,6 +275,10 @@ class ActiveRun:
                              tokenizer=plan.tokenizer.tokenizer,
                              cases=self.cases if plan.custom_metrics else None,
                              corpus=self.dataset.corpus)[0]
+
+    def _question_hash(self, qid: int) -> str | None:
+        """The content hash of question ``qid`` (computed for the whole dataset once)."""
+        return self.dataset.question_hashes.get(qid)
 
     def _cache_root(self) -> Path | None:
         """The plugin's folder in pytest's cache, made once; ``None``: run without caches.

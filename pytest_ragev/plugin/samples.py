@@ -5,7 +5,8 @@ The JSON report holds the samples only once the run ends; a caller that follows 
 controller's :class:`~pytest_ragev.plugin.records.RecordCollector` hands over each
 record once (under xdist the records arrive there too); :class:`SamplesFile` scores it
 with the run's own plan (profile, tokenizer, custom metrics: the function it is given)
-and appends the sample as the final report writes it, plus its ``variant``.
+and appends the sample as the final report writes it (with its question's content
+``hash``), plus its ``variant``.
 
 A file is emptied when the run starts and each line appended in one write, so a reader
 sees whole lines (and, at worst, a last line still being written). A stream
@@ -26,21 +27,27 @@ from pytest_ragev.core.record import Record
 
 #: Scores one record as the end of the run will (the plan's profile, tokenizer, metrics).
 Scorer = Callable[[Record], Record]
+#: The content hash of a question (the one baselines and reports pair questions by).
+HashOf = Callable[[int], "str | None"]
 
 
-def sample_line(record: Record) -> str:
-    """The record's line: its sample in the JSON report's shape, with ``variant`` always
-    present (``null`` for the base configuration)."""
-    sample: dict[str, Any] = {**record.to_report_json(), "variant": record.variant}
+def sample_line(record: Record, content_hash: str | None = None) -> str:
+    """The record's line: its sample in the JSON report's shape (``hash`` included when
+    known), with ``variant`` always present (``null`` for the base configuration)."""
+    sample: dict[str, Any] = record.to_report_json()
+    if content_hash is not None:
+        sample["hash"] = content_hash
+    sample["variant"] = record.variant
     return json.dumps(sample, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 class SamplesFile:
     """Appends one line per question to ``path`` (the controller's side of the option)."""
 
-    def __init__(self, path: Path, *, scorer: Scorer) -> None:
+    def __init__(self, path: Path, *, scorer: Scorer, hash_of: HashOf | None = None) -> None:
         self.path = path
         self._scorer = scorer
+        self._hash_of = hash_of
         self._stream = False
         self._warned: set[str] = set()
 
@@ -67,7 +74,8 @@ class SamplesFile:
                                 f"{exc}); its line has no metrics, the end of the run says why")
             scored = record.scored({})
         try:
-            line = sample_line(scored)
+            line = sample_line(
+                scored, self._hash_of(record.qid) if self._hash_of is not None else None)
             if self._stream:
                 write_output(self.path, line)
             else:

@@ -40,6 +40,10 @@ def test_a_line_is_the_report_sample_plus_the_variant() -> None:
     variant = json.loads(sample_line(_record(variant="k10")))
     assert variant == _record(variant="k10").to_report_json()
     assert sample_line(_record()).endswith("}\n") and "长城" in sample_line(_record())
+    # With the question's content hash, as the JSON report's samples carry it.
+    hashed = json.loads(sample_line(_record(), "c4a685ca3286be43"))
+    assert hashed == {**_record().to_report_json(), "hash": "c4a685ca3286be43",
+                      "variant": None}
 
 
 def test_lines_are_scored_as_the_engine_scores_and_only_with_what_applies(
