@@ -34,11 +34,11 @@ from pytest_ragev.dataset import Dataset, load_dataset
 from pytest_ragev.evaluation import (
     AnsweredBy,
     EvalInputs,
+    RecordScorer,
     RunFacts,
     RunningMeans,
     RunPlan,
     run_params,
-    score_records,
 )
 from pytest_ragev.pipelines import Pipeline, Preflight, is_io_bound
 from pytest_ragev.pipelines.builtin import BuiltinPipeline
@@ -147,6 +147,7 @@ class ActiveRun:
         )
         self.finisher = Finisher(self, self.inputs)
         self._answerer: Answerer | None = None
+        self._scorer: RecordScorer | None = None
         # The running means of the progress report, and how many records they count.
         self._running: RunningMeans | None = None
         self._running_seen = 0
@@ -254,10 +255,15 @@ class ActiveRun:
         return bool(self.plan.item_thresholds) or option.verbose > 0 or bool(
             getattr(option, "xmlpath", None))
 
+    @property
+    def scorer(self) -> RecordScorer:
+        """Scores the run's records once: while the run goes and at its end alike."""
+        if self._scorer is None:
+            self._scorer = RecordScorer(self.plan, self.dataset)
+        return self._scorer
+
     def _score(self, record: Record) -> Record:
-        return score_records([record], profile=self.plan.profile,
-                             custom=self.plan.custom_metrics,
-                             tokenizer=self.plan.tokenizer.tokenizer)[0]
+        return self.scorer.score([record])[0]
 
     def _cache_root(self) -> Path | None:
         """The plugin's folder in pytest's cache, made once; ``None``: run without caches.
@@ -449,7 +455,9 @@ class ActiveRun:
 
     def inputs(self, interrupted: str | None) -> EvalInputs:
         """The values :func:`~pytest_ragev.evaluation.evaluate` reads, at session end."""
-        records = self.records.records
+        # The records scored while the run went (running means, -v lines) keep their
+        # metrics: each record is scored once.
+        records, scored = self.scorer.carried(self.records.records)
         variants = {record.variant for record in records}
         facts = self.facts(interrupted)
         nonfinite = nonfinite_warning(records)
@@ -461,6 +469,7 @@ class ActiveRun:
             records=records,
             facts=facts,
             params={v: self.params(v) for v in self.plan.variants if v in variants},
+            scored=scored,
         )
 
     def _progress(self, status: int, err_msg: str) -> dict[str, Any]:
@@ -472,7 +481,7 @@ class ActiveRun:
             self._running_seen += len(new)
             # A misbehaving custom metric: the end of the run says so, in one line.
             with contextlib.suppress(RagevError):
-                self._running.add(new)
+                self._running.add(self.scorer.score(new))
             running = self._running.summary()
         return progress_report(self.facts(), dataset_id=self.dataset.dataset_id,
                                params=self.params(None), status=status, err_msg=err_msg,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+import xml.etree.ElementTree as ElementTree
 from collections.abc import Callable
 from pathlib import Path
 
@@ -108,3 +109,24 @@ def test_a_bounded_metric_out_of_its_range_is_one_line(
     result.stdout.fnmatch_lines([
         "ragev: error: custom metric 'latency_s' returned 1.5 for q3; return a finite number "
         "in [[]0, 1[]]"])
+
+
+@pytest.mark.parametrize("dist", [[], ["-n", "2"]])
+def test_a_questions_junit_metrics_are_the_reports_custom_ones_too(
+    pytester: pytest.Pytester, make_project: Project, dist: list[str]
+) -> None:
+    # --junitxml scores each question when it is answered; a custom metric then reads the
+    # same case and passage texts as at the end of the run (q2's first passage is an id).
+    make_project(conftest=METERED)
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json",
+                                "--junitxml", "j.xml", *dist)
+    assert result.ret == pytest.ExitCode.OK
+    root = ElementTree.parse(pytester.path / "j.xml").getroot()
+    at_item = {
+        json.loads(prop.get("value") or "")["qid"]: json.loads(prop.get("value") or "")["metrics"]
+        for prop in root.iter("property") if prop.get("name") == "ragev"
+    }
+    data = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))["data"]
+    at_end = {sample["qid"]: sample["metrics"] for sample in data["samples"]}
+    assert at_item[2]["context_chars"] == 69 + 30
+    assert at_item == at_end
