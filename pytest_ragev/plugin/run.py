@@ -48,7 +48,7 @@ from pytest_ragev.plugin.collect import CollectionPlan, NodeIds
 from pytest_ragev.plugin.defaults import DefaultPipelineHooks, kb_progress_factory
 from pytest_ragev.plugin.finish import Finisher
 from pytest_ragev.plugin.progress import ProgressFile, XdistProgress
-from pytest_ragev.plugin.records import ItemStatus, RecordCollector
+from pytest_ragev.plugin.records import ItemStatus, RecordCollector, RecordHandoff
 from pytest_ragev.plugin.signals import SigtermGuard
 from pytest_ragev.report import progress_report
 
@@ -141,9 +141,11 @@ class ActiveRun:
         )
         self.progress = ProgressFile(options.report_json or ragev.report_json,
                                      interval=ragev.progress_interval, report=self._progress)
+        self.handoff = RecordHandoff()
         self.records = RecordCollector(
             node_ids=lambda: self.node_ids, error_record=self._error_record,
             progress=self.progress, collect_only=bool(config.option.collectonly),
+            handoff=self.handoff,
         )
         self.finisher = Finisher(self, self.inputs)
         self._answerer: Answerer | None = None
@@ -244,6 +246,7 @@ class ActiveRun:
                 item_checks=self.plan.item_thresholds,
                 timeout=self.ragev.timeout,
                 deadline=self.ragev.deadline,
+                handoff=None if self.is_worker else self.handoff.leave,
             )
         return self._answerer
 
