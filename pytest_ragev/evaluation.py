@@ -416,8 +416,8 @@ def usage(samples: Sequence[Record]) -> Usage:
     latencies: list[float] = []
     prompt = completion = total = counted = 0
     for sample in samples:
-        if sample.error is not None:
-            continue
+        if sample.error is not None or not sample.meta:
+            continue  # an empty meta (the built-in pipeline's) reports nothing: no lookups
         latency = _meta_number(sample.meta, LATENCY_KEY)
         if latency is not None:
             latencies.append(latency)
