@@ -646,13 +646,15 @@ class RecordScorer:
     hands the end of the run those records with their metrics, so no record is scored
     twice. A record is known by identity: the very record object that was scored, or
     the scored copy :meth:`score` returned (any other record of the same question, say
-    an error record that took its place, is scored afresh).
+    an error record that took its place, is scored afresh). ``remember=False`` (an xdist
+    worker, whose records are scored again where they are gathered) keeps nothing.
     """
 
-    def __init__(self, plan: RunPlan, dataset: Dataset) -> None:
+    def __init__(self, plan: RunPlan, dataset: Dataset, *, remember: bool = True) -> None:
         self._plan = plan
         self._dataset = dataset
         self._cases = _custom_cases(plan, dataset)  # once: a -v run scores item by item
+        self._remember = remember
         # question -> (the record that was scored, the scored copy)
         self._memo: dict[QuestionKey, tuple[Record, Record]] = {}
 
@@ -670,7 +672,8 @@ class RecordScorer:
                 if known is None:
                     source = records[position]
                     scored = next(fresh)
-                    self._memo[source.key] = (source, scored)
+                    if self._remember:
+                        self._memo[source.key] = (source, scored)
                     out[position] = scored
         return [r for r in out if r is not None]
 

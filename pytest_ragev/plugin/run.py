@@ -262,7 +262,8 @@ class ActiveRun:
     def scorer(self) -> RecordScorer:
         """Scores the run's records once: while the run goes and at its end alike."""
         if self._scorer is None:
-            self._scorer = RecordScorer(self.plan, self.dataset)
+            # A worker's records are scored again on the controller: nothing to keep.
+            self._scorer = RecordScorer(self.plan, self.dataset, remember=not self.is_worker)
         return self._scorer
 
     def _score(self, record: Record) -> Record:

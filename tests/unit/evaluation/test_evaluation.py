@@ -203,3 +203,13 @@ def test_running_means_count_the_base_configuration_only(tmp_path: Path) -> None
     means.add(scorer.score([*answered(dataset)[:2], *answered(dataset, "bad", good=False)]))
     summary = means.summary()
     assert summary["recall"].mean == 1.0 and summary["recall"].n == 2
+
+
+def test_a_scorer_that_does_not_remember_keeps_nothing(tmp_path: Path) -> None:
+    plan, dataset = project(tmp_path)
+    records = answered(dataset)
+    scorer = RecordScorer(plan, dataset, remember=False)
+    scored = scorer.score(records)
+    assert scored[0].metrics["recall"] == 1.0
+    assert scorer.carried(records) == (records, frozenset())
+    assert scorer.carried(scored) == (scored, frozenset())
