@@ -150,8 +150,8 @@ class Answerer:
     ``timeout`` (``[run] timeout``) is the most seconds one question's call may take,
     ``deadline`` (``[run] deadline``) the most seconds the run may answer for, counted
     from now; with either set, calls run in a pool thread even at concurrency 1, so the
-    item can stop waiting for them. ``handoff`` receives each record attached to a test
-    report with the text attached, for a collector in this process (none on xdist
+    item can stop waiting for them. ``handoff`` is given each record attached to a test
+    report, with the JSON text attached, for a collector in this process (none on xdist
     workers: their reports cross the channel).
     """
 
