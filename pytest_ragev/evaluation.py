@@ -23,7 +23,7 @@ from typing import Any
 from pytest_ragev.config import RagevConfig, RunOptions, select_variants, variant_settings
 from pytest_ragev.core.digest import sha256_json
 from pytest_ragev.core.errors import ConfigError
-from pytest_ragev.core.record import Record
+from pytest_ragev.core.record import QuestionKey, Record
 from pytest_ragev.core.redact import redact
 from pytest_ragev.core.results import Direction, MetricSummary, RunResult
 from pytest_ragev.core.types import (
@@ -227,7 +227,10 @@ class EvalInputs:
     """Everything :func:`evaluate` reads.
 
     ``params`` holds each configuration's resolved, redacted settings snapshot (see
-    :func:`run_params`). The text metrics' tokenizer is the plan's.
+    :func:`run_params`). The text metrics' tokenizer is the plan's. ``scored`` names the
+    questions whose records already carry the metrics this plan gives them (scored while
+    the run went, by a :class:`RecordScorer` of the same plan and dataset): they are not
+    scored again.
     """
 
     plan: RunPlan
@@ -235,6 +238,7 @@ class EvalInputs:
     records: Sequence[Record]
     facts: RunFacts
     params: Mapping[str | None, Mapping[str, Any]]
+    scored: frozenset[QuestionKey] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -409,8 +413,8 @@ def usage(samples: Sequence[Record]) -> Usage:
     latencies: list[float] = []
     prompt = completion = total = counted = 0
     for sample in samples:
-        if sample.error is not None:
-            continue
+        if sample.error is not None or not sample.meta:
+            continue  # an empty meta (the built-in pipeline's) reports nothing: no lookups
         latency = _meta_number(sample.meta, LATENCY_KEY)
         if latency is not None:
             latencies.append(latency)
@@ -550,18 +554,27 @@ def score_records(
     tokenizer: Tokenizer | None = None,
     cases: Mapping[int, QAPair] | None = None,
     corpus: Mapping[int, str] | None = None,
+    scored: frozenset[QuestionKey] = frozenset(),
 ) -> list[Record]:
     """The records with their metrics: only those that apply to each question.
 
     ``cases`` and ``corpus`` (the dataset's) give custom metrics the question as the
     pipeline got it and the texts of retrieved passage ids; without them a custom metric
-    sees the record's own view of the question.
+    sees the record's own view of the question. The records of the questions in
+    ``scored`` already carry their metrics (with the same settings) and are kept as they
+    are.
     """
+    if scored:
+        todo = [r for r in records if r.key not in scored]
+        done = score_records(todo, profile=profile, custom=custom, tokenizer=tokenizer,
+                             cases=cases, corpus=corpus)
+        fresh = {id(source): record for source, record in zip(todo, done, strict=True)}
+        return [fresh.get(id(r), r) for r in records]
     ok = [r for r in records if not r.error]
     inputs = [r.metric_input() for r in ok]
     grades = [dict(r.grades) or None for r in ok]
     rows = score(inputs, profile=profile, grades=grades, tokenizer=tokenizer) if inputs else []
-    scored: dict[int, Record] = {}
+    with_metrics: dict[int, Record] = {}
     for record, metric_input, row in zip(ok, inputs, rows, strict=True):
         has_qrels = bool(record.retrieval_gt)
         kept = {
@@ -581,9 +594,9 @@ def score_records(
                 if metric_case is None:
                     metric_case = _metric_case(record, metric_input, cases, corpus)
                 kept[metric.name] = _custom_value(metric, metric_case, record.qid)
-        scored[id(record)] = record.scored(kept)
-    # Not scored.get(id(r), r.scored({})): that would copy every record a second time.
-    return [scored[id(r)] if id(r) in scored else r.scored({}) for r in records]
+        with_metrics[id(record)] = record.scored(kept)
+    # Not with_metrics.get(id(r), r.scored({})): that would copy every record a second time.
+    return [with_metrics[id(r)] if id(r) in with_metrics else r.scored({}) for r in records]
 
 
 def _metric_case(
@@ -626,12 +639,89 @@ def _custom_value(metric: CustomMetric, metric_case: MetricCase, qid: int) -> fl
     return value
 
 
+class RecordScorer:
+    """Scores records as :func:`build_run` does, and remembers what it scored.
+
+    The shell scores records while the run goes (for the progress report's running
+    means, a ``-v`` line, JUnit properties, per-question floors); :meth:`carried` then
+    hands the end of the run those records with their metrics, so no record is scored
+    twice. A record is known by identity: the very record object that was scored, or
+    the scored copy :meth:`score` returned (any other record of the same question, say
+    an error record that took its place, is scored afresh). ``remember=False`` (an xdist
+    worker, whose records are scored again where they are gathered) keeps nothing.
+    """
+
+    def __init__(self, plan: RunPlan, dataset: Dataset, *, remember: bool = True) -> None:
+        self._plan = plan
+        self._dataset = dataset
+        self._cases = _custom_cases(plan, dataset)  # once: a -v run scores item by item
+        self._remember = remember
+        # question -> (the record that was scored, the scored copy)
+        self._memo: dict[QuestionKey, tuple[Record, Record]] = {}
+
+    def score(self, records: Sequence[Record]) -> list[Record]:
+        """``records`` with their metrics (each record scored at most once).
+
+        Raises :class:`ConfigError` when a custom metric misbehaves; nothing of that
+        batch is remembered then.
+        """
+        out: list[Record | None] = [self._known(r) for r in records]
+        todo = [r for r, known in zip(records, out, strict=True) if known is None]
+        if todo:
+            fresh = iter(_score_for_run(todo, self._plan, self._dataset, self._cases))
+            for position, known in enumerate(out):
+                if known is None:
+                    source = records[position]
+                    scored = next(fresh)
+                    if self._remember:
+                        self._memo[source.key] = (source, scored)
+                    out[position] = scored
+        return [r for r in out if r is not None]
+
+    def carried(self, records: Sequence[Record]) -> tuple[list[Record], frozenset[QuestionKey]]:
+        """``records`` with the metrics already computed for them, and the questions
+        whose records those are (what :attr:`EvalInputs.scored` takes)."""
+        out: list[Record] = []
+        keys: set[QuestionKey] = set()
+        for record in records:
+            known = self._known(record)
+            if known is None:
+                out.append(record)
+            else:
+                out.append(known)
+                keys.add(record.key)
+        return out, frozenset(keys)
+
+    def _known(self, record: Record) -> Record | None:
+        memo = self._memo.get(record.key)
+        if memo is None or (memo[0] is not record and memo[1] is not record):
+            return None
+        return memo[1]
+
+
+def _custom_cases(plan: RunPlan, dataset: Dataset) -> dict[int, QAPair] | None:
+    """The questions by qid, for the custom metrics (``None`` when there are none)."""
+    return {pair.qid: pair for pair in dataset.pairs} if plan.custom_metrics else None
+
+
+def _score_for_run(
+    records: Sequence[Record], plan: RunPlan, dataset: Dataset,
+    cases: Mapping[int, QAPair] | None, scored: frozenset[QuestionKey] = frozenset(),
+) -> list[Record]:
+    """:func:`score_records` with the plan's metrics and the dataset's questions and
+    passages: the one way a run's records are scored, during the run and at its end."""
+    return score_records(
+        records, profile=plan.profile, custom=plan.custom_metrics,
+        tokenizer=plan.tokenizer.tokenizer, cases=cases, corpus=dataset.corpus, scored=scored,
+    )
+
+
 class RunningMeans:
     """The base configuration's means over the questions answered so far.
 
-    The progress report shows them while a run goes. :meth:`add` scores only the records
-    it has not seen, so keeping the means up to date costs the scoring of each record
-    once, whatever the number of progress writes.
+    The progress report shows them while a run goes. :meth:`add` counts records already
+    scored (by a :class:`RecordScorer`, which the end of the run reuses), so keeping the
+    means up to date costs no scoring of its own, whatever the number of progress writes.
     """
 
     def __init__(self, plan: RunPlan) -> None:
@@ -639,14 +729,12 @@ class RunningMeans:
         self._sums: dict[str, float] = {}
         self._counts: dict[str, int] = {}
 
-    def add(self, records: Sequence[Record]) -> None:
-        """Count ``records`` (the base configuration's only; errors have no metrics)."""
-        base = [r for r in records if r.variant is None and not r.error]
-        if not base:
-            return
-        plan = self._plan
-        for record in score_records(base, profile=plan.profile, custom=plan.custom_metrics,
-                                    tokenizer=plan.tokenizer.tokenizer):
+    def add(self, scored: Sequence[Record]) -> None:
+        """Count the metrics of ``scored`` records (the base configuration's only; errors
+        have no metrics)."""
+        for record in scored:
+            if record.variant is not None or record.error:
+                continue
             for name, value in record.metrics.items():
                 self._sums[name] = self._sums.get(name, 0.0) + value
                 self._counts[name] = self._counts.get(name, 0) + 1
@@ -668,14 +756,12 @@ def build_run(
     dataset: Dataset,
     variant: str | None,
     params: Mapping[str, Any],
+    scored: frozenset[QuestionKey] = frozenset(),
 ) -> RunResult:
-    """The :class:`RunResult` of one configuration from its records (in qid order)."""
-    samples = score_records(
-        sorted(records, key=lambda r: r.qid), profile=plan.profile,
-        custom=plan.custom_metrics, tokenizer=plan.tokenizer.tokenizer,
-        cases={pair.qid: pair for pair in dataset.pairs} if plan.custom_metrics else None,
-        corpus=dataset.corpus,
-    )
+    """The :class:`RunResult` of one configuration from its records (in qid order); the
+    records of the questions in ``scored`` already carry their metrics."""
+    samples = _score_for_run(sorted(records, key=lambda r: r.qid), plan, dataset,
+                             _custom_cases(plan, dataset), scored)
     summary = aggregate(
         [s.metrics for s in samples if s.error is None],
         names=list(plan.metric_names),
@@ -768,10 +854,10 @@ def evaluate(inputs: EvalInputs, *, phase: Phase = _no_phase) -> Outcome:
     by_variant: dict[str | None, list[Record]] = {}
     for record in inputs.records:
         by_variant.setdefault(record.variant, []).append(record)
-    phase(f"scoring {len(inputs.records)} answers")
+    phase(f"scoring {sum(1 for r in inputs.records if r.key not in inputs.scored)} answers")
     runs = tuple(
         build_run(by_variant[variant], plan=plan, dataset=inputs.dataset, variant=variant,
-                  params=inputs.params[variant])
+                  params=inputs.params[variant], scored=inputs.scored)
         for variant in plan.variants if variant in by_variant
     )
     interrupted = None

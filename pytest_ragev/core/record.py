@@ -1,15 +1,17 @@
 """The per-question record: one typed value from the pipeline's answer to the baseline file.
 
 A :class:`Record` is made where a question is answered (:func:`make_record`), travels
-to the controller on the test report (the only place it is serialised:
-:meth:`Record.to_json` / :meth:`Record.from_json`, as xdist serialises its reports),
-gets its metrics when the run is scored (:meth:`Record.scored`) and is what the gate
-compares and the reports show. Its field names are the metric engine's
+on the test report as JSON text (:meth:`Record.to_json_text`, which pytest's
+``--junitxml`` writes as the item's property), is parsed back only where it crossed a
+process boundary (:meth:`Record.from_json`, as xdist serialises its reports), gets its
+metrics when the run is scored (:meth:`Record.scored`) and is what the gate compares
+and the reports show. Its field names are the metric engine's
 (:class:`~pytest_ragev.core.types.MetricInput`) and the JSON report's.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -114,6 +116,31 @@ class Record:
             "nonfinite_meta": list(self.nonfinite_meta),
         }
 
+    def to_json_text(self) -> str:
+        """:meth:`to_json` as compact JSON text (non-ASCII kept), without the copies."""
+        # json writes tuples as arrays and the int keys of grades as strings: the same
+        # document as json.dumps(self.to_json()), built without copying every field.
+        return _ENCODE({
+            "qid": self.qid,
+            "question": self.question,
+            "retrieval_gt": self.retrieval_gt,
+            "retrieval_ids": self.retrieval_ids,
+            "generated_text": self.generated_text,
+            "generated_gt": self.generated_gt,
+            "metrics": _plain(self.metrics),
+            "error": self.error,
+            "variant": self.variant,
+            "meta": _plain(self.meta),
+            "grades": _plain(self.grades),
+            "has_answer": self.has_answer,
+            "cached": self.cached,
+            "retrieved": self.retrieved,
+            "chunks": self.chunks,
+            "unattributed": self.unattributed,
+            "unattributed_example": self.unattributed_example,
+            "nonfinite_meta": self.nonfinite_meta,
+        })
+
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Record:
         """Inverse of :meth:`to_json` (missing optional keys take their defaults)."""
@@ -158,6 +185,14 @@ class Record:
             **({"chunks": self.chunks, "unattributed": self.unattributed}
                if self.chunks else {}),
         }
+
+
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def _plain(mapping: Mapping[Any, Any]) -> Mapping[Any, Any]:
+    # The encoder takes dicts only; a record's mappings are dicts but for odd callers.
+    return mapping if type(mapping) is dict else dict(mapping)
 
 
 def make_record(

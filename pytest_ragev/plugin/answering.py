@@ -10,7 +10,6 @@ runs pipeline calls ahead in ``--ragev-concurrency`` threads, holds each call to
 from __future__ import annotations
 
 import concurrent.futures
-import json
 import queue
 import threading
 import time
@@ -151,7 +150,9 @@ class Answerer:
     ``timeout`` (``[run] timeout``) is the most seconds one question's call may take,
     ``deadline`` (``[run] deadline``) the most seconds the run may answer for, counted
     from now; with either set, calls run in a pool thread even at concurrency 1, so the
-    item can stop waiting for them.
+    item can stop waiting for them. ``handoff`` is given each record attached to a test
+    report, with the JSON text attached, for a collector in this process (none on xdist
+    workers: their reports cross the channel).
     """
 
     def __init__(
@@ -170,8 +171,10 @@ class Answerer:
         item_checks: Sequence[MinValue | MaxValue] = (),
         timeout: float | None = None,
         deadline: float | None = None,
+        handoff: Callable[[str, Record], None] | None = None,
     ) -> None:
         self._hook = hook
+        self._handoff = handoff
         self._defaults = defaults
         self._settings = settings
         self._corpus = corpus
@@ -323,7 +326,7 @@ class Answerer:
             self._take_cached(case, variant)
             record = make_record(case, None, index=self._index(), variant=variant,
                                  error=f"{type(exc).__name__}: {exc}")
-            _attach(item, record)
+            self._attach(item, record)
             raise PipelineFailed(case.qid, exc) from exc
         self._finish_question(item, record)
 
@@ -334,11 +337,11 @@ class Answerer:
             try:
                 record = self._scorer(record)
             except RagevError as exc:
-                _attach(item, record)
+                self._attach(item, record)
                 self.usage_error = str(exc)
                 item.session.shouldstop = f"ragev: {exc}"
                 raise QuestionFailed([str(exc)]) from None
-        _attach(item, record)
+        self._attach(item, record)
         below = check_question(record, self._item_checks)
         if below:
             raise QuestionFailed(below)
@@ -349,7 +352,7 @@ class Answerer:
         """Record an answer produced by a hand-written test (the ``ragev_record`` fixture)."""
         record = make_record(case, answer, index=self._index(), variant=variant,
                              cached=self._take_cached(case, variant))
-        _attach(item, record)
+        self._attach(item, record)
         return record
 
     def record_manual_error(
@@ -358,11 +361,20 @@ class Answerer:
         """Record that a hand-written test's answer was refused: an error for its question,
         as a refused hook answer is (the report counts it, the verdict sees it)."""
         self._take_cached(case, variant)
-        _attach(item, self.error_record(case, variant, error))
+        self._attach(item, self.error_record(case, variant, error))
 
     def error_record(self, case: QAPair, variant: str | None, error: str) -> Record:
         """The record of a question that failed without answering."""
         return make_record(case, None, index=self._index(), variant=variant, error=error)
+
+    def _attach(self, item: pytest.Item, record: Record) -> None:
+        # As JSON text: --junitxml writes the property as it is (readable by any tool, not
+        # a Python repr), and it crosses the xdist channel as plain data. A collector in
+        # this process gets the record itself, not the text to parse.
+        text = record.to_json_text()
+        if self._handoff is not None:
+            self._handoff(text, record)
+        item.user_properties.append((RECORD_KEY, text))
 
     # -- time limits
     def _wait(self, future: concurrent.futures.Future[Answer]) -> Answer:
@@ -483,9 +495,3 @@ class Answerer:
                 self._kbs.clear()
                 self._kb_ready.clear()
                 self._defaults.close()
-
-
-def _attach(item: pytest.Item, record: Record) -> None:
-    # As JSON text: --junitxml writes the property as it is (readable by any tool, not a
-    # Python repr), and it crosses the xdist channel as plain data.
-    item.user_properties.append((RECORD_KEY, json.dumps(record.to_json(), ensure_ascii=False)))

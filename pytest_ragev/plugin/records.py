@@ -37,13 +37,39 @@ def failure_line(report: pytest.TestReport) -> str:
     return text if len(text) <= 300 else text[:299] + "…"
 
 
+class RecordHandoff:
+    """Records passed from the answering code to the collector of the same process.
+
+    Each record still travels as JSON text on its test report (what ``--junitxml``
+    writes and any other plugin reads); the answering code also leaves the record here,
+    under that very text object, and the collector takes it back instead of parsing the
+    text. A report that crossed a process boundary (xdist) carries a copy of the text,
+    which is not found here: it is parsed.
+    """
+
+    def __init__(self) -> None:
+        self._waiting: dict[int, tuple[str, Record]] = {}
+
+    def leave(self, text: str, record: Record) -> None:
+        """Leave ``record``, which ``text`` (attached to a test report) serialises."""
+        self._waiting[id(text)] = (text, record)
+
+    def take(self, text: str) -> Record:
+        """The record ``text`` stands for: the one left with it, else parsed from it."""
+        waiting = self._waiting.pop(id(text), None)
+        if waiting is not None and waiting[0] is text:
+            return waiting[1]
+        return Record.from_json(json.loads(text))
+
+
 class RecordCollector:
     """Gathers the run's records from the test reports (controller only).
 
     ``node_ids`` parses the node ids of the run; ``error_record`` makes the record of a
     question whose item failed without one; ``progress`` is the report file to keep up
     to date; ``collect_only`` is pytest's ``--collect-only``; ``on_record``, when given,
-    is told each question's record once, as it arrives (``--ragev-samples``).
+    is told each question's record once, as it arrives (``--ragev-samples``); ``handoff``
+    holds the records this process answered (read back without parsing their text).
     """
 
     def __init__(
@@ -54,8 +80,10 @@ class RecordCollector:
         progress: ProgressFile,
         collect_only: bool,
         on_record: Callable[[Record], None] | None = None,
+        handoff: RecordHandoff | None = None,
     ) -> None:
         self._node_ids = node_ids
+        self._handoff = handoff or RecordHandoff()
         self._error_record = error_record
         self._progress = progress
         self._collect_only = collect_only
@@ -123,7 +151,7 @@ class RecordCollector:
         for name, value in report.user_properties if report.when == "call" else ():
             if name == RECORD_KEY and isinstance(value, str):
                 carried = True
-                self._add(Record.from_json(json.loads(value)))
+                self._add(self._handoff.take(value))
         if report.failed and not carried:
             # A failed item without a record: a crashed xdist worker ("???" report), a
             # failing setup. Its question counts as an error, never silently missing.

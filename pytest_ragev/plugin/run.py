@@ -34,11 +34,11 @@ from pytest_ragev.dataset import Dataset, load_dataset
 from pytest_ragev.evaluation import (
     AnsweredBy,
     EvalInputs,
+    RecordScorer,
     RunFacts,
     RunningMeans,
     RunPlan,
     run_params,
-    score_records,
 )
 from pytest_ragev.pipelines import Pipeline, Preflight, is_io_bound
 from pytest_ragev.pipelines.builtin import BuiltinPipeline
@@ -49,7 +49,7 @@ from pytest_ragev.plugin.defaults import DefaultPipelineHooks, kb_progress_facto
 from pytest_ragev.plugin.finish import Finisher
 from pytest_ragev.plugin.knobs import KnobReadsExchange, unread_knob_lines
 from pytest_ragev.plugin.progress import ProgressFile, XdistProgress
-from pytest_ragev.plugin.records import ItemStatus, RecordCollector
+from pytest_ragev.plugin.records import ItemStatus, RecordCollector, RecordHandoff
 from pytest_ragev.plugin.samples import SamplesFile
 from pytest_ragev.plugin.signals import SigtermGuard
 from pytest_ragev.report import progress_report
@@ -143,16 +143,19 @@ class ActiveRun:
         )
         self.progress = ProgressFile(options.report_json or ragev.report_json,
                                      interval=ragev.progress_interval, report=self._progress)
-        self.samples = (SamplesFile(options.samples, scorer=self._score_sample,
+        self.samples = (SamplesFile(options.samples, scorer=self._score,
                                     hash_of=self._question_hash)
                         if options.samples is not None else None)
+        self.handoff = RecordHandoff()
         self.records = RecordCollector(
             node_ids=lambda: self.node_ids, error_record=self._error_record,
             progress=self.progress, collect_only=bool(config.option.collectonly),
             on_record=self.samples.add if self.samples is not None else None,
+            handoff=self.handoff,
         )
         self.finisher = Finisher(self, self.inputs)
         self._answerer: Answerer | None = None
+        self._scorer: RecordScorer | None = None
         # The running means of the progress report, and how many records they count.
         self._running: RunningMeans | None = None
         self._running_seen = 0
@@ -252,6 +255,7 @@ class ActiveRun:
                 item_checks=self.plan.item_thresholds,
                 timeout=self.ragev.timeout,
                 deadline=self.ragev.deadline,
+                handoff=None if self.is_worker else self.handoff.leave,
             )
         return self._answerer
 
@@ -263,18 +267,16 @@ class ActiveRun:
         return bool(self.plan.item_thresholds) or option.verbose > 0 or bool(
             getattr(option, "xmlpath", None))
 
-    def _score(self, record: Record) -> Record:
-        return score_records([record], profile=self.plan.profile,
-                             custom=self.plan.custom_metrics,
-                             tokenizer=self.plan.tokenizer.tokenizer)[0]
+    @property
+    def scorer(self) -> RecordScorer:
+        """Scores the run's records once: while the run goes and at its end alike."""
+        if self._scorer is None:
+            # A worker's records are scored again on the controller: nothing to keep.
+            self._scorer = RecordScorer(self.plan, self.dataset, remember=not self.is_worker)
+        return self._scorer
 
-    def _score_sample(self, record: Record) -> Record:
-        """``record`` scored exactly as the final report scores it (``build_run``)."""
-        plan = self.plan
-        return score_records([record], profile=plan.profile, custom=plan.custom_metrics,
-                             tokenizer=plan.tokenizer.tokenizer,
-                             cases=self.cases if plan.custom_metrics else None,
-                             corpus=self.dataset.corpus)[0]
+    def _score(self, record: Record) -> Record:
+        return self.scorer.score([record])[0]
 
     def _question_hash(self, qid: int) -> str | None:
         """The content hash of question ``qid`` (computed for the whole dataset once)."""
@@ -500,7 +502,9 @@ class ActiveRun:
 
     def inputs(self, interrupted: str | None) -> EvalInputs:
         """The values :func:`~pytest_ragev.evaluation.evaluate` reads, at session end."""
-        records = self.records.records
+        # The records scored while the run went (running means, -v lines) keep their
+        # metrics: each record is scored once.
+        records, scored = self.scorer.carried(self.records.records)
         variants = {record.variant for record in records}
         facts = self.facts(interrupted)
         nonfinite = nonfinite_warning(records)
@@ -515,6 +519,7 @@ class ActiveRun:
             records=records,
             facts=facts,
             params={v: self.params(v) for v in self.plan.variants if v in variants},
+            scored=scored,
         )
 
     def _progress(self, status: int, err_msg: str) -> dict[str, Any]:
@@ -526,7 +531,7 @@ class ActiveRun:
             self._running_seen += len(new)
             # A misbehaving custom metric: the end of the run says so, in one line.
             with contextlib.suppress(RagevError):
-                self._running.add(new)
+                self._running.add(self.scorer.score(new))
             running = self._running.summary()
         return progress_report(self.facts(), dataset_id=self.dataset.dataset_id,
                                params=self.params(None), status=status, err_msg=err_msg,

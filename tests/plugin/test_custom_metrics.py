@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+import xml.etree.ElementTree as ElementTree
 from collections.abc import Callable
 from pathlib import Path
 
@@ -141,3 +142,24 @@ def test_an_item_ceiling_on_a_lower_is_better_metric_fails_the_slow_questions(
     data = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))["data"]
     assert data["verdict"]["passed"] is False and data["verdict"]["errors"] == 0
     assert data["metric"]["counts"]["latency_s"] == 5
+
+
+@pytest.mark.parametrize("dist", [[], ["-n", "2"]])
+def test_a_questions_junit_metrics_are_the_reports_custom_ones_too(
+    pytester: pytest.Pytester, make_project: Project, dist: list[str]
+) -> None:
+    # --junitxml scores each question when it is answered; a custom metric then reads the
+    # same case and passage texts as at the end of the run (q2's first passage is an id).
+    make_project(conftest=METERED)
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json",
+                                "--junitxml", "j.xml", *dist)
+    assert result.ret == pytest.ExitCode.OK
+    root = ElementTree.parse(pytester.path / "j.xml").getroot()
+    at_item = {
+        json.loads(prop.get("value") or "")["qid"]: json.loads(prop.get("value") or "")["metrics"]
+        for prop in root.iter("property") if prop.get("name") == "ragev"
+    }
+    data = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))["data"]
+    at_end = {sample["qid"]: sample["metrics"] for sample in data["samples"]}
+    assert at_item[2]["context_chars"] == 69 + 30
+    assert at_item == at_end

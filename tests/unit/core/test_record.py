@@ -44,6 +44,20 @@ def test_make_record_maps_the_answer_and_round_trips_through_json() -> None:
     assert Record.from_json(empty.to_json()) == empty
 
 
+def test_json_text_is_the_json_document_without_copies() -> None:
+    case = QAPair(qid=7, question="Wie hoch ist der Turm?", pids=(1, 5), passages=("a", "b"),
+                  aid=3, answer="埃菲尔铁塔高约三百三十米。", grades=(1.0, 2.0))
+    record = make_record(
+        case, Answer(retrieved=[Chunk(text="330 metres tall"), 2, "Эверест"],
+                     text="Высота 330 м.", meta={"x": (1, 2), "nan": math.nan}),
+        index=PassageIndex(CORPUS), variant="k10", cached=False,
+    ).scored({"recall": 0.5})
+    text = record.to_json_text()
+    assert json.loads(text) == record.to_json()  # int grade keys and tuples as JSON has them
+    assert Record.from_json(json.loads(text)) == record
+    assert "埃菲尔铁塔" in text and "Высота" in text  # readable in a JUnit file, not \u escapes
+
+
 def test_scored_keeps_everything_but_the_metrics() -> None:
     record = make_record(
         QAPair(qid=1, question="铁塔有多高？", pids=(5,), passages=("p",), aid=1, answer="三百三十米。"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,7 +14,14 @@ from pytest_ragev.core.attribution import PassageIndex
 from pytest_ragev.core.errors import ConfigError
 from pytest_ragev.core.record import Record, make_record
 from pytest_ragev.dataset import Dataset, load_dataset, write_dataset
-from pytest_ragev.evaluation import EvalInputs, RunFacts, RunPlan, evaluate
+from pytest_ragev.evaluation import (
+    EvalInputs,
+    RecordScorer,
+    RunFacts,
+    RunningMeans,
+    RunPlan,
+    evaluate,
+)
 from tests._data import ANSWERS, CORPUS, QAS, QRELS, QUERIES
 
 
@@ -121,3 +129,87 @@ def test_the_plan_resolves_options_over_the_file(tmp_path: Path) -> None:
     assert plan.configured == (None, "k10")
     with pytest.raises(ConfigError, match=r"no such variant.*did you mean 'k10'"):
         RunPlan.build(config, RunOptions(variants=("k1",)))
+
+
+def _counting_metric(calls: list[int]) -> CustomMetric:
+    def context_chars(m: Any) -> float:
+        calls.append(m.case.qid)
+        # Passage ids stand for their corpus text, as at the end of the run.
+        return float(sum(map(len, m.retrieved_texts)))
+    return CustomMetric("context_chars", context_chars, direction="lower", bounds=(0.0, None))
+
+
+def test_records_scored_while_the_run_goes_are_not_scored_again_at_its_end(
+    tmp_path: Path,
+) -> None:
+    project(tmp_path)  # writes the dataset and the config
+    calls: list[int] = []
+    plan = RunPlan.build(load_config(tmp_path / "ragev.toml"), RunOptions(),
+                         [_counting_metric(calls)])
+    dataset = load_dataset(tmp_path / "data", "mini")
+    records = answered(dataset)
+    fresh = evaluate(EvalInputs(plan=plan, dataset=dataset, records=records,
+                                facts=RunFacts(), params={None: {}}))
+    assert len(calls) == 5
+    calls.clear()
+    scorer = RecordScorer(plan, dataset)
+    # Two progress writes: the first sees two records, the second all five.
+    assert [r.qid for r in scorer.score(records[:2])] == [1, 2]
+    scorer.score(records)
+    scorer.score(records)
+    assert sorted(calls) == [1, 2, 3, 4, 5]  # each record scored once
+    carried, scored = scorer.carried(records)
+    assert scored == {(None, qid) for qid in range(1, 6)}
+    outcome = evaluate(EvalInputs(plan=plan, dataset=dataset, records=carried,
+                                  facts=RunFacts(), params={None: {}}, scored=scored))
+    assert len(calls) == 5  # nothing scored again at the end
+    assert outcome.runs[0].samples == fresh.runs[0].samples
+    assert outcome.runs[0].summary == fresh.runs[0].summary
+
+
+def test_a_record_that_replaced_a_scored_one_is_scored_afresh(tmp_path: Path) -> None:
+    project(tmp_path)
+    calls: list[int] = []
+    plan = RunPlan.build(load_config(tmp_path / "ragev.toml"), RunOptions(),
+                         [_counting_metric(calls)])
+    dataset = load_dataset(tmp_path / "data", "mini")
+    records = answered(dataset)
+    scorer = RecordScorer(plan, dataset)
+    scored_first = scorer.score(records[:1])[0]
+    assert scored_first.metrics["recall"] == 1.0
+    # The scored copy is known too (what an item carries after its -v scoring).
+    assert scorer.carried([scored_first])[1] == {(None, 1)}
+    # An error record of the same question, or an equal record that is another object,
+    # is not what was scored: the end of the run scores it itself.
+    error = make_record(dataset.pairs[0], None, index=PassageIndex(dataset.corpus),
+                        variant=None, error="RuntimeError: 超时")
+    twin = Record.from_json(records[0].to_json())
+    for other in (error, twin):
+        carried, scored = scorer.carried([other])
+        assert carried == [other] and scored == frozenset()
+    outcome = evaluate(EvalInputs(plan=plan, dataset=dataset,
+                                  records=[error, *scorer.score(records[1:])],
+                                  facts=RunFacts(), params={None: {}},
+                                  scored=scorer.carried(records[1:])[1]))
+    assert outcome.runs[0].samples[0].error == "RuntimeError: 超时"
+    assert outcome.runs[0].samples[0].metrics == {}
+    assert outcome.errors == 1
+
+
+def test_running_means_count_the_base_configuration_only(tmp_path: Path) -> None:
+    plan, dataset = project(tmp_path, '[[variants]]\nname = "bad"\n')
+    scorer = RecordScorer(plan, dataset)
+    means = RunningMeans(plan)
+    means.add(scorer.score([*answered(dataset)[:2], *answered(dataset, "bad", good=False)]))
+    summary = means.summary()
+    assert summary["recall"].mean == 1.0 and summary["recall"].n == 2
+
+
+def test_a_scorer_that_does_not_remember_keeps_nothing(tmp_path: Path) -> None:
+    plan, dataset = project(tmp_path)
+    records = answered(dataset)
+    scorer = RecordScorer(plan, dataset, remember=False)
+    scored = scorer.score(records)
+    assert scored[0].metrics["recall"] == 1.0
+    assert scorer.carried(records) == (records, frozenset())
+    assert scorer.carried(scored) == (scored, frozenset())
