@@ -360,11 +360,11 @@ def end_of_run(questions: int, passages: int, repeats: int) -> list[dict[str, fl
 
     from pytest_ragev.config import RunOptions, load_config
     from pytest_ragev.core.attribution import PassageIndex
+    from pytest_ragev.core.gcpause import paused_gc
     from pytest_ragev.core.io import atomic_write_json, atomic_write_text
     from pytest_ragev.core.record import make_record
     from pytest_ragev.dataset import load_dataset
     from pytest_ragev.evaluation import EvalInputs, RunFacts, RunPlan, evaluate, run_params
-    from pytest_ragev.plugin.finish import paused_gc
     from pytest_ragev.report import (
         REPORT_RECORDS,
         ReportModel,

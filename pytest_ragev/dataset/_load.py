@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pytest_ragev.core.errors import DatasetError
+from pytest_ragev.core.gcpause import paused_gc
 from pytest_ragev.core.types import QAPair
 
 #: Bumped whenever the canonical byte layout below changes (old fingerprints become stale).
@@ -900,13 +901,8 @@ def _collector_paused() -> Iterator[bool]:
     # One pause spans the whole assembly, so the young generation is traversed once, not
     # once per loop. Yields whether the collector was on (the caller runs that one pass
     # itself, at a moment when it would otherwise wait).
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with paused_gc() as collecting:
         yield collecting
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def python_strings(texts: TextArray) -> list[str]:

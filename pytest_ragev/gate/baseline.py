@@ -42,7 +42,6 @@ Nothing here imports pytest or numpy.
 
 from __future__ import annotations
 
-import gc
 import gzip
 import json
 import os
@@ -55,6 +54,7 @@ from typing import Any
 
 from pytest_ragev.core.errors import BaselineError
 from pytest_ragev.core.fmt import shorten
+from pytest_ragev.core.gcpause import paused_gc
 from pytest_ragev.core.io import atomic_write_bytes, dumps_json
 from pytest_ragev.core.results import (
     LEGACY_TOKENIZER,
@@ -705,13 +705,8 @@ def _parse(text: str) -> Any:
     """``json.loads`` with the cyclic garbage collector paused: parsing makes millions
     of containers, none of them garbage, and each collection they trigger scans every
     live object (half the parse time of a 100k-question baseline)."""
-    paused = gc.isenabled()
-    gc.disable()
-    try:
+    with paused_gc():
         return json.loads(text)
-    finally:
-        if paused:
-            gc.enable()
 
 
 def load_snapshot(path: str | os.PathLike[str]) -> Snapshot:

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import gc
 import os
 import time
 import traceback
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -24,6 +23,7 @@ from _pytest._code.code import TerminalRepr
 from _pytest.junitxml import xml_key
 
 from pytest_ragev.core.errors import RagevError
+from pytest_ragev.core.gcpause import paused_gc
 from pytest_ragev.core.io import (
     WRITE_ERRORS,
     is_stream,
@@ -101,25 +101,6 @@ class _VerdictRepr(TerminalRepr):
 #: Runs with at least this many answers print a progress line per end-of-run phase:
 #: below it the end of a run takes well under a second and the lines would be noise.
 PHASE_LINES_FROM = 2_000
-
-
-@contextlib.contextmanager
-def paused_gc() -> Iterator[None]:
-    """The cyclic garbage collector off for the end of a run (restored after).
-
-    Scoring, the gate and the reports build millions of small containers while the
-    session holds every item and record; each collection those allocations trigger
-    scans all of them, which made a third of the end of a 100k-question run. What the
-    end of a run allocates holds no reference cycles worth collecting before the
-    process exits.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _end_current_line(reporter: Any) -> None:
