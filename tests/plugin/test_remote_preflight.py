@@ -208,32 +208,40 @@ def test_consecutive_failures_stop_the_run_with_the_reason(
     assert [("not sent" in error) for error in errors] == [False, False, True, True, True]
 
 
+class InFlight:
+    """Wraps a reply function: each call takes 0.3 s, and ``most`` counts how many were
+    in flight at once."""
+
+    def __init__(self, reply: Callable[[Seen], Reply]) -> None:
+        self._reply = reply
+        self._lock = threading.Lock()
+        self._now = 0
+        self.most = 0
+
+    def __call__(self, seen: Seen) -> Reply:
+        with self._lock:
+            self._now += 1
+            self.most = max(self.most, self._now)
+        time.sleep(0.3)
+        with self._lock:
+            self._now -= 1
+        return self._reply(seen)
+
+
 def test_io_bound_pipelines_run_eight_calls_at_once_by_default(
     pytester: pytest.Pytester, make_project: Project, server: ScriptedServer,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(os, "cpu_count", lambda: 2)  # a 2-core runner: one thread for CPU work
-    lock = threading.Lock()
-    in_flight = [0, 0]  # now, most
-
-    def slow(seen: Seen) -> Reply:
-        with lock:
-            in_flight[0] += 1
-            in_flight[1] = max(in_flight[1], in_flight[0])
-        time.sleep(0.3)
-        with lock:
-            in_flight[0] -= 1
-        return answers(seen)
-
-    server.default = slow
+    slow = server.default = InFlight(answers)
     make_project("[run]\npreflight = false\n", conftest=None,
                  pipeline=http_pipeline(server.url))
     pytester.runpytest("--ragev-config", "ragev.toml").assert_outcomes(passed=6)
-    assert in_flight[1] == 5  # all five questions at once (the default is 8)
-    in_flight[1] = 0
+    assert slow.most == 5  # all five questions at once (the default is 8)
+    slow.most = 0
     pytester.runpytest("--ragev-config", "ragev.toml",
                        "--ragev-concurrency", "2").assert_outcomes(passed=6)
-    assert in_flight[1] == 2  # the option still decides
+    assert slow.most == 2  # the option still decides
 
 
 #: A factory pipeline that asks the scripted server for each answer.
@@ -265,21 +273,15 @@ def test_chat_and_factory_pipelines_run_eight_calls_at_once_by_default(
     monkeypatch: pytest.MonkeyPatch, kind: str,
 ) -> None:
     monkeypatch.setattr(os, "cpu_count", lambda: 2)  # a 2-core runner: one thread for CPU work
-    lock = threading.Lock()
-    in_flight = [0, 0]  # now, most
+    answer = InFlight(lambda seen: Reply(
+        200, {"answer": "Antwort", "choices": [{"message": {"content": "Antwort"}}]}))
 
-    def slow(seen: Seen) -> Reply:
+    def reply(seen: Seen) -> Reply:
         if seen.method == "GET":  # the chat model's preflight
             return Reply(200, {"data": []})
-        with lock:
-            in_flight[0] += 1
-            in_flight[1] = max(in_flight[1], in_flight[0])
-        time.sleep(0.3)
-        with lock:
-            in_flight[0] -= 1
-        return Reply(200, {"answer": "Antwort", "choices": [{"message": {"content": "Antwort"}}]})
+        return answer(seen)
 
-    server.default = slow
+    server.default = reply
     if kind == "chat":
         pipeline = chat_pipeline(server.url + "/v1")
     else:
@@ -288,4 +290,4 @@ def test_chat_and_factory_pipelines_run_eight_calls_at_once_by_default(
         pipeline = f'[pipeline]\nname = "{module}:build"\nurl = "{server.url}/rag"\n'
     make_project(conftest=None, pipeline=pipeline)
     pytester.runpytest("--ragev-config", "ragev.toml").assert_outcomes(passed=6)
-    assert in_flight[1] == 5  # all five questions at once (the default is 8, not CPUs - 1)
+    assert answer.most == 5  # all five questions at once (the default is 8, not CPUs - 1)
