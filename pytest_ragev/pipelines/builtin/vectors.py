@@ -12,11 +12,20 @@ simsimd picks its kernel by CPU, and on CPUs with AVX-512 FP16 (Intel Sapphire R
 newer) its float16 dot product accumulates in float16: scores off by up to 2e-4 on unit
 vectors, enough to reorder near neighbours, so a baseline recorded on one machine would
 not hold on another. A probe run once per process therefore compares simsimd with a
-float32 sum on fixed vectors, and simsimd is used only where it agrees.
+float32 sum on fixed vectors. Where they differ, simsimd's AVX-512 FP16 kernels are
+switched off (``disable_capability("sapphire")``, which concerns float16 kernels only:
+simsimd then converts each float16 value to float32 and sums in float32, as on older
+CPUs) and the probe runs again; simsimd is used only once it agrees, else numpy. That
+switch is process-wide: other float16 code in the process that uses simsimd gets the
+float32-summing kernel too (more exact, about as fast).
+
+The scan runs on every core (simsimd's ``threads``; numpy's BLAS does the same): each
+row's dot product is still summed by one thread, so the result does not depend on it.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -65,17 +74,40 @@ def accumulates_in_float32(module: Any) -> bool:
     return bool(np.all(np.abs(got - expected) <= _PROBE_TOLERANCE))
 
 
+#: The capability whose float16 kernels sum in float16 (simsimd's AVX-512 FP16 kernels).
+_FLOAT16_SUMMING = "sapphire"
+#: Threads of one scan: every core, at most eight (the scan is bound by memory bandwidth).
+_THREADS = max(1, min(8, os.cpu_count() or 1))
+
+
+def _float32_summing(module: Any) -> bool:
+    """Whether ``module`` (simsimd) sums float16 in float32, after switching its float16-
+    summing kernels off where needed (see the module docstring)."""
+    if accumulates_in_float32(module):
+        return True
+    capabilities: dict[str, bool] = getattr(module, "get_capabilities", dict)()
+    disable = getattr(module, "disable_capability", None)
+    if not capabilities.get(_FLOAT16_SUMMING) or disable is None:
+        return False
+    try:
+        disable(_FLOAT16_SUMMING)
+    except Exception:  # an older simsimd without the switch: numpy then
+        return False
+    return accumulates_in_float32(module)
+
+
 def _simsimd_module() -> Any:
-    """simsimd, or ``False`` when it is not installed or its float16 kernel on this CPU
-    does not accumulate in float32 (looked up once per process)."""
+    """simsimd, or ``False`` when it is not installed or cannot be made to sum float16 in
+    float32 on this CPU (looked up once per process)."""
     global _simsimd
-    if _simsimd is None:
-        try:
-            import simsimd
-        except ImportError:
-            _simsimd = False
-        else:
-            _simsimd = simsimd if accumulates_in_float32(simsimd) else False
+    with _lock:
+        if _simsimd is None:
+            try:
+                import simsimd
+            except ImportError:
+                _simsimd = False
+            else:
+                _simsimd = simsimd if _float32_summing(simsimd) else False
     return _simsimd
 
 
@@ -105,7 +137,8 @@ def scores(vectors: npt.NDArray[Any], query: npt.NDArray[Any]) -> npt.NDArray[np
     query16 = np.ascontiguousarray(query, dtype=np.float16)
     simsimd = _simsimd_module()
     if simsimd and vectors.dtype == np.float16 and len(vectors):
-        out = simsimd.cdist(query16[None, :], vectors, metric="dot", out_dtype="float32")
+        out = simsimd.cdist(query16[None, :], vectors, metric="dot", out_dtype="float32",
+                            threads=_THREADS)
         result: npt.NDArray[np.float32] = np.asarray(out, dtype=np.float32)[0]
         return result
     matrix = _float32(vectors) if vectors.dtype == np.float16 else vectors

@@ -176,6 +176,36 @@ def test_the_probe_accepts_only_a_kernel_that_sums_in_float32() -> None:
     assert not vector_search.accumulates_in_float32(_BrokenKernel())
 
 
+class _SwitchableKernel:
+    """simsimd on an AVX-512 FP16 CPU: float16 sums until its "sapphire" kernels are off."""
+
+    def __init__(self) -> None:
+        self.capabilities = {"serial": True, "sapphire": True}
+
+    def get_capabilities(self) -> dict[str, bool]:
+        return dict(self.capabilities)
+
+    def disable_capability(self, name: str) -> None:
+        self.capabilities[name] = False
+
+    def cdist(self, query: np.ndarray, rows: np.ndarray, metric: str, out_dtype: str,
+              threads: int = 1) -> np.ndarray:
+        kernel = _Float16SumKernel if self.capabilities["sapphire"] else _Float32SumKernel
+        return kernel.cdist(query, rows, metric, out_dtype)
+
+
+def test_a_float16_summing_kernel_is_switched_off_then_used(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+
+    kernel = _SwitchableKernel()
+    monkeypatch.setattr(vector_search, "_simsimd", None)
+    monkeypatch.setitem(sys.modules, "simsimd", kernel)
+    assert vector_search.backend() == "simsimd"
+    assert kernel.capabilities["sapphire"] is False
+
+
 def test_simsimd_is_used_only_where_it_sums_in_float32(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
