@@ -99,19 +99,8 @@ def dumps_json(obj: Any, *, records: Collection[str] = ()) -> str:
     # The placeholder string written where a record list goes: a random tag between
     # NULs, so no string of the data can look like one.
     tag = secrets.token_hex(8)
-
-    def slot(value: Any, key: str | None) -> Any:
-        if isinstance(value, dict):
-            return {k: slot(v, k) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            if key in records and value and all(isinstance(v, dict) for v in value):
-                lists.append(list(value))
-                return f"\0{tag}{len(lists) - 1}\0"
-            return [slot(v, None) for v in value]
-        return value
-
-    text = json.dumps(slot(obj, None) if records else obj, ensure_ascii=False, indent=2,
-                      allow_nan=False)
+    text = json.dumps(_slotted(obj, None, records, lists, tag) if records else obj,
+                      ensure_ascii=False, indent=2, allow_nan=False)
     if lists:
         compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"),
                                    allow_nan=False).encode
@@ -126,6 +115,23 @@ def dumps_json(obj: Any, *, records: Collection[str] = ()) -> str:
                            re.MULTILINE)
         text = slots.sub(fill, text)
     return text + "\n"
+
+
+def _slotted(value: Any, key: str | None, records: Collection[str], lists: list[list[Any]],
+             tag: str) -> Any:
+    """``value`` with each record list (see :func:`dumps_json`) moved to ``lists`` and a
+    placeholder string in its place."""
+    # A module function, not a closure: a closure that calls itself is a reference
+    # cycle, which kept ``lists`` (every record of a baseline or report) alive until the
+    # next collection, and the end of a run pauses the collector.
+    if isinstance(value, dict):
+        return {k: _slotted(v, k, records, lists, tag) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        if key in records and value and all(isinstance(v, dict) for v in value):
+            lists.append(list(value))
+            return f"\0{tag}{len(lists) - 1}\0"
+        return [_slotted(v, None, records, lists, tag) for v in value]
+    return value
 
 
 #: What a failed write of JSON may raise: the file system's OSError, or the content's

@@ -4,12 +4,14 @@ through (#16 item 3), strict JSON (#16 item 12)."""
 from __future__ import annotations
 
 import errno
+import gc
 import json
 import math
 import os
 import stat
 import subprocess
 import sys
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -168,6 +170,27 @@ def test_record_lists_are_one_compact_object_per_line() -> None:
     assert '"other": [\n    {\n      "a": 1' in text and '"questions": [],' in text
     assert dumps_json(data) == json.dumps(data, ensure_ascii=False, indent=2) + "\n"
 
+
+
+def test_record_lists_are_freed_with_the_collector_paused() -> None:
+    # The end of a run writes the baseline and the report with the cyclic collector
+    # paused: dumps_json must not keep the records alive until the next collection.
+    class Row(dict[str, object]):  # a dict that a weak reference can watch
+        pass
+
+    rows = [Row(qid=qid, q=f"Frage {qid} 问题") for qid in range(50)]
+    watched = [weakref.ref(row) for row in rows]
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        text = dumps_json({"questions": rows}, records=("questions",))
+        del rows
+        alive = sum(ref() is not None for ref in watched)
+    finally:
+        if was_enabled:
+            gc.enable()
+    assert json.loads(text)["questions"][49] == {"qid": 49, "q": "Frage 49 问题"}
+    assert alive == 0
 
 _json = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
