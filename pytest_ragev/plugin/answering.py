@@ -468,11 +468,12 @@ class Answerer:
             self._future(upcoming.case, upcoming.variant)
 
     # -- the end
-    def close(self) -> None:
-        """Stop the pool, tear down every knowledge base, release the pipelines.
+    def close_knowledge_bases(self) -> None:
+        """Stop the pool and tear down every knowledge base (the pipelines stay).
 
         Calls still running (a hung pipeline, an interrupted run) are abandoned, not
-        waited for: Ctrl-C, SIGTERM and the deadline end the run at once.
+        waited for: Ctrl-C, SIGTERM and the deadline end the run at once. A second call
+        has nothing left to do.
         """
         if self._pool is not None:
             self._pool.close()
@@ -493,5 +494,12 @@ class Answerer:
                             close()
             finally:
                 self._kbs.clear()
+                self._kb_settings.clear()
                 self._kb_ready.clear()
-                self._defaults.close()
+
+    def close(self) -> None:
+        """:meth:`close_knowledge_bases`, then release the pipelines."""
+        try:
+            self.close_knowledge_bases()
+        finally:
+            self._defaults.close()

@@ -182,6 +182,10 @@ class Finisher:
         # the final [100%]. An interrupted loop raises through here: concluded at finish.
         result = yield
         if not self._run.is_worker and self._run.expects_questions():
+            # Every question is answered: the knowledge bases go before the end of the
+            # run builds the baseline and the reports (a built-in KB's mapped index is
+            # as large as its corpus, and the scoring never reads it).
+            self._run.close_knowledge_bases()
             self._conclude(session, exitstatus=None)
         return result
 

@@ -24,7 +24,7 @@ def pytest_ragev_build_knowledge_base(
 
     Called synchronously before the first question. Return any object: it is passed
     to :func:`pytest_ragev_answer` as ``kb`` and to the ``ragev_kb`` fixture. If it has
-    a ``close()`` method, it is called at session end (after
+    a ``close()`` method, it is called when the KB is torn down (after
     :func:`pytest_ragev_teardown_knowledge_base`).
 
     Example::
@@ -37,7 +37,11 @@ def pytest_ragev_build_knowledge_base(
 
 @hookspec
 def pytest_ragev_teardown_knowledge_base(kb: Any, settings: PipelineSettings) -> None:
-    """Clean up a knowledge base built by :func:`pytest_ragev_build_knowledge_base`."""
+    """Clean up a knowledge base built by :func:`pytest_ragev_build_knowledge_base`.
+
+    Called once the last question has been answered, before the end of the run scores
+    and writes the reports (at session finish when the run was interrupted).
+    """
 
 
 @hookspec(firstresult=True)

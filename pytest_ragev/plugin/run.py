@@ -474,6 +474,11 @@ class ActiveRun:
         """What stopped the answering early (``[run] deadline``), if anything did."""
         return None if self._answerer is None else self._answerer.stopped_by
 
+    def close_knowledge_bases(self) -> None:
+        """Tear down the knowledge bases: every question has been answered."""
+        if self._answerer is not None:
+            self._answerer.close_knowledge_bases()
+
     def answerer_close(self) -> None:
         if self._answerer is not None:
             self._answerer.close()

@@ -567,3 +567,45 @@ def test_a_fully_cached_rerun_builds_no_kb(
     assert builds.read_text(encoding="utf-8").split() == ["built"]
     assert (report_of(pytester.path / "rerun.json")["data"]["samples"]
             == report_of(pytester.path / "first.json")["data"]["samples"])
+
+
+def test_knowledge_bases_are_torn_down_before_the_end_of_the_run(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    # A knowledge base can be as large as its corpus; the end of the run (scoring, the
+    # baseline, the reports) never reads it, so it is released before that starts, and
+    # torn down once.
+    make_project()
+    pytester.makeconftest(
+        textwrap.dedent(
+            """
+            import pytest
+            from pytest_ragev import Answer
+
+            events = []
+
+            @pytest.hookimpl
+            def pytest_ragev_build_knowledge_base(corpus, settings):
+                return {"Wissensbasis": "知识库"}
+
+            @pytest.hookimpl
+            def pytest_ragev_teardown_knowledge_base(kb, settings):
+                events.append("teardown")
+
+            @pytest.hookimpl
+            def pytest_ragev_answer(case, kb, settings):
+                return Answer(retrieved=list(case.pids), text=case.answer)
+
+            @pytest.hookimpl
+            def pytest_ragev_report(report):
+                events.append("report")
+
+            def pytest_unconfigure(config):
+                with open("events.txt", "w", encoding="utf-8") as handle:
+                    handle.write(" ".join(events))
+            """
+        )
+    )
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
+    result.assert_outcomes(passed=6)
+    assert (pytester.path / "events.txt").read_text(encoding="utf-8") == "teardown report"
