@@ -174,11 +174,12 @@ class Corpus(Mapping[int, str]):
         return iter(self._ids.tolist())
 
     def items(self) -> ItemsView[int, str]:
-        """(id, text) pairs in id order, streamed from the columns (no per-key lookup)."""
+        """(id, text) pairs in id order, streamed from the columns (no per-key lookup;
+        the strings are made a block at a time, not kept)."""
         return _CorpusItems(self)
 
     def values(self) -> ValuesView[str]:
-        """Texts in id order (the cached :attr:`texts` list)."""
+        """Texts in id order, streamed as :meth:`items` (not kept)."""
         return _CorpusValues(self)
 
     def __len__(self) -> int:
@@ -188,20 +189,44 @@ class Corpus(Mapping[int, str]):
         return f"Corpus({len(self)} passages)"
 
 
+#: Rows made into Python strings at a time when a corpus is iterated (a few MB of text).
+_ITER_ROWS = 1 << 13
+
+
+def _text_blocks(corpus: Corpus) -> Iterator[tuple[list[int], list[str]]]:
+    """The ids and texts in id order, a block of rows at a time.
+
+    Iterating the corpus (the built-in KB build does, once) must not make it hold a
+    Python string per passage for the rest of the run: the texts are already in Arrow.
+    Only the :attr:`Corpus.texts` list, once somebody asked for it, is read as it is.
+    """
+    ids = corpus.ids
+    cached = corpus._texts_list
+    if cached is not None:
+        yield ids.tolist(), cached
+        return
+    texts = corpus.arrow_texts
+    for start in range(0, len(ids), _ITER_ROWS):
+        yield (ids[start:start + _ITER_ROWS].tolist(),
+               python_strings(texts.slice(start, _ITER_ROWS)))
+
+
 class _CorpusItems(ItemsView[int, str]):
     # The generic ItemsView looks every key up again; with a million passages that would
     # cost a binary search and an Arrow scalar per row.
     _mapping: Corpus
 
     def __iter__(self) -> Iterator[tuple[int, str]]:
-        return zip(self._mapping.ids.tolist(), self._mapping.texts, strict=True)
+        for ids, texts in _text_blocks(self._mapping):
+            yield from zip(ids, texts, strict=True)
 
 
 class _CorpusValues(ValuesView[str]):
     _mapping: Corpus
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._mapping.texts)
+        for _, texts in _text_blocks(self._mapping):
+            yield from texts
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,12 @@ import json
 import random
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
 
 import pytest
 
-from pytest_ragev.dataset import write_dataset
+from pytest_ragev.dataset import load_dataset, write_dataset
 
 _MEASURE = """
 import json, sys
@@ -49,3 +50,22 @@ def test_load_keeps_no_decoder_leftovers(tmp_path: Path) -> None:
     # The texts (Arrow, once) plus slack for the ids and the allocator's own pages (the
     # load grew by 4x the texts while the allocator kept them).
     assert result["grown_mb"] < 2 * text_mb + 8, (result, text_mb)
+
+
+def test_iterating_the_corpus_keeps_no_python_strings(tmp_path: Path) -> None:
+    # The built-in KB build reads every passage once; a Python string per passage kept
+    # after that (100 MB at 300,000 passages) is what the columnar corpus exists to avoid.
+    passages = {pid: f"Absatz {pid}: 段落 {pid} — Абзац {pid}. " * 8 for pid in range(5_000, 0, -1)}
+    dataset = load_dataset(write_dataset(tmp_path / "ds", queries={1: "Wo?"}, corpus=passages))
+    corpus = dataset.corpus
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        seen = sum(len(text) for _, text in corpus.items())
+        seen += sum(len(text) for text in corpus.values())
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert seen == 2 * sum(len(text) for text in passages.values())
+    assert list(corpus.items())[:2] == [(1, passages[1]), (2, passages[2])]
+    assert kept < 100_000, kept  # as Python strings the texts take 3 MB
