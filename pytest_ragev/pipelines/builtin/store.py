@@ -14,7 +14,9 @@ the manifest's own content. A load checks all of them (a truncated, bit-flipped 
 emptied file, or an edited manifest value, is a damaged entry: one warning, rebuilt) and
 then memory-maps the arrays read-only, so processes that load the same KB (xdist
 workers, concurrent runs) share one copy in the page cache instead of each holding its
-own, and only the pages a query touches are read.
+own, and only the pages a query touches are read. The chunk texts are read with
+``pread`` where a retrieved chunk needs its text (:class:`TextFile`): shared in the page
+cache alike, without counting towards the process's resident memory.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import hashlib
 import json
 import os
 import warnings
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
@@ -125,7 +128,8 @@ class ChunkTable(Sequence[TextChunk]):
         passage_ids: npt.NDArray[np.int64],
         starts: npt.NDArray[np.int64],
     ) -> None:
-        self._text = text  # bytes, or an mmap of the blob file: anything sliceable to bytes
+        # bytes, a TextFile, or an mmap of the blob file: anything sliceable to bytes
+        self._text = text
         self.offsets = offsets
         self.passage_ids = passage_ids
         self.starts = starts
@@ -176,7 +180,42 @@ class ChunkTable(Sequence[TextChunk]):
 
     def blob(self) -> bytes | memoryview:
         """The UTF-8 text of every chunk, concatenated."""
+        if isinstance(self._text, TextFile):
+            return self._text[0:len(self._text)]
         return self._text if isinstance(self._text, bytes) else memoryview(self._text)
+
+
+class TextFile:
+    """A read-only file whose byte ranges are read with ``pread`` (thread-safe), sliced
+    like the bytes it holds.
+
+    The chunk texts are read this way, not mapped: over a run the questions retrieve
+    chunks from every page of the file, and a mapping counts each page it touched
+    towards the process's resident memory to the end (276 MB at a million passages,
+    twice under two xdist workers); read, the pages stay in the operating system's page
+    cache, shared all the same, and the process holds only the chunks it decoded. The
+    descriptor is closed when the object is collected (a call still running in an
+    abandoned thread keeps it open until it returns).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        weakref.finalize(self, os.close, self._fd)
+        self._size = os.fstat(self._fd).st_size
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __getitem__(self, span: slice) -> bytes:
+        start, stop, _ = span.indices(self._size)
+        parts = []
+        while start < stop:
+            read = os.pread(self._fd, stop - start, start)
+            if not read:  # the file shrank under us: what is there is what we return
+                break
+            parts.append(read)
+            start += len(read)
+        return b"".join(parts) if len(parts) != 1 else parts[0]
 
 
 def _int64(values: Any) -> npt.NDArray[np.int64]:
@@ -310,7 +349,9 @@ class KnowledgeBase:
         n_chunks, n_terms = int(manifest["chunks"]), int(manifest["terms"])
         offsets, passages, starts = (_map(folder / name, dtype)
                                      for name, dtype in _CHUNK_ARRAYS.items())
-        text = _map_bytes(folder / _CHUNK_TEXT)
+        # Read where asked (see TextFile); mapped where the system has no pread (Windows).
+        text = (TextFile(folder / _CHUNK_TEXT) if hasattr(os, "pread")
+                else _map_bytes(folder / _CHUNK_TEXT))
         postings = int(manifest["postings"])
         shapes_ok = (
             isinstance(words, list) and len(words) == n_terms
