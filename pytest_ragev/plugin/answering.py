@@ -50,6 +50,10 @@ class QuestionTimeout(RagevError):
 _Task = tuple[concurrent.futures.Future[Any], Callable[..., Any], tuple[Any, ...]]
 
 
+def _same_record(record: Record) -> Record:
+    return record
+
+
 class CallPool:
     """``workers`` daemon threads running pipeline calls, none of which is ever waited for.
 
@@ -152,7 +156,8 @@ class Answerer:
     from now; with either set, calls run in a pool thread even at concurrency 1, so the
     item can stop waiting for them. ``handoff`` is given each record attached to a test
     report, with the JSON text attached, for a collector in this process (none on xdist
-    workers: their reports cross the channel).
+    workers: their reports cross the channel); ``keep`` makes the record handed over
+    (and scored at item time) from the one attached: what the run needs to keep of it.
     """
 
     def __init__(
@@ -172,9 +177,11 @@ class Answerer:
         timeout: float | None = None,
         deadline: float | None = None,
         handoff: Callable[[str, Record], None] | None = None,
+        keep: Callable[[Record], Record] | None = None,
     ) -> None:
         self._hook = hook
         self._handoff = handoff
+        self._keep: Callable[[Record], Record] = keep or _same_record
         self._defaults = defaults
         self._settings = settings
         self._corpus = corpus
@@ -332,17 +339,20 @@ class Answerer:
 
     def _finish_question(self, item: pytest.Item, record: Record) -> None:
         """Score ``record`` if asked, attach it, and fail the item below a floor."""
+        # Scored as the run keeps it (see ``keep``): the very object the collector then
+        # holds, so the end of the run knows it is scored.
+        kept = self._keep(record)
         if self._scorer is not None and (self._score_every_question or not self._scored_one):
             self._scored_one = True
             try:
-                record = self._scorer(record)
+                kept = self._scorer(kept)
             except RagevError as exc:
                 self._attach(item, record)
                 self.usage_error = str(exc)
                 item.session.shouldstop = f"ragev: {exc}"
                 raise QuestionFailed([str(exc)]) from None
-        self._attach(item, record)
-        below = check_question(record, self._item_checks)
+        self._attach(item, record, kept)
+        below = check_question(kept, self._item_checks)
         if below:
             raise QuestionFailed(below)
 
@@ -367,13 +377,22 @@ class Answerer:
         """The record of a question that failed without answering."""
         return make_record(case, None, index=self._index(), variant=variant, error=error)
 
-    def _attach(self, item: pytest.Item, record: Record) -> None:
+    def _attach(self, item: pytest.Item, record: Record, kept: Record | None = None) -> None:
+        """Attach ``record`` to ``item``'s report; hand a collector in this process
+        ``kept``, the record as the run keeps it (by default ``keep(record)``), which
+        may differ from ``record`` only in ``retrieved`` and its metrics."""
         # As JSON text: --junitxml writes the property as it is (readable by any tool, not
-        # a Python repr), and it crosses the xdist channel as plain data. A collector in
-        # this process gets the record itself, not the text to parse.
+        # a Python repr), and it crosses the xdist channel as plain data: every retrieved
+        # item and the metrics. A collector in this process gets the record itself, not
+        # the text to parse.
+        if kept is None:
+            kept = self._keep(record)
+        elif kept.metrics is not record.metrics:  # scored: the text carries the metrics
+            record = (kept if kept.retrieved is record.retrieved
+                      else replace(kept, retrieved=record.retrieved))
         text = record.to_json_text()
         if self._handoff is not None:
-            self._handoff(text, record)
+            self._handoff(text, kept)
         item.user_properties.append((RECORD_KEY, text))
 
     # -- time limits

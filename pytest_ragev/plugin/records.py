@@ -44,11 +44,13 @@ class RecordHandoff:
     writes and any other plugin reads); the answering code also leaves the record here,
     under that very text object, and the collector takes it back instead of parsing the
     text. A report that crossed a process boundary (xdist) carries a copy of the text,
-    which is not found here: it is parsed.
+    which is not found here: it is parsed, and ``keep`` makes of it what the run keeps
+    (as the answering code does with the records it leaves).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, keep: Callable[[Record], Record] | None = None) -> None:
         self._waiting: dict[int, tuple[str, Record]] = {}
+        self._keep = keep
 
     def leave(self, text: str, record: Record) -> None:
         """Leave ``record``, which ``text`` (attached to a test report) serialises."""
@@ -59,7 +61,8 @@ class RecordHandoff:
         waiting = self._waiting.pop(id(text), None)
         if waiting is not None and waiting[0] is text:
             return waiting[1]
-        return Record.from_json(json.loads(text))
+        parsed = Record.from_json(json.loads(text))
+        return parsed if self._keep is None else self._keep(parsed)
 
 
 class RecordCollector:

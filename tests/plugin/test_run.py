@@ -609,3 +609,58 @@ def test_knowledge_bases_are_torn_down_before_the_end_of_the_run(
     result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
     result.assert_outcomes(passed=6)
     assert (pytester.path / "events.txt").read_text(encoding="utf-8") == "teardown report"
+
+
+_LIVE_TEXTS_CONFTEST = """
+import gc
+import json
+
+import pytest
+from pytest_ragev import Answer, Chunk
+
+MARK = "Abschnitt 片段 "
+{metrics}
+
+@pytest.hookimpl
+def pytest_ragev_answer(case, kb, settings):
+    chunks = [Chunk(text=f"{{MARK}}{{case.qid}}-{{rank}}", passage_id=pid)
+              for rank, pid in enumerate(case.pids)]
+    return Answer(retrieved=chunks, text=case.answer)
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtestloop(session):
+    result = yield
+    # After the end of the run, while pytest still holds every report: the records still
+    # alive that hold retrieved texts, and the texts the reports carry.
+    live = sum(1 for obj in gc.get_objects() if type(obj).__name__ == "Record"
+               and any(str(item).startswith(MARK) for item in obj.retrieved))
+    carried = sorted(text for item in session.items for name, value in item.user_properties
+                     if name == "ragev" for text in json.loads(value)["retrieved"])
+    with open("live.json", "w", encoding="utf-8") as handle:
+        json.dump({{"live": live, "carried": carried}}, handle, ensure_ascii=False)
+    return result
+"""
+
+
+@pytest.mark.parametrize("custom_metric", [False, True])
+def test_the_run_keeps_retrieved_texts_only_for_custom_metrics(
+    pytester: pytest.Pytester, make_project: Project, custom_metric: bool
+) -> None:
+    # The retrieved chunk texts ride on each test report (JUnit and other plugins read
+    # them there); the records the run keeps to its end hold them only when a custom
+    # metric may read them (a few KB a question: 300 MB over 100,000 questions).
+    metrics = ('\n@pytest.hookimpl\ndef pytest_ragev_metrics():\n    from pytest_ragev import '
+               'CustomMetric\n    return [CustomMetric("chunks_seen", lambda m: float(bool('
+               'm.retrieved_texts)), kind="retrieval")]\n' if custom_metric else "")
+    make_project(conftest=_LIVE_TEXTS_CONFTEST.format(metrics=metrics))
+    result = pytester.runpytest_inprocess("--ragev-config", "ragev.toml", "--ragev-report",
+                                          "r.json", "--junitxml", "junit.xml")
+    result.assert_outcomes(passed=6)
+    live = json.loads((pytester.path / "live.json").read_text(encoding="utf-8"))
+    assert live["carried"][:2] == ["Abschnitt 片段 1-0", "Abschnitt 片段 2-0"]
+    assert "Abschnitt 片段 1-0" in (pytester.path / "junit.xml").read_text(encoding="utf-8")
+    if custom_metric:
+        assert live["live"] >= 5
+        assert report_of(pytester.path / "r.json")["data"]["metric"]["custom_metrics"]
+    else:
+        assert live["live"] == 0

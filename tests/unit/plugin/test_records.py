@@ -5,6 +5,7 @@ crossed a process boundary is parsed from its JSON text."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -194,3 +195,20 @@ def test_a_copy_of_the_text_is_parsed() -> None:
     assert copy == text and copy is not text
     taken = handoff.take(copy)
     assert taken == record and taken is not record
+
+
+def test_a_parsed_record_is_kept_as_the_run_keeps_it() -> None:
+    # An xdist worker's record is parsed on the controller and then kept as the run
+    # keeps its own records (without the retrieved texts no custom metric reads); one
+    # left in this process was made that way already and is taken as it is.
+    def keep(record: Record) -> Record:
+        return replace(record, retrieved=())
+
+    handoff = RecordHandoff(keep=keep)
+    record = replace(_record(), retrieved=("珠穆朗玛峰海拔八千八百四十九米。", 7))
+    text = record.to_json_text()
+    taken = handoff.take("".join(list(text)))
+    assert taken == replace(record, retrieved=())
+    lean = keep(record)
+    handoff.leave(text, lean)
+    assert handoff.take(text) is lean
