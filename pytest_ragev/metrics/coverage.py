@@ -140,10 +140,11 @@ def audit_tokens(
     no letter or digit, and, when ``choice.checks_coverage``, those whose tokens keep
     less than ``threshold`` of their letters and digits (:func:`letter_coverage`).
 
-    Blank texts are skipped and each distinct text counts once. Tokenizes through the
-    same memo as :func:`~pytest_ragev.metrics.score`, so before or after scoring each
-    text is tokenized once. Raises ``TypeError`` as ``score`` does when a custom
-    tokenizer returns the wrong shape.
+    Blank texts are skipped and each distinct text counts once. The built-in tokenizers
+    keep every letter and digit, so a text that has one is neither empty nor unlettered
+    and is not tokenized again here; other texts, and every text of a custom tokenizer,
+    are tokenized through the same memo as :func:`~pytest_ragev.metrics.score`. Raises
+    ``TypeError`` as ``score`` does when a custom tokenizer returns the wrong shape.
     """
     segment = segmenter(choice.tokenizer)
     seen: set[str] = set()
@@ -158,6 +159,10 @@ def audit_tokens(
             continue
         seen.add(text)
         count += 1
+        if not choice.checks_coverage and has_letter(text) is not None:
+            # A built-in tokenizer made a token of each letter and digit: nothing to
+            # find, and a run's tens of thousands of answers are not segmented twice.
+            continue
         sentences: Sequence[Sequence[str]] = segment(text)
         if not any(sentences):
             empty += 1

@@ -27,9 +27,10 @@ jieba is imported and its dictionary loaded on the first Chinese text only, once
 per process (:mod:`pytest_ragev.core.segment` holds the instance, which the knowledge
 base's keyword retriever shares).
 Segmentations are memoised, because comparison runs score the same reference answers
-many times: the built-in tokenizer keeps the last :data:`MEMO_SIZE` distinct texts of
-the process (least recently used forgotten first), a custom tokenizer passed to
-``score`` gets a memo of its own that lives as long as that tokenizer object.
+many times: the built-in tokenizers keep the last :data:`BUILTIN_MEMO_SIZE` distinct
+texts of the process (least recently used forgotten first), a custom tokenizer passed
+to ``score`` gets a memo of its own (up to :data:`MEMO_SIZE` texts) that lives as long
+as that tokenizer object.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
 __all__ = [
+    "BUILTIN_MEMO_SIZE",
     "HIRAGANA_RANGES",
     "KANA_RANGES",
     "MEMO_SIZE",
@@ -76,11 +78,15 @@ __all__ = [
 #: A text's sentences, each a tuple of tokens (the memoised, immutable form).
 Sentences = tuple[tuple[str, ...], ...]
 
-#: Distinct texts a segmentation memo keeps (the built-in one: least recently used
-#: forgotten first; a custom tokenizer's: starts over when full). At ~40 words a text
-#: this is at most a few hundred MB, and more distinct texts than this in one run
-#: are rare.
+#: Distinct texts a custom tokenizer's memo keeps (it starts over when full). At ~40
+#: words a text this is at most a few hundred MB: a custom tokenizer may be slow, and a
+#: run's end checks what it made of every text (``audit_tokens``).
 MEMO_SIZE = 1 << 18
+#: Distinct texts the built-in tokenizers' memos keep, least recently used forgotten
+#: first: the texts scored close together (an answer and its reference, the reference
+#: again for each variant), some 30 MB at most. A run scores each answer once, so a
+#: memo of every text would only grow (1.7 KB a question: 170 MB over 100,000).
+BUILTIN_MEMO_SIZE = 1 << 14
 
 
 class Tokenizer(Protocol):
@@ -443,7 +449,7 @@ def _tokenize_unicode(text: str) -> Sentences:
     return tuple(sentences)
 
 
-@lru_cache(maxsize=MEMO_SIZE)
+@lru_cache(maxsize=BUILTIN_MEMO_SIZE)
 def _tokenize_cached(text: str) -> Sentences:
     if text.isascii():
         return _tokenize_ascii(text)
@@ -481,8 +487,8 @@ class LanguageTokenizer:
     word class must leave its letters out: see :func:`word_class`); each run is
     NFKC-normalised and ``analyse`` turns it into words. Everything else, sentence
     ends and punctuation included, follows :func:`tokenize`. Calls are memoised like
-    the built-in tokenizer's (:data:`MEMO_SIZE` texts, least recently used forgotten
-    first) and serialised with a lock: analysers hold state per instance.
+    the built-in tokenizer's (:data:`BUILTIN_MEMO_SIZE` texts, least recently used
+    forgotten first) and serialised with a lock: analysers hold state per instance.
     """
 
     def __init__(
@@ -493,7 +499,8 @@ class LanguageTokenizer:
         self._analyse = analyse
         self._lock = threading.Lock()
         #: :meth:`__call__` in its memoised, immutable form (what the engine reads).
-        self.tuples: Callable[[str], Sentences] = lru_cache(maxsize=MEMO_SIZE)(self._tokenize)
+        self.tuples: Callable[[str], Sentences] = lru_cache(maxsize=BUILTIN_MEMO_SIZE)(
+            self._tokenize)
         with _language_lock:
             _language_tokenizers.add(self)
 

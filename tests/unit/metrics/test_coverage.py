@@ -5,15 +5,21 @@ from __future__ import annotations
 import re
 
 import pytest
+import regex
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_ragev.metrics import (
     LetterCoverage,
     audit_tokens,
+    clear_cache,
     custom_tokenizer,
     letter_coverage,
     resolve_tokenizer,
     tokenize,
 )
+from pytest_ragev.metrics import text as built_in
+from pytest_ragev.metrics.text import segmenter
 
 
 def _ascii_words(text: str) -> list[list[str]]:
@@ -111,3 +117,29 @@ def test_texts_without_a_letter_or_digit_are_counted_once_with_an_example() -> N
                            "compared (e.g. '?')")
     # A digit or a letter of any script is enough.
     assert audit_tokens(["42!", "ж?", "ꆈ。"], choice).warning() is None
+
+
+@pytest.mark.parametrize("spec", ["default", "ja", "ko"])
+@settings(max_examples=300, deadline=None)
+@given(st.text(min_size=1, max_size=24))
+def test_a_built_in_tokenizer_makes_a_token_of_any_letter_or_digit(spec: str, text: str) -> None:
+    # What lets an audit skip a text with a letter or digit: it cannot be empty.
+    if regex.search(r"[\p{L}\p{N}]", text):
+        assert any(segmenter(resolve_tokenizer(spec, source="ragev.toml").tokenizer)(text))
+
+
+def test_an_audit_does_not_segment_texts_with_letters_again() -> None:
+    # A run's end audits every answer it scored: tens of thousands of texts that the
+    # built-in tokenizers keep whole need no second segmentation (nor a memo of them).
+    clear_cache()
+    choice = resolve_tokenizer("default", source="ragev.toml")
+    texts = ["Die Antwort ist 42.", "答案是四十二。", "Ответ: сорок два", "!?", "😀"]
+    audit = audit_tokens(texts, choice)
+    assert (audit.texts, audit.empty, audit.unlettered) == (5, 1, 1)
+    assert (audit.empty_example, audit.unlettered_example) == ("😀", "!?")
+    assert tokenize_cache_size() == 2  # only the two texts without a letter or digit
+    clear_cache()
+
+
+def tokenize_cache_size() -> int:
+    return built_in._tokenize_cached.cache_info().currsize
