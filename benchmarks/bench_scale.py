@@ -13,6 +13,8 @@ runs, each in a fresh ``pytest`` process:
   cached, a baseline written);
 - ``rerun``: the same again (KB and answers from the caches, gated against the baseline);
 - ``serial`` / ``xdist``: answers not cached, KB from the cache, ``-n 0`` against ``-n 2``;
+  ``bare-n2``: the bare items on two xdist workers (what xdist costs by itself), and
+  ``threads``: the serial run with ``--ragev-concurrency 2`` (two cores without xdist);
 
 and in this process the bm25s floor: indexing the chunks' tokens and retrieving the
 questions' tokens with bm25s (numpy backend), tokens made by our tokenizer beforehand.
@@ -274,7 +276,13 @@ def bench(questions: int, passages: int, repeats: int, xdist: bool) -> None:
             ]
             if xdist:
                 plan += [("serial", ["--ragev-config", "nocache.toml", "-n", "0"], None),
-                         ("xdist", ["--ragev-config", "nocache.toml", "-n", "2"], None)]
+                         ("xdist", ["--ragev-config", "nocache.toml", "-n", "2"], None),
+                         # The floor of xdist itself: the bare items on two workers.
+                         ("bare-n2", ["-p", "no:cacheprovider", "-p", "no:ragev", "-n", "2",
+                                      "bare"], None),
+                         # Two cores without xdist: pipeline calls in two threads.
+                         ("threads", ["--ragev-config", "nocache.toml", "-n", "0",
+                                      "--ragev-concurrency", "2"], None)]
             for name, args, cwd in plan:
                 runs.setdefault(name, []).append(run(root, name, args, cwd))
                 print(f"  {name:8} {runs[name][-1]['wall']:7.1f} s", flush=True)
@@ -312,6 +320,14 @@ def bench(questions: int, passages: int, repeats: int, xdist: bool) -> None:
         serial, parallel = med("serial", "items"), med("xdist", "items")
         print(f"speed-up of the items, -n 2 / serial       {serial / parallel:5.2f}  "
               f"(target >= 1.7; walls {med('serial', 'wall'):.1f} / {med('xdist', 'wall'):.1f} s)")
+        # What xdist costs by itself: its per-item CPU (controller and workers, over
+        # the serial run's) on items that do nothing, and the speed-up that leaves.
+        per_item_ms = (med("bare-n2", "cpu") - bare_cpu) / questions * 1000
+        bare_speedup = med("bare", "items") / med("bare-n2", "items")
+        print(f"  xdist's own cost: bare items -n 2 / serial {bare_speedup:5.2f}"
+              f"  ({per_item_ms:.2f} ms CPU an item over the serial bare run)")
+        print(f"speed-up of the items, --ragev-concurrency 2 / serial "
+              f"{serial / med('threads', 'items'):5.2f}  (two threads, no xdist)")
     print(f"peak RSS cold (largest process)            {med('cold', 'peak_mb'):5.0f} MB"
           f"  (target <= {1000 if passages <= 300_000 else 2000} MB)")
 
