@@ -158,6 +158,9 @@ class Answerer:
     report, with the JSON text attached, for a collector in this process (none on xdist
     workers: their reports cross the channel); ``keep`` makes the record handed over
     (and scored at item time) from the one attached: what the run needs to keep of it.
+    ``full_text`` attaches the whole record to the test report (what ``--junitxml``
+    writes, and what a custom metric on the controller reads); without it the report
+    carries the kept record, a few KB less a question.
     """
 
     def __init__(
@@ -178,8 +181,10 @@ class Answerer:
         deadline: float | None = None,
         handoff: Callable[[str, Record], None] | None = None,
         keep: Callable[[Record], Record] | None = None,
+        full_text: bool = True,
     ) -> None:
         self._hook = hook
+        self._full_text = full_text
         self._handoff = handoff
         self._keep: Callable[[Record], Record] = keep or _same_record
         self._defaults = defaults
@@ -382,15 +387,18 @@ class Answerer:
         ``kept``, the record as the run keeps it (by default ``keep(record)``), which
         may differ from ``record`` only in ``retrieved`` and its metrics."""
         # As JSON text: --junitxml writes the property as it is (readable by any tool, not
-        # a Python repr), and it crosses the xdist channel as plain data: every retrieved
-        # item and the metrics. A collector in this process gets the record itself, not
-        # the text to parse.
+        # a Python repr), and it crosses the xdist channel as plain data: the metrics,
+        # and every retrieved item when something reads them (``full_text``). Pytest
+        # holds every report to the end of the run: the retrieved chunk texts nothing
+        # reads would be some 300 MB over 100,000 questions. A collector in this
+        # process gets the record itself, not the text to parse.
         if kept is None:
             kept = self._keep(record)
-        elif kept.metrics is not record.metrics:  # scored: the text carries the metrics
+        elif kept.metrics is not record.metrics and self._full_text:
+            # Scored: the text carries the metrics.
             record = (kept if kept.retrieved is record.retrieved
                       else replace(kept, retrieved=record.retrieved))
-        text = record.to_json_text()
+        text = (record if self._full_text else kept).to_json_text()
         if self._handoff is not None:
             self._handoff(text, kept)
         item.user_properties.append((RECORD_KEY, text))

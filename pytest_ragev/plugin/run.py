@@ -257,6 +257,7 @@ class ActiveRun:
                 deadline=self.ragev.deadline,
                 handoff=None if self.is_worker else self.handoff.leave,
                 keep=self.kept_record,
+                full_text=self.attach_whole_records,
             )
         return self._answerer
 
@@ -264,13 +265,21 @@ class ActiveRun:
         """What the run keeps of a question's record until its end.
 
         The retrieved chunk texts (a few KB a question: 300 MB over 100,000 questions)
-        are read only by custom metrics: without any, the kept record drops them. The
-        test report's JSON text still carries them (JUnit, other plugins, xdist), and
-        nothing the run writes shows them.
+        are read only by custom metrics: without any, the kept record drops them, and
+        nothing the run writes shows them. The test report carries them only where
+        they are read (:attr:`attach_whole_records`).
         """
         if not record.retrieved or self.plan.custom_metrics:
             return record
         return dataclasses.replace(record, retrieved=())
+
+    @property
+    def attach_whole_records(self) -> bool:
+        """Whether each test report carries the whole record, retrieved chunk texts
+        included: for ``--junitxml``, which writes them, and for custom metrics, which
+        read them where the records are gathered (on the controller under xdist)."""
+        return bool(getattr(self.config.option, "xmlpath", None)) or bool(
+            self.plan.custom_metrics)
 
     @property
     def score_items(self) -> bool:
