@@ -11,7 +11,7 @@ import re
 import secrets
 import stat
 import sys
-from collections.abc import Collection
+from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,10 +41,14 @@ def _create_temp(target: Path) -> tuple[int, Path]:
             continue
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes | memoryview) -> None:
+def atomic_write_bytes(
+    path: str | os.PathLike[str], data: bytes | memoryview | Iterable[bytes]
+) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder and ``os.replace``.
 
-    ``data`` may be a ``memoryview`` (of a numpy array, say), written without a copy.
+    ``data`` may be a ``memoryview`` (of a numpy array, say), written without a copy, or
+    an iterable of byte blocks, written as they come (a large document is then never
+    whole in memory; an exception from the iterable leaves the old file as it was).
 
     The file keeps the permissions it had; a new one gets those of a plainly created file.
     Only a file is ever replaced: a device, a FIFO or a socket at ``path`` raises
@@ -67,7 +71,11 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes | memoryview) -
             mode = _existing_mode(target)
             if mode is not None:
                 os.chmod(temp, mode)
-            handle.write(data)
+            if isinstance(data, bytes | bytearray | memoryview):
+                handle.write(data)
+            else:
+                for block in data:
+                    handle.write(block)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temp, target)
@@ -95,26 +103,54 @@ def dumps_json(obj: Any, *, records: Collection[str] = ()) -> str:
     and the lines come from the C encoder (``indent`` makes :mod:`json` fall back to its
     pure-Python encoder, about ten times slower). The text parses to the same value.
     """
+    return "".join(iter_json(obj, records=records))
+
+
+def iter_json(obj: Any, *, records: Collection[str] = ()) -> Iterator[str]:
+    """:func:`dumps_json` in pieces, in order: ``"".join`` of them is its text.
+
+    The pieces of a record list are its lines, made as they are asked for: a writer
+    that writes them as they come never holds the whole text (some 100 MB for a
+    100,000-question report, and as much again for its bytes).
+    """
     lists: list[list[Any]] = []
     # The placeholder string written where a record list goes: a random tag between
     # NULs, so no string of the data can look like one.
     tag = secrets.token_hex(8)
-    text = json.dumps(_slotted(obj, None, records, lists, tag) if records else obj,
-                      ensure_ascii=False, indent=2, allow_nan=False)
-    if lists:
-        compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"),
-                                   allow_nan=False).encode
+    skeleton = json.dumps(_slotted(obj, None, records, lists, tag) if records else obj,
+                          ensure_ascii=False, indent=2, allow_nan=False)
+    if not lists:
+        yield skeleton + "\n"
+        return
+    compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"),
+                               allow_nan=False).encode
+    slots = re.compile(rf'^( *)("[^"\n]*": )?"\\u0000{tag}(\d+)\\u0000"(,?)$', re.MULTILINE)
+    position = 0
+    for match in slots.finditer(skeleton):
+        indent, key, index, comma = match.groups()
+        inner = indent + "  "
+        yield skeleton[position:match.start()] + f"{indent}{key or ''}[\n{inner}"
+        separator = ",\n" + inner
+        for number, value in enumerate(lists[int(index)]):
+            yield (separator + compact(value)) if number else compact(value)
+        yield f"\n{indent}]{comma}"
+        position = match.end()
+    yield skeleton[position:] + "\n"
 
-        def fill(match: re.Match[str]) -> str:
-            indent, key, index, comma = match.groups()
-            inner = indent + "  "
-            body = (",\n" + inner).join(compact(v) for v in lists[int(index)])
-            return f"{indent}{key or ''}[\n{inner}{body}\n{indent}]{comma}"
 
-        slots = re.compile(rf'^( *)("[^"\n]*": )?"\\u0000{tag}(\d+)\\u0000"(,?)$',
-                           re.MULTILINE)
-        text = slots.sub(fill, text)
-    return text + "\n"
+def encoded_blocks(pieces: Iterable[str], size: int = 1 << 20) -> Iterator[bytes]:
+    """``pieces`` as UTF-8 byte blocks of about ``size`` bytes (fewer, larger writes)."""
+    batch: list[str] = []
+    length = 0
+    for piece in pieces:
+        batch.append(piece)
+        length += len(piece)
+        if length >= size:
+            yield "".join(batch).encode("utf-8")
+            batch.clear()
+            length = 0
+    if batch:
+        yield "".join(batch).encode("utf-8")
 
 
 def _slotted(value: Any, key: str | None, records: Collection[str], lists: list[list[Any]],
@@ -180,8 +216,9 @@ def write_error_fix(exc: BaseException, *, elsewhere: str = "choose another path
 def atomic_write_json(
     path: str | os.PathLike[str], obj: Any, *, records: Collection[str] = ()
 ) -> None:
-    """Serialise ``obj`` with :func:`dumps_json` and write it atomically."""
-    atomic_write_text(path, dumps_json(obj, records=records))
+    """Serialise ``obj`` as :func:`dumps_json` does and write it atomically, piece by
+    piece (a value JSON cannot hold raises before the file is replaced)."""
+    atomic_write_bytes(path, encoded_blocks(iter_json(obj, records=records)))
 
 
 #: The standard streams a path may name (``/dev/stdout``, ``/proc/self/fd/2``, ...).
@@ -216,9 +253,11 @@ def is_stream(path: str | os.PathLike[str]) -> bool:
     return not stat.S_ISREG(info.st_mode) or _standard_stream(info) is not None
 
 
-def write_output(path: str | os.PathLike[str], text: str) -> None:
+def write_output(path: str | os.PathLike[str], text: str | Iterable[str]) -> None:
     """Write ``text`` (UTF-8) to ``path``: atomically when it is a file or does not exist
-    yet, straight through when it is a stream (see :func:`is_stream`).
+    yet, straight through when it is a stream (see :func:`is_stream`). ``text`` may be
+    an iterable of pieces: a file gets them as they come, a stream once they are all
+    made (so a piece that raises leaves a stream untouched too).
 
     A temporary file renamed over a stream would replace ``/dev/stdout``'s target (the
     whole ``build.log`` of a ``pytest ... > build.log`` run) or fail on a pipe. So a
@@ -228,21 +267,22 @@ def write_output(path: str | os.PathLike[str], text: str) -> None:
     blocking the run. A symbolic link to a file is followed: the file it points at is
     replaced, the link stays.
     """
-    data = text.encode("utf-8")
     try:
         info = os.stat(path)
     except OSError:
         info = None
     if info is None or stat.S_ISDIR(info.st_mode):
-        atomic_write_bytes(path, data)  # a folder fails there, naming the path
+        # A folder fails there, naming the path.
+        atomic_write_bytes(path, _file_data(text))
         return
+    if stat.S_ISREG(info.st_mode) and _standard_stream(info) is None:
+        atomic_write_bytes(os.path.realpath(path), _file_data(text))
+        return
+    data = (text if isinstance(text, str) else "".join(text)).encode("utf-8")
     fd = _standard_stream(info)
     if fd is not None:
         _flush_standard_streams()
         _write_all(fd, data)
-        return
-    if stat.S_ISREG(info.st_mode):
-        atomic_write_bytes(os.path.realpath(path), data)
         return
     try:
         fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
@@ -280,8 +320,13 @@ def rewrite_in_place(path: str | os.PathLike[str], text: str) -> None:
 def write_output_json(
     path: str | os.PathLike[str], obj: Any, *, records: Collection[str] = ()
 ) -> None:
-    """Serialise ``obj`` with :func:`dumps_json` and write it with :func:`write_output`."""
-    write_output(path, dumps_json(obj, records=records))
+    """Serialise ``obj`` as :func:`dumps_json` does and write it with :func:`write_output`
+    (a file piece by piece)."""
+    write_output(path, iter_json(obj, records=records))
+
+
+def _file_data(text: str | Iterable[str]) -> bytes | Iterator[bytes]:
+    return text.encode("utf-8") if isinstance(text, str) else encoded_blocks(text)
 
 
 def _write_all(fd: int, data: bytes) -> None:

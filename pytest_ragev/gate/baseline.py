@@ -47,7 +47,7 @@ import json
 import os
 import sys
 import zlib
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -55,7 +55,7 @@ from typing import Any
 from pytest_ragev.core.errors import BaselineError
 from pytest_ragev.core.fmt import shorten
 from pytest_ragev.core.gcpause import paused_gc
-from pytest_ragev.core.io import atomic_write_bytes, dumps_json
+from pytest_ragev.core.io import atomic_write_bytes, dumps_json, encoded_blocks, iter_json
 from pytest_ragev.core.results import (
     LEGACY_TOKENIZER,
     MetricSummary,
@@ -68,6 +68,8 @@ from pytest_ragev.core.results import (
 SCHEMA = "pytest-ragev-baseline"
 #: The layout this version writes; bumped whenever the layout changes.
 SCHEMA_VERSION = 2
+#: The lists of a baseline written one object per line (see ``core.io.dumps_json``).
+_RECORD_LISTS = ("questions",)
 #: The layouts this version reads; others are refused.
 READABLE_VERSIONS: tuple[int, ...] = (1, 2)
 
@@ -196,7 +198,7 @@ class Snapshot:
         """The file's text (project JSON style, trailing newline)."""
         # One question per line: the diff of a rerun shows each changed question as
         # one line, and the file of a 100k-question run stays in the tens of MB.
-        return dumps_json(self.to_data(), records=("questions",))
+        return dumps_json(self.to_data(), records=_RECORD_LISTS)
 
     @classmethod
     def from_data(cls, data: Any, *, source: str = "baseline") -> Snapshot:
@@ -713,9 +715,7 @@ def load_snapshot(path: str | os.PathLike[str]) -> Snapshot:
     """Read a baseline file. Missing, unreadable or corrupt files raise :class:`BaselineError`."""
     target = Path(path)
     try:
-        raw = target.read_bytes()
-        # A gzip file is read whatever its name (a .json.gz renamed, or the reverse).
-        text = (gzip.decompress(raw) if raw[:2] == _GZIP_MAGIC else raw).decode("utf-8")
+        text = _read_text(target)
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
         raise BaselineError(
             f"ragev: baseline {target} is a damaged gzip file ({exc}); restore it from "
@@ -746,7 +746,17 @@ def load_snapshot(path: str | os.PathLike[str]) -> Snapshot:
             "baseline: restore it from version control or rewrite it with "
             "--ragev-update-baseline"
         ) from None
+    # The text (some 100 MB for 100k questions) goes before the records are made from
+    # what it parsed to: the two together are the peak of a gated run's end.
+    del text
     return Snapshot.from_data(data, source=str(target))
+
+
+def _read_text(target: Path) -> str:
+    """The file's text; its bytes are freed on return."""
+    raw = target.read_bytes()
+    # A gzip file is read whatever its name (a .json.gz renamed, or the reverse).
+    return (gzip.decompress(raw) if raw[:2] == _GZIP_MAGIC else raw).decode("utf-8")
 
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -768,11 +778,24 @@ def write_snapshot(path: str | os.PathLike[str], snapshot: Snapshot) -> int:
     name in the header, so an unchanged run still writes identical bytes; ``git diff``
     reads it through a textconv (docs/baselines.md).
     """
-    data = snapshot.to_json().encode("utf-8")
     if compressed(path):
-        data = gzip.compress(data, compresslevel=_GZIP_LEVEL, mtime=0)
-    atomic_write_bytes(path, data)
-    return len(data)
+        data = gzip.compress(snapshot.to_json().encode("utf-8"), compresslevel=_GZIP_LEVEL,
+                             mtime=0)
+        atomic_write_bytes(path, data)
+        return len(data)
+    # Written as it is encoded: the text of a 100k-question baseline (and its bytes) is
+    # never whole in memory, at the end of a run that holds every record already.
+    written = 0
+
+    def counted(blocks: Iterator[bytes]) -> Iterator[bytes]:
+        nonlocal written
+        for block in blocks:
+            written += len(block)
+            yield block
+
+    atomic_write_bytes(path, counted(encoded_blocks(
+        iter_json(snapshot.to_data(), records=_RECORD_LISTS))))
+    return written
 
 
 def obtained_path(path: str | os.PathLike[str]) -> Path:

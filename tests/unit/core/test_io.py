@@ -11,6 +11,7 @@ import os
 import stat
 import subprocess
 import sys
+import tempfile
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,7 @@ from pytest_ragev.core.io import (
     atomic_write_text,
     dumps_json,
     is_stream,
+    iter_json,
     rewrite_in_place,
     write_error_fix,
     write_output,
@@ -205,6 +207,56 @@ _json = st.recursive(
 @given(_json)
 def test_dumps_json_with_records_parses_to_the_same_value(value: object) -> None:
     assert json.loads(dumps_json(value, records=("questions", "samples"))) == value
+
+
+@given(_json)
+def test_a_json_file_is_written_piece_by_piece_with_the_same_text(value: object) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "report.json"
+        atomic_write_json(path, value, records=("questions", "samples"))
+        assert path.read_text(encoding="utf-8") == dumps_json(
+            value, records=("questions", "samples"))
+
+
+def _questions_then_nan(count: int) -> dict[str, object]:
+    rows: list[dict[str, object]] = [
+        {"qid": qid, "q": f"Wie hoch ist der Turm? 塔有多高？ {qid}"} for qid in range(count)]
+    return {"schema": "x", "questions": [*rows, {"qid": count, "score": math.nan}]}
+
+
+def test_record_lines_are_made_as_they_are_asked_for() -> None:
+    # Lazy: the first pieces come before the last record is encoded (a NaN there
+    # raises only when it is reached), one piece a record.
+    pieces = iter_json(_questions_then_nan(3), records=("questions",))
+    head = [next(pieces) for _ in range(4)]
+    assert head[0].startswith('{\n  "schema": "x",\n  "questions": [\n    ')
+    assert head[1] == '{"qid":0,"q":"Wie hoch ist der Turm? 塔有多高？ 0"}'
+    assert head[3] == ',\n    {"qid":2,"q":"Wie hoch ist der Turm? 塔有多高？ 2"}'
+    with pytest.raises(ValueError):
+        next(pieces)
+
+
+def test_a_json_write_that_fails_midway_leaves_the_old_file(tmp_path: Path) -> None:
+    path = tmp_path / "ragev-report.json"
+    path.write_text("old report\n", encoding="utf-8")
+    # Past the first block of bytes: some of the new file was written when it fails.
+    with pytest.raises(ValueError):
+        atomic_write_json(path, _questions_then_nan(30_000), records=("questions",))
+    assert path.read_text(encoding="utf-8") == "old report\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ragev-report.json"]
+
+
+def test_a_stream_gets_nothing_when_the_json_fails_midway(tmp_path: Path) -> None:
+    fifo = tmp_path / "report.fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        with pytest.raises(ValueError):
+            write_output_json(fifo, _questions_then_nan(30_000), records=("questions",))
+        # Nothing came, and no writer ever opened it (a read without one is at its end).
+        assert os.read(reader, 65536) == b""
+    finally:
+        os.close(reader)
 
 
 # --- the in-place fallback of a full disk --------------------------------------------------------

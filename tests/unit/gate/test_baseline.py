@@ -84,8 +84,11 @@ def from_runs(*runs: RunResult) -> Snapshot:
 
 def test_layout_and_key_order(tmp_path: Path) -> None:
     path = tmp_path / "ragev-baseline.json"
-    write_snapshot(path, snapshot("zeta", "alpha"))
+    written = write_snapshot(path, snapshot("zeta", "alpha"))
     text = path.read_text(encoding="utf-8")
+    # Written piece by piece: the same text as to_json, and the count of its bytes.
+    assert text == snapshot("zeta", "alpha").to_json()
+    assert written == path.stat().st_size
     data = json.loads(text)
     assert list(data) == [
         "schema", "schema_version", "plugin_version", "profile", "dataset", "base", "variants",
