@@ -145,6 +145,23 @@ def test_an_item_ceiling_on_a_lower_is_better_metric_fails_the_slow_questions(
 
 
 @pytest.mark.parametrize("dist", [[], ["-n", "2"]])
+def test_a_custom_metric_reads_the_chunk_texts_without_junit_and_under_xdist(
+    pytester: pytest.Pytester, make_project: Project, dist: list[str]
+) -> None:
+    # Without --junitxml a test report carries the chunk texts only because a custom
+    # metric reads them: under xdist they cross the channel to the controller, where
+    # the records are scored, and context_chars counts the same characters.
+    make_project(conftest=METERED)
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json",
+                                *dist)
+    assert result.ret == pytest.ExitCode.OK
+    data = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))["data"]
+    assert data["metric"]["custom_metrics"]["context_chars"] == 74.0
+    by_qid = {sample["qid"]: sample["metrics"] for sample in data["samples"]}
+    assert by_qid[2]["context_chars"] == 69 + 30
+
+
+@pytest.mark.parametrize("dist", [[], ["-n", "2"]])
 def test_a_questions_junit_metrics_are_the_reports_custom_ones_too(
     pytester: pytest.Pytester, make_project: Project, dist: list[str]
 ) -> None:
