@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pytest_ragev.config import RagevConfig, RunOptions, select_variants, variant_settings
 from pytest_ragev.core.digest import sha256_json
@@ -73,14 +73,27 @@ def _no_phase(name: str) -> None:
 #: Calls in flight by default for pipelines that wait on a service (chat, http, factory).
 IO_BOUND_CONCURRENCY = 8
 
+#: What the default number of calls in flight depends on: a pipeline that waits on a
+#: service (``"service"``), the built-in one offline (``"builtin"``), or the project's own
+#: code (``"project"``: conftest hooks).
+PipelineKind = Literal["service", "builtin", "project"]
 
-def default_concurrency(io_bound: bool = False) -> int:
-    """Calls in flight when nothing sets it. A pipeline that computes (the built-in one
-    offline) gets one thread fewer than the CPUs, at least one; one that waits on a
-    service gets :data:`IO_BOUND_CONCURRENCY` whatever the CPU count: its threads sleep
-    on sockets, and a 2-core CI runner would otherwise ask one question at a time."""
-    if io_bound:
+
+def default_concurrency(kind: PipelineKind = "project") -> int:
+    """Calls in flight when nothing sets it.
+
+    A pipeline that waits on a service gets :data:`IO_BOUND_CONCURRENCY` whatever the
+    CPU count: its threads sleep on sockets, and a 2-core CI runner would otherwise ask
+    one question at a time. The built-in pipeline offline gets 1: its keyword search
+    holds the GIL and its vector scan already runs on every core, so more threads only
+    contend (two threads ran it at 0.76-0.82x of one, keyword and hybrid alike, see
+    docs/plugin.md). The project's own code gets one thread fewer than the CPUs, at
+    least one: it may compute outside the GIL (numpy, a model).
+    """
+    if kind == "service":
         return IO_BOUND_CONCURRENCY
+    if kind == "builtin":
+        return 1
     return max((os.cpu_count() or 1) - 1, 1)
 
 
@@ -156,15 +169,15 @@ class RunPlan:
 
     @property
     def concurrency(self) -> int:
-        """Pipeline calls in flight at once (``1`` is strictly serial), for a pipeline
-        that computes; see :meth:`concurrency_for`."""
-        return self.concurrency_for(io_bound=False)
+        """Pipeline calls in flight at once (``1`` is strictly serial), for the project's
+        own pipeline code; see :meth:`concurrency_for`."""
+        return self.concurrency_for("project")
 
-    def concurrency_for(self, *, io_bound: bool) -> int:
+    def concurrency_for(self, kind: PipelineKind) -> int:
         """Calls in flight: ``--ragev-concurrency``, else ``[run] concurrency``, else
         :func:`default_concurrency` for the kind of pipeline."""
         value = self.options.concurrency or self.config.concurrency
-        return value if value is not None else default_concurrency(io_bound)
+        return value if value is not None else default_concurrency(kind)
 
     @property
     def report_json(self) -> Path | None:

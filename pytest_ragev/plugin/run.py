@@ -34,6 +34,7 @@ from pytest_ragev.dataset import Dataset, load_dataset
 from pytest_ragev.evaluation import (
     AnsweredBy,
     EvalInputs,
+    PipelineKind,
     RecordScorer,
     RunFacts,
     RunningMeans,
@@ -248,7 +249,7 @@ class ActiveRun:
                 corpus=lambda: self.dataset.corpus,
                 index=lambda: self.passage_index,
                 dataset_fingerprint=lambda: self.dataset.fingerprint,
-                concurrency=self.plan.concurrency_for(io_bound=self._io_bound()),
+                concurrency=self.plan.concurrency_for(self._pipeline_kind()),
                 prefetch=not self.is_worker,
                 scorer=self._score if (self.score_items or self.plan.custom_metrics) else None,
                 score_every_question=self.score_items,
@@ -359,9 +360,17 @@ class ActiveRun:
         return [(variant, self.defaults.pipeline(self.plan.settings(variant)))
                 for variant in self.plan.variants]
 
-    def _io_bound(self) -> bool:
-        pipes = self._configured_pipelines()
-        return bool(pipes) and all(is_io_bound(pipe) for _, pipe in pipes)
+    def _pipeline_kind(self) -> PipelineKind:
+        """What the default concurrency is chosen for: every configuration waits on a
+        service, every one is the built-in pipeline offline, or else the project's code
+        (conftest hooks, or a mix)."""
+        pipes = [pipe for _, pipe in self._configured_pipelines()]
+        if pipes and all(is_io_bound(pipe) for pipe in pipes):
+            return "service"
+        if pipes and all(isinstance(pipe, BuiltinPipeline) and not is_io_bound(pipe)
+                         for pipe in pipes):
+            return "builtin"
+        return "project"
 
     def _answer_is_cached(self, variant: str | None, case: QAPair) -> bool:
         settings = self.plan.settings(variant)

@@ -249,3 +249,45 @@ def test_pipeline_errors_are_never_cached(
     healed.assert_outcomes(passed=6)
     # The four good answers come from the cache; q3 is asked again, not replayed as an error.
     healed.stdout.fnmatch_lines(["*answer cache 4 hits / 1 misses*"])
+
+
+_CALL_THREADS_CONFTEST = """
+import json
+import os
+import threading
+
+import pytest
+
+_cpu_count = os.cpu_count
+seen = set()
+
+
+def pytest_configure(config):
+    os.cpu_count = lambda: 8  # a runner with more cores than this machine
+
+
+def pytest_unconfigure(config):
+    os.cpu_count = _cpu_count
+    with open("threads.json", "w", encoding="utf-8") as handle:
+        json.dump(sorted(seen), handle)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    result = yield
+    seen.update(t.name for t in threading.enumerate() if t.name.startswith("ragev-call"))
+    return result
+"""
+
+
+@pytest.mark.parametrize(("option", "threads"), [([], []), (["--ragev-concurrency", "2"],
+                                                            ["ragev-call"])])
+def test_the_builtin_pipeline_offline_answers_in_the_item_by_default(
+    pytester: pytest.Pytester, make_project: Project, option: list[str], threads: list[str]
+) -> None:
+    # Its keyword search holds the GIL and its vector scan runs on every core: extra
+    # threads only contend (0.76-0.82x with two), so whatever the CPU count it runs
+    # serially unless asked; --ragev-concurrency still decides.
+    make_project(conftest=_CALL_THREADS_CONFTEST, pipeline=BUILTIN)
+    pytester.runpytest("--ragev-config", "ragev.toml", *option).assert_outcomes(passed=6)
+    assert json.loads((pytester.path / "threads.json").read_text(encoding="utf-8")) == threads

@@ -109,13 +109,20 @@ def test_default_concurrency_depends_on_what_the_pipeline_waits_for(
 ) -> None:
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     plan = RunPlan.build(load_config(write(tmp_path, '[dataset]\npath = "data"\n')), RunOptions())
-    assert plan.concurrency_for(io_bound=False) == plan.concurrency == 1
-    assert plan.concurrency_for(io_bound=True) == 8
+    assert plan.concurrency_for("project") == plan.concurrency == 1
+    assert plan.concurrency_for("service") == 8
+    assert plan.concurrency_for("builtin") == 1
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    # More cores: the project's code gets more threads, the built-in pipeline none
+    # (its search holds the GIL; its vector scan runs on every core by itself).
+    assert plan.concurrency_for("project") == 7
+    assert plan.concurrency_for("builtin") == 1
     configured = RunPlan.build(load_config(write(
         tmp_path, '[dataset]\npath = "data"\n[run]\nconcurrency = 3\n')), RunOptions())
-    assert configured.concurrency_for(io_bound=True) == 3
+    assert configured.concurrency_for("service") == 3
+    assert configured.concurrency_for("builtin") == 3
     assert RunPlan.build(configured.config, RunOptions(concurrency=2)).concurrency_for(
-        io_bound=True) == 2
+        "service") == 2
 
 
 def test_the_plan_resolves_options_over_the_file(tmp_path: Path) -> None:
