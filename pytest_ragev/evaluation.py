@@ -86,7 +86,7 @@ def default_concurrency(kind: PipelineKind = "project") -> int:
     CPU count: its threads sleep on sockets, and a 2-core CI runner would otherwise ask
     one question at a time. The built-in pipeline offline gets 1: its keyword search
     holds the GIL and its vector scan already runs on every core, so more threads only
-    contend (two threads ran it at 0.76-0.82x of one, keyword and hybrid alike, see
+    contend (two threads ran it at 0.76-0.99x of one, keyword and hybrid alike, see
     docs/plugin.md). The project's own code gets one thread fewer than the CPUs, at
     least one: it may compute outside the GIL (numpy, a model).
     """

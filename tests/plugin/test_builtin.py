@@ -286,7 +286,7 @@ def test_the_builtin_pipeline_offline_answers_in_the_item_by_default(
     pytester: pytest.Pytester, make_project: Project, option: list[str], threads: list[str]
 ) -> None:
     # Its keyword search holds the GIL and its vector scan runs on every core: extra
-    # threads only contend (0.76-0.82x with two), so whatever the CPU count it runs
+    # threads only contend (0.76-0.99x with two), so whatever the CPU count it runs
     # serially unless asked; --ragev-concurrency still decides.
     make_project(conftest=_CALL_THREADS_CONFTEST, pipeline=BUILTIN)
     pytester.runpytest("--ragev-config", "ragev.toml", *option).assert_outcomes(passed=6)
