@@ -11,9 +11,8 @@ import functools
 import gc
 import hashlib
 import queue
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, TypeAlias, cast
@@ -130,7 +129,11 @@ def read_dataset_folder(folder: Path) -> LoadedDataset:
                 lambda: _digest("corpus", sorted_corpus_ids, text_work.result())
             )
         try:
-            with _collector_paused() as collecting:
+            # Hundreds of thousands of new tuples would trigger repeated full cyclic-GC
+            # passes over a heap that only grows here: one pause spans the whole
+            # assembly, and the caller runs the one young-generation pass itself (at a
+            # moment when it would otherwise wait) if the collector was on.
+            with paused_gc() as collecting:
                 loaded = _assemble_loaded(
                     folder,
                     pool,
@@ -898,17 +901,6 @@ def _fill_passages(pairs: list[QAPair], bounds: list[int], passage_texts: list[s
         if end > start:
             # Same dict slot as the placeholder, so the instance dict keeps field order.
             pair.__dict__["passages"] = texts[start:end]
-
-
-@contextmanager
-def _collector_paused() -> Iterator[bool]:
-    # Hundreds of thousands of new tuples would trigger repeated full cyclic-GC passes over
-    # a heap that only grows here (nothing to collect); pausing the collector halves the time.
-    # One pause spans the whole assembly, so the young generation is traversed once, not
-    # once per loop. Yields whether the collector was on (the caller runs that one pass
-    # itself, at a moment when it would otherwise wait).
-    with paused_gc() as collecting:
-        yield collecting
 
 
 def python_strings(texts: TextArray) -> list[str]:

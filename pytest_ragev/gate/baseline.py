@@ -47,7 +47,7 @@ import json
 import os
 import sys
 import zlib
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -785,17 +785,9 @@ def write_snapshot(path: str | os.PathLike[str], snapshot: Snapshot) -> int:
         return len(data)
     # Written as it is encoded: the text of a 100k-question baseline (and its bytes) is
     # never whole in memory, at the end of a run that holds every record already.
-    written = 0
-
-    def counted(blocks: Iterator[bytes]) -> Iterator[bytes]:
-        nonlocal written
-        for block in blocks:
-            written += len(block)
-            yield block
-
-    atomic_write_bytes(path, counted(encoded_blocks(
-        iter_json(snapshot.to_data(), records=_RECORD_LISTS))))
-    return written
+    atomic_write_bytes(path, encoded_blocks(iter_json(snapshot.to_data(),
+                                                      records=_RECORD_LISTS)))
+    return os.path.getsize(path)
 
 
 def obtained_path(path: str | os.PathLike[str]) -> Path:

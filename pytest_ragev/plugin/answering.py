@@ -394,11 +394,11 @@ class Answerer:
         # process gets the record itself, not the text to parse.
         if kept is None:
             kept = self._keep(record)
-        elif kept.metrics is not record.metrics and self._full_text:
-            # Scored: the text carries the metrics.
-            record = (kept if kept.retrieved is record.retrieved
-                      else replace(kept, retrieved=record.retrieved))
-        text = (record if self._full_text else kept).to_json_text()
+        attached = kept
+        if self._full_text and kept.retrieved is not record.retrieved:
+            # The kept record's metrics (when scored) with every retrieved item.
+            attached = replace(kept, retrieved=record.retrieved)
+        text = attached.to_json_text()
         if self._handoff is not None:
             self._handoff(text, kept)
         item.user_properties.append((RECORD_KEY, text))

@@ -277,10 +277,9 @@ class ActiveRun:
     @property
     def attach_whole_records(self) -> bool:
         """Whether each test report carries the whole record, retrieved chunk texts
-        included: for ``--junitxml``, which writes them, and for custom metrics, which
-        read them where the records are gathered (on the controller under xdist)."""
-        return bool(getattr(self.config.option, "xmlpath", None)) or bool(
-            self.plan.custom_metrics)
+        included: for ``--junitxml``, which writes them. (With custom metrics, which read
+        them where the records are gathered, the kept record already holds them.)"""
+        return bool(getattr(self.config.option, "xmlpath", None))
 
     @property
     def score_items(self) -> bool:
