@@ -38,7 +38,7 @@ _TOP_LEVEL_KEYS = (
 _DATASET_KEYS = ("path", "id")
 _METRICS_KEYS = ("profile", "tokenizer")
 _REPORT_KEYS = ("json", "markdown", "html", "top_regressions", "task_user")
-_BASELINE_KEYS = ("path",)
+_BASELINE_KEYS = ("path", "answer_chars")
 _RUN_KEYS = ("concurrency", "cache", "progress_interval", "preflight", "timeout",
              "deadline")
 _REPORT_EXAMPLES = {"json": "ragev-report.json", "markdown": "ragev.md", "html": "ragev.html"}
@@ -98,6 +98,9 @@ class RagevConfig:
     top_regressions: int = 10
     task_user: bool = False
     baseline_path: Path | None = None
+    #: ``[baseline] answer_chars``: characters of a long answer the baseline keeps, or
+    #: ``"all"`` / ``"auto"`` (see ``gate.baseline.answer_limit``).
+    baseline_answer_chars: int | str = "auto"
     gate: Mapping[str, Any] = field(default_factory=dict)
     concurrency: int | None = None
     cache: bool | None = None
@@ -216,6 +219,7 @@ def parse_config(raw: Mapping[str, Any], *, source: Path) -> RagevConfig:
     if baseline_raw == "":
         raise baseline.fail("path", baseline_raw, 'write a file path, e.g. path = '
                             '"ragev-baseline.json", or remove the key to gate on no baseline')
+    answer_chars = _answer_chars(baseline)
 
     gate = top.sub("gate")
 
@@ -271,6 +275,7 @@ def parse_config(raw: Mapping[str, Any], *, source: Path) -> RagevConfig:
         top_regressions=top_regressions,
         task_user=bool(task_user),
         baseline_path=(base_dir / baseline_raw) if baseline_raw else None,
+        baseline_answer_chars=answer_chars,
         gate=gate.table,
         concurrency=concurrency,
         cache=cache,
@@ -280,6 +285,22 @@ def parse_config(raw: Mapping[str, Any], *, source: Path) -> RagevConfig:
         deadline=deadline,
         variants=tuple(variants),
     )
+
+
+def _answer_chars(table: Table) -> int | str:
+    """``[baseline] answer_chars``: a whole number >= 20, "all" or "auto" (the default)."""
+    value = table.get("answer_chars", "auto")
+    if value in ("all", "auto"):
+        return str(value)
+    if type(value) is int and value >= _MIN_ANSWER_CHARS:
+        return value
+    raise table.fail("answer_chars", value, f'write a whole number >= {_MIN_ANSWER_CHARS} (the '
+                     'characters of a long answer the baseline keeps), "all" or "auto", e.g. '
+                     'answer_chars = 200')
+
+
+#: Fewer characters say too little of an answer to tell in a diff what it became.
+_MIN_ANSWER_CHARS = 20
 
 
 def _thresholds(table: Table) -> dict[str, float]:

@@ -917,6 +917,7 @@ def evaluate(inputs: EvalInputs, *, phase: Phase = _no_phase) -> Outcome:
                             if plan.baseline_path is not None else None),
         no_baseline=plan.options.no_baseline,
         tokenizer_upgrades=earlier_tokenizers(plan.tokenizer.identity),
+        answer_chars=plan.config.baseline_answer_chars,
     ), phase=phase)
     phase("verdict")
     roots = _display_roots(facts.rootdir, plan.config.base_dir)

@@ -24,3 +24,9 @@ def canonical_json(value: Any) -> str:
 def sha256_json(value: Any) -> str:
     """The sha256 hex digest of :func:`canonical_json` of ``value``."""
     return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+
+
+def text_digest(text: str) -> str:
+    """The first 16 hex digits of the sha256 of ``text``'s UTF-8 bytes: a short name for a
+    text that a file keeps only in part (a baseline's long answers)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]

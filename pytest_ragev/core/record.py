@@ -24,6 +24,7 @@ from pytest_ragev.core.attribution import (
     is_passage_id,
     retrieved_ids,
 )
+from pytest_ragev.core.digest import text_digest
 from pytest_ragev.core.types import Answer, MetricInput, QAPair
 
 #: The ``user_properties`` name under which a record travels on a test report.
@@ -49,6 +50,10 @@ class Record:
     corpus passage, ``unattributed_example`` the first such text (shortened).
     ``nonfinite_meta`` names the places in ``meta`` where the answer held a NaN or an
     infinity, recorded as ``None`` (reports and baselines are strict JSON).
+    ``answer_digest`` is set only on a record read from a baseline that keeps the first
+    characters of a longer answer: ``generated_text`` holds those characters,
+    ``answer_digest`` the :func:`~pytest_ragev.core.digest.text_digest` of the whole
+    answer and ``answer_chars`` its length (see :func:`same_answer`).
     """
 
     qid: int
@@ -69,6 +74,18 @@ class Record:
     unattributed: int = 0
     unattributed_example: str | None = None
     nonfinite_meta: tuple[str, ...] = ()
+    answer_digest: str | None = None
+    answer_chars: int | None = None
+
+    @property
+    def cut(self) -> bool:
+        """Whether ``generated_text`` holds only the first characters of the answer."""
+        return self.answer_digest is not None
+
+    @property
+    def shown_answer(self) -> str:
+        """The answer as reports show it: a cut answer ends in "…"."""
+        return self.generated_text + "…" if self.cut else self.generated_text
 
     @property
     def key(self) -> QuestionKey:
@@ -185,6 +202,18 @@ class Record:
             **({"chunks": self.chunks, "unattributed": self.unattributed}
                if self.chunks else {}),
         }
+
+
+def same_answer(before: Record, after: Record) -> bool:
+    """Whether two records hold the same generated answer, also when one or both were
+    read from a baseline that keeps it in part (then their digests decide)."""
+    if before.answer_digest is None and after.answer_digest is None:
+        return before.generated_text == after.generated_text
+    return _whole_digest(before) == _whole_digest(after)
+
+
+def _whole_digest(record: Record) -> str:
+    return record.answer_digest or text_digest(record.generated_text)
 
 
 _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode

@@ -27,6 +27,8 @@ holds the base run and every variant::
         {"qid": 1, "hash": "9f2c...", "question": "...", "metrics": {...},
          "retrieval_ids": [...], "retrieval_gt": [[...]], "generated_text": "...",
          "error": null},
+        {"qid": 2, ..., "generated_text": "<the first N characters>",
+         "answer_digest": "4e1c...", "answer_chars": 812, "error": null},
         ...
       ]
     }
@@ -37,6 +39,14 @@ edited dataset compares the questions whose hash did not change and lists the ot
 Schema version 1 (still read, never written) had no hashes and no corpus fingerprint
 and named the ids ``retrieved_ids``/``relevant_ids``; any dataset edit voids such a file.
 
+A file may keep only the first ``N`` characters of an answer longer than that (``[baseline]
+answer_chars``; by default of a file with more than :data:`AUTO_WHOLE_ENTRIES` question
+entries): the gate reads the metrics, and the diffs show the start of the answer and tell
+a changed answer by ``answer_digest`` (:func:`~pytest_ragev.core.digest.text_digest` of
+the whole answer), so a 100k-question baseline stays within some 20 MB compressed. Such a
+file is schema version 3; a file that keeps every answer whole is written as version 2,
+which earlier releases read.
+
 Nothing here imports pytest or numpy.
 """
 
@@ -45,6 +55,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import sys
 import zlib
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -52,6 +63,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pytest_ragev.core.digest import text_digest
 from pytest_ragev.core.errors import BaselineError
 from pytest_ragev.core.fmt import shorten
 from pytest_ragev.core.gcpause import paused_gc
@@ -66,14 +78,31 @@ from pytest_ragev.core.results import (
 
 #: Identifies a pytest-ragev baseline file.
 SCHEMA = "pytest-ragev-baseline"
-#: The layout this version writes; bumped whenever the layout changes.
-SCHEMA_VERSION = 2
+#: The newest layout this version writes; bumped whenever the layout changes. A file
+#: that keeps every answer whole is written in :data:`WHOLE_ANSWERS_VERSION`'s layout.
+SCHEMA_VERSION = 3
+#: Version 3 added the cut answers (``answer_digest``, ``answer_chars``); a file without
+#: one is version 2 to the byte.
+WHOLE_ANSWERS_VERSION = 2
 #: The lists of a baseline written one object per line (see ``core.io.dumps_json``).
 _RECORD_LISTS = ("questions",)
 #: The layouts this version reads; others are refused.
-READABLE_VERSIONS: tuple[int, ...] = (1, 2)
+READABLE_VERSIONS: tuple[int, ...] = (1, 2, 3)
+
+#: ``[baseline] answer_chars = "auto"`` (the default) keeps every answer whole in a file
+#: of up to this many question entries (questions times configurations) and cuts longer
+#: answers to :data:`AUTO_ANSWER_CHARS` characters in a larger one.
+AUTO_WHOLE_ENTRIES = 10_000
+#: What the Markdown diff shows of an answer (the terminal shows 50). Measured on the
+#: built-in pipeline's 100k-question baseline (answers of some 440 characters of synthetic
+#: text, which compresses worse than prose), as ``.json.gz``: whole answers 31.6 MB, cut
+#: to 100 characters 19.8 MB, to 80 18.8 MB, no answer text about 14 MB.
+AUTO_ANSWER_CHARS = 80
+#: What ``[baseline] answer_chars`` holds: a number of characters, "all" or "auto".
+AnswerChars = int | str
 
 _FIX = "re-baseline on this version with --ragev-update-baseline"
+_DIGEST = re.compile(r"[0-9a-f]{16}")
 _MAX_LISTED = 20
 
 #: The earlier tokenizers a run's text metrics stay comparable with on some texts:
@@ -108,6 +137,9 @@ class Snapshot:
     corpus_fingerprint: str | None = None
     #: The text metrics' tokenizer identity (empty: not recorded, a file written before).
     tokenizer: str = ""
+    #: Answers longer than this many characters are written cut, with their digest
+    #: (``None``: every answer whole). Answers already cut (read from a file) stay cut.
+    answer_chars: int | None = field(default=None, compare=False)
 
     @classmethod
     def from_runs(
@@ -117,11 +149,13 @@ class Snapshot:
         plugin_version: str,
         hashes: Mapping[int, str] | None = None,
         corpus_fingerprint: str | None = None,
+        answer_chars: AnswerChars = "auto",
     ) -> Snapshot:
         """A snapshot of a session's runs: the one with ``variant is None`` and the variants.
 
         ``hashes`` (qid -> question hash) must cover every question of ``runs``: the
-        file records each question's hash. Raises :class:`ValueError` (a programming
+        file records each question's hash. ``answer_chars`` is ``[baseline]
+        answer_chars`` (:func:`answer_limit`). Raises :class:`ValueError` (a programming
         error, not user input) when there is no base run, a variant name repeats, the
         runs disagree on dataset or profile, or a question has no hash.
         """
@@ -156,6 +190,7 @@ class Snapshot:
             hashes={qid: known[qid] for qid in sorted(recorded)},
             corpus_fingerprint=corpus_fingerprint,
             tokenizer=base.tokenizer,
+            answer_chars=answer_limit(answer_chars, sum(len(run.samples) for run in runs)),
         )
 
     @property
@@ -181,16 +216,22 @@ class Snapshot:
             dataset["corpus_fingerprint"] = self.corpus_fingerprint
         dataset["stats"] = _sorted_keys(self.dataset_stats)
         hashes = self.hashes if self.has_hashes else None
+        limit = self.answer_chars if self.has_hashes else None
+        version = self.schema_version
+        if self.has_hashes:
+            cut = any(_cut(sample, limit) for run in self.runs for sample in run.samples)
+            version = SCHEMA_VERSION if cut else WHOLE_ANSWERS_VERSION
         return {
             "schema": SCHEMA,
-            "schema_version": self.schema_version,
+            "schema_version": version,
             "plugin_version": self.plugin_version,
             "profile": self.profile,
             **({"tokenizer": self.tokenizer} if self.tokenizer else {}),
             "dataset": dataset,
-            "base": _run_to_data(self.base, hashes),
+            "base": _run_to_data(self.base, hashes, limit),
             "variants": {
-                name: _run_to_data(self.variants[name], hashes) for name in sorted(self.variants)
+                name: _run_to_data(self.variants[name], hashes, limit)
+                for name in sorted(self.variants)
             },
         }
 
@@ -264,11 +305,31 @@ def _read_version(top: Mapping[str, Any], source: str) -> int:
         return version
     newer = isinstance(version, int) and version > SCHEMA_VERSION
     hint = "upgrade pytest-ragev or " if newer else ""
-    readable = " and ".join(str(v) for v in READABLE_VERSIONS)
+    readable = ", ".join(str(v) for v in READABLE_VERSIONS[:-1])
+    readable += f" and {READABLE_VERSIONS[-1]}"
     raise BaselineError(
         f"ragev: {source} has schema_version {version!r}, this pytest-ragev reads "
         f"{readable}; numbers across versions are not comparable: {hint}{_FIX}"
     )
+
+
+def answer_limit(setting: AnswerChars, entries: int) -> int | None:
+    """How many characters of a longer answer a file of ``entries`` question entries
+    keeps (``None``: every answer whole), for ``[baseline] answer_chars`` = ``setting``:
+    a positive number, ``"all"`` or ``"auto"`` (whole answers up to
+    :data:`AUTO_WHOLE_ENTRIES` entries, :data:`AUTO_ANSWER_CHARS` characters above)."""
+    if setting == "all":
+        return None
+    if setting == "auto":
+        return None if entries <= AUTO_WHOLE_ENTRIES else AUTO_ANSWER_CHARS
+    if isinstance(setting, int) and not isinstance(setting, bool) and setting > 0:
+        return setting
+    raise ValueError(f"answer_chars must be a positive integer, 'all' or 'auto', not {setting!r}")
+
+
+def _cut(sample: SampleResult, limit: int | None) -> bool:
+    """Whether ``sample``'s answer is written cut under ``limit``."""
+    return sample.cut or (limit is not None and len(sample.generated_text) > limit)
 
 
 def _read_hashes(reader: _Reader, top: Mapping[str, Any]) -> dict[int, str]:
@@ -313,6 +374,8 @@ class Retokenized:
     qid: int
     what: str
     text: str
+    #: The file keeps only the start of the text: it could not be checked at all.
+    unchecked: bool = False
 
     @property
     def line(self) -> str:
@@ -334,9 +397,15 @@ def retokenized(
     a baseline file does not record it, and a compared question has the same content
     hash, so the same reference, on both sides). When ``None``, ``older``'s numbers on
     these questions are what the other tokenizer gives.
+
+    A generated answer ``older`` keeps only in part cannot be checked: it is returned
+    (``unchecked``) unless its kept start already differs.
     """
     wanted = set(qids)
     for sample in sorted((s for s in older.samples if s.qid in wanted), key=lambda s: s.qid):
+        if sample.cut and not affects(sample.generated_text):
+            return Retokenized(sample.qid, "generated answer", sample.generated_text,
+                               unchecked=True)
         for what, text in (("generated answer", sample.generated_text),
                            ("reference answer", sample.generated_gt),
                            ("reference answer", references.get(sample.qid, ""))):
@@ -375,6 +444,12 @@ def profile_mismatch(
 def _retokenized_line(snapshot: Snapshot, run: RunResult, found: Retokenized) -> str:
     """Why a baseline made with an earlier version of the run's rules is not compared."""
     where = snapshot.source or "the baseline"
+    if found.unchecked:
+        return (
+            f"ragev: {where} {tokenizer_origin(snapshot.tokenizer)}, this run uses "
+            f"{run.tokenizer_identity!r}, and it keeps only the start of {found.line}, so "
+            f"whether the two tokenize it alike cannot be checked: {_FIX}"
+        )
     return (
         f"ragev: {where} {tokenizer_origin(snapshot.tokenizer)}, this run uses "
         f"{run.tokenizer_identity!r}, and the two tokenize {found.line} differently: text "
@@ -423,6 +498,7 @@ def merge_snapshot(
     hashes: Mapping[int, str] | None = None,
     corpus_fingerprint: str | None = None,
     upgrades: TokenizerUpgrades | None = None,
+    answer_chars: AnswerChars = "auto",
 ) -> Merged:
     """``runs`` written over ``existing``: a session that ran only some configurations.
 
@@ -440,7 +516,8 @@ def merge_snapshot(
     on this very dataset, so its hashes are theirs. When every configuration in
     ``keep`` ran, the result equals ``Snapshot.from_runs(runs)``.
 
-    ``hashes`` (qid -> question hash) covers at least the questions of ``runs``.
+    ``hashes`` (qid -> question hash) covers at least the questions of ``runs``;
+    ``answer_chars`` is as in :meth:`Snapshot.from_runs`.
     Raises :class:`BaselineError` when neither ``runs`` nor ``existing`` has a base run.
     """
     ran = {run.variant for run in runs}
@@ -471,7 +548,8 @@ def merge_snapshot(
             "base) to record it"
         )
     snapshot = Snapshot.from_runs(merged, plugin_version=plugin_version, hashes=known,
-                                  corpus_fingerprint=corpus_fingerprint)
+                                  corpus_fingerprint=corpus_fingerprint,
+                                  answer_chars=answer_chars)
     return Merged(snapshot=snapshot, kept=kept, dropped=dropped)
 
 
@@ -504,9 +582,11 @@ def _sorted_keys(value: Any) -> Any:
 
 
 def _question_to_data(
-    sample: SampleResult, names: Sequence[str], hashes: Mapping[int, str] | None
+    sample: SampleResult, names: Sequence[str], hashes: Mapping[int, str] | None,
+    limit: int | None = None,
 ) -> dict[str, Any]:
-    """One question entry: the record's vocabulary and its hash, or the schema 1 keys."""
+    """One question entry: the record's vocabulary and its hash, or the schema 1 keys;
+    an answer longer than ``limit`` characters cut, with its digest and length."""
     metrics = {m: float(sample.metrics[m]) for m in names}
     if hashes is None:
         return {
@@ -518,25 +598,36 @@ def _question_to_data(
             "generated_text": sample.generated_text,
             "error": sample.error,
         }
-    return {
+    entry: dict[str, Any] = {
         "qid": sample.qid,
         "hash": hashes[sample.qid],
         "question": sample.question,
         "metrics": metrics,
         "retrieval_ids": list(sample.retrieval_ids),
         "retrieval_gt": [list(group) for group in sample.retrieval_gt],
-        "generated_text": sample.generated_text,
-        "error": sample.error,
     }
+    text = sample.generated_text
+    if sample.cut:
+        entry.update(generated_text=text, answer_digest=sample.answer_digest,
+                     answer_chars=sample.answer_chars)
+    elif limit is not None and len(text) > limit:
+        entry.update(generated_text=text[:limit], answer_digest=text_digest(text),
+                     answer_chars=len(text))
+    else:
+        entry["generated_text"] = text
+    entry["error"] = sample.error
+    return entry
 
 
-def _run_to_data(run: RunResult, hashes: Mapping[int, str] | None) -> dict[str, Any]:
+def _run_to_data(
+    run: RunResult, hashes: Mapping[int, str] | None, limit: int | None = None
+) -> dict[str, Any]:
     order = list(run.summary)
     questions = []
     for sample in sorted(run.samples, key=lambda s: s.qid):
         names = [m for m in order if m in sample.metrics]
         names += sorted(m for m in sample.metrics if m not in order)
-        questions.append(_question_to_data(sample, names, hashes))
+        questions.append(_question_to_data(sample, names, hashes, limit))
     return {
         "settings_hash": run.params_hash,
         "settings": _sorted_keys(run.params),
@@ -612,6 +703,24 @@ class _Reader:
             raise self.fail(where, f"must be a list of integers, got {value!r}")
         return list(value)
 
+    def cut_answer(
+        self, question: Mapping[str, Any], where: str, text: str
+    ) -> tuple[str | None, int | None]:
+        """``(answer_digest, answer_chars)`` of an entry that keeps its answer in part,
+        ``(None, None)`` for a whole answer (and in every file before schema 3)."""
+        if self.version < 3 or ("answer_digest" not in question
+                                and "answer_chars" not in question):
+            return None, None
+        digest = question.get("answer_digest")
+        chars = question.get("answer_chars")
+        if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
+            raise self.fail(f"{where}.answer_digest",
+                            f"must be 16 lowercase hex digits, got {digest!r}")
+        if type(chars) is not int or chars <= len(text):
+            raise self.fail(f"{where}.answer_chars", "must be an integer above the length of "
+                            f"the kept generated_text ({len(text)}), got {chars!r}")
+        return digest, chars
+
     def run(
         self, data: Any, where: str, *, variant: str | None, dataset_id: str,
         fingerprint: str, stats: dict[str, Any], profile: str,
@@ -662,16 +771,20 @@ class _Reader:
                 }
             retrieval_gt, retrieval_ids = _question_ids(self, question, q_where)
             error = question.get("error")
+            text = str(question.get("generated_text", ""))
+            digest, chars = self.cut_answer(question, q_where, text)
             samples.append(SampleResult(
                 qid=qid,
                 question=str(question.get("question", "")),
                 retrieval_gt=retrieval_gt,
                 retrieval_ids=retrieval_ids,
-                generated_text=str(question.get("generated_text", "")),
+                generated_text=text,
                 generated_gt="",
                 metrics=metrics,
                 error=None if error is None else str(error),
                 variant=variant,
+                answer_digest=digest,
+                answer_chars=chars,
             ))
         return RunResult(
             dataset_id=dataset_id,
@@ -760,9 +873,10 @@ def _read_text(target: Path) -> str:
 
 
 _GZIP_MAGIC = b"\x1f\x8b"
-#: Measured on a 53 MB baseline of 100k questions: level 3 gives 12.6 MB in 0.4 s,
-#: zlib's default 6 gives 11.2 MB in 0.9 s, level 1 13.8 MB in 0.3 s.
-_GZIP_LEVEL = 3
+#: Measured on the built-in pipeline's 100k-question baseline, answers cut to 80
+#: characters: level 3 gives 20.0 MB in 2.9 s, 4 19.5 MB in 2.9 s, 5 18.8 MB in 3.3 s,
+#: zlib's default 6 18.4 MB in 3.7 s (whole answers: 33.9 MB at 3, 31.6 MB at 6).
+_GZIP_LEVEL = 5
 
 
 def compressed(path: str | os.PathLike[str]) -> bool:

@@ -6,6 +6,7 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from pytest_ragev.core.record import same_answer
 from pytest_ragev.core.results import Direction, RunResult, SampleResult
 from pytest_ragev.core.tables import changed_keys
 from pytest_ragev.gate.compare import PairedTable, metric_direction, metric_order
@@ -35,6 +36,8 @@ class QuestionDiff:
     ``worsening`` ranks the diffs: the sum over shared metrics of the change in each
     metric's worse direction (``inf`` when the question newly failed with an error).
     ``relevant`` holds the relevant passage ids, so renderers can mark them.
+    ``answer_before``/``answer_after`` are the answers as shown (one a baseline keeps in
+    part ends in "…"); ``answer_changed`` tells whether the whole answers differ.
     """
 
     qid: int
@@ -46,6 +49,7 @@ class QuestionDiff:
     relevant: frozenset[int]
     answer_before: str
     answer_after: str
+    answer_changed: bool
     error_before: str | None = None
     error_after: str | None = None
     variant: str | None = None
@@ -85,8 +89,9 @@ def question_diff(
         retrieved_before=list(before.retrieval_ids),
         retrieved_after=list(after.retrieval_ids),
         relevant=_relevant(after) | _relevant(before),
-        answer_before=before.generated_text,
-        answer_after=after.generated_text,
+        answer_before=before.shown_answer,
+        answer_after=after.shown_answer,
+        answer_changed=not same_answer(before, after),
         error_before=before.error,
         error_after=after.error,
         variant=after.variant,

@@ -32,6 +32,7 @@ from pytest_ragev.core.errors import BaselineError
 from pytest_ragev.core.io import WRITE_ERRORS, write_error_cause, write_error_fix
 from pytest_ragev.core.results import RunResult
 from pytest_ragev.gate.baseline import (
+    AnswerChars,
     CorpusChange,
     Overlap,
     Snapshot,
@@ -67,6 +68,8 @@ class GateInputs:
     ``tokenizer_upgrades`` names the earlier versions of the run's tokenizer rules a
     baseline may have been made with, each with the test of a text they may tokenize
     differently (empty: a baseline made with any other tokenizer is not compared).
+    ``answer_chars`` is ``[baseline] answer_chars``: how much of a long answer a written
+    baseline keeps (:func:`~pytest_ragev.gate.baseline.answer_limit`).
     """
 
     rules: GateRules = field(default_factory=GateRules)
@@ -82,6 +85,7 @@ class GateInputs:
     corpus_fingerprint: str | None = None
     no_baseline: bool = False
     tokenizer_upgrades: TokenizerUpgrades = field(default_factory=dict)
+    answer_chars: AnswerChars = "auto"
 
 
 @dataclass(frozen=True)
@@ -274,7 +278,7 @@ def run_gate(
         phase("baseline write")
         written, failed = _write(path, Snapshot.from_runs(
             runs, plugin_version=inputs.plugin_version, hashes=inputs.hashes,
-            corpus_fingerprint=inputs.corpus_fingerprint,
+            corpus_fingerprint=inputs.corpus_fingerprint, answer_chars=inputs.answer_chars,
         ))
         if failed is not None:
             return _write_failed(outcome, failed)
@@ -308,7 +312,8 @@ def _update(
     merged = merge_snapshot(existing, runs, plugin_version=inputs.plugin_version,
                             keep=inputs.configured, hashes=inputs.hashes,
                             corpus_fingerprint=inputs.corpus_fingerprint,
-                            upgrades=inputs.tokenizer_upgrades)
+                            upgrades=inputs.tokenizer_upgrades,
+                            answer_chars=inputs.answer_chars)
     phase("baseline write")
     size, failed = _write(path, merged.snapshot)
     if failed is not None:
@@ -408,7 +413,8 @@ def _compare(
         merged = merge_snapshot(baseline, runs, plugin_version=inputs.plugin_version,
                                 keep=inputs.configured, hashes=inputs.hashes,
                                 corpus_fingerprint=inputs.corpus_fingerprint,
-                                upgrades=inputs.tokenizer_upgrades)
+                                upgrades=inputs.tokenizer_upgrades,
+                                answer_chars=inputs.answer_chars)
         phase("baseline write")
         _, write_error = _write(obtained, merged.snapshot, what="run's snapshot")
         if write_error is None:

@@ -435,7 +435,7 @@ def _regressions_section(diffs: Sequence[QuestionDiff]) -> str:
             retrieved,
             f'<div class="answer">{_e(diff.answer_before)}</div>',
             '<span class="muted unchanged">unchanged</span>'
-            if diff.answer_after == diff.answer_before
+            if not diff.answer_changed
             else f'<div class="answer">{_e(diff.answer_after)}</div>',
         ])
     return (f"<h2>Most regressed questions ({len(diffs)})</h2>"
@@ -499,7 +499,7 @@ def _lowest_section(views: Sequence[LowestQuestions], passages: Mapping[int, str
             f'<div class="q">{_e(s.question)}</div>',
             f'<div class="answer">{_e(s.generated_gt)}</div>',
             _passages_html(s, passages),
-            f'<div class="answer">{_e(s.generated_text)}</div>',
+            f'<div class="answer">{_e(s.shown_answer)}</div>',
         ] for s in view.samples]
         parts.append(_table(
             ["qid", _e(view.metric), "question", "reference answer",
@@ -526,7 +526,7 @@ def _questions_section(run: RunResult | None) -> str:
     samples = run.samples[:QUESTIONS_SHOWN]
     for sample in samples:
         cells = [f'<td class="num" data-sort="{sample.qid}">{sample.qid}</td>',
-                 f'<td><div class="q" title="{_e(sample.generated_text)}">'
+                 f'<td><div class="q" title="{_e(sample.shown_answer)}">'
                  f"{_e(fmt.shorten(sample.question, 200))}</div></td>"]
         if errors:
             cells.append(f'<td><div class="err">{_e(sample.error or "")}</div></td>')

@@ -280,6 +280,7 @@ def diff_json(diff: QuestionDiff) -> dict[str, Any]:
         "relevant": sorted(diff.relevant),
         "answer_before": diff.answer_before,
         "answer_after": diff.answer_after,
+        "answer_changed": diff.answer_changed,
         "error_before": diff.error_before,
         "error_after": diff.error_after,
     }

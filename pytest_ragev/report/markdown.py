@@ -179,7 +179,7 @@ def _regressions(diffs: Sequence[QuestionDiff]) -> list[str]:
         before = fmt.ids(diff.retrieved_before, diff.relevant, mark="✓")
         after = fmt.ids(diff.retrieved_after, diff.relevant, mark="✓")
         answer = (
-            "unchanged" if diff.answer_before == diff.answer_after
+            "unchanged" if not diff.answer_changed
             else f"{cell(diff.answer_before, 80)} → {cell(diff.answer_after, 80)}"
         )
         rows.append([
@@ -222,7 +222,7 @@ def _lowest(views: Sequence[LowestQuestions]) -> list[str]:
         rows = [
             [str(s.qid), fmt.num(s.metrics[view.metric]), cell(s.question, 100),
              cell(s.generated_gt, 100), fmt.ids(s.retrieval_ids, s.relevant, mark="✓"),
-             cell(s.generated_text, 100)]
+             cell(s.shown_answer, 100)]
             for s in view.samples
         ]
         lines += _table(["qid", view.metric, "question", "reference answer",

@@ -598,6 +598,8 @@ def _diff(raw: Any, where: str, source: str) -> QuestionDiff:
         )
     error_before, error_after = item.get("error_before"), item.get("error_after")
     variant = item.get("variant")
+    answer_before = str(item.get("answer_before", ""))
+    answer_after = str(item.get("answer_after", ""))
     return QuestionDiff(
         qid=_count(item.get("qid"), f"{where}.qid", source),
         question=str(item.get("question", "")),
@@ -609,8 +611,10 @@ def _diff(raw: Any, where: str, source: str) -> QuestionDiff:
         retrieved_after=_ints(item.get("retrieved_after", []), f"{where}.retrieved_after",
                               source),
         relevant=frozenset(_ints(item.get("relevant", []), f"{where}.relevant", source)),
-        answer_before=str(item.get("answer_before", "")),
-        answer_after=str(item.get("answer_after", "")),
+        answer_before=answer_before,
+        answer_after=answer_after,
+        # Reports written before the key compared the two texts.
+        answer_changed=bool(item.get("answer_changed", answer_before != answer_after)),
         error_before=None if error_before is None else str(error_before),
         error_after=None if error_after is None else str(error_after),
         variant=None if variant is None else str(variant),

@@ -136,7 +136,7 @@ def render_question_diffs(diffs: Sequence[QuestionDiff], *, text_limit: int = 10
             f"      retrieved {fmt.ids(diff.retrieved_before, diff.relevant)} → "
             f"{fmt.ids(diff.retrieved_after, diff.relevant)}"
         )
-        if diff.answer_before != diff.answer_after:
+        if diff.answer_changed:
             lines.append(
                 f"      answer    {fmt.shorten(diff.answer_before, text_limit // 2)!r} → "
                 f"{fmt.shorten(diff.answer_after, text_limit // 2)!r}"
@@ -270,7 +270,7 @@ def render_lowest(views: Sequence[LowestQuestions], *, text_limit: int = 100,
             lines.append(f"      retrieved {fmt.ids(sample.retrieval_ids, sample.relevant)}"
                          f"  relevant {fmt.ids(sorted(sample.relevant), sample.relevant)}")
             lines.append(f"      reference {fmt.shorten(sample.generated_gt, text_limit)!r}")
-            lines.append(f"      answer    {fmt.shorten(sample.generated_text, text_limit)!r}")
+            lines.append(f"      answer    {fmt.shorten(sample.shown_answer, text_limit)!r}")
     return lines
 
 

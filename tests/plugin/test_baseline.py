@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from pytest_ragev.dataset import write_dataset
+from tests._oracle import ORACLE_CONFTEST
 
 Project = Callable[..., Path]
 
@@ -84,6 +85,58 @@ def test_life_cycle(pytester: pytest.Pytester, make_project: Project) -> None:
     fifth = pytester.runpytest("--ragev-config", "ragev.toml")
     assert fifth.ret == pytest.ExitCode.OK
     fifth.stdout.fnmatch_lines(["*recall*improved*"])
+
+
+#: The oracle, and a pipeline that loses the gold passages but keeps the reference
+#: answers (quality "lost").
+CUT_CONFTEST = ORACLE_CONFTEST.replace(
+    '    quality = settings.options.get("quality", "good")\n',
+    '    quality = settings.options.get("quality", "good")\n'
+    '    if quality == "lost":\n'
+    '        return Answer(retrieved=[7, 6], text=case.answer)\n',
+)
+
+
+def test_a_baseline_that_keeps_the_start_of_each_answer(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    assert CUT_CONFTEST != ORACLE_CONFTEST
+    config = make_project(BASELINE + 'answer_chars = 20\n[gate]\ncorrection = "none"\n',
+                          conftest=CUT_CONFTEST)
+    baseline = pytester.path / "ragev-baseline.json"
+    assert pytester.runpytest("--ragev-config", "ragev.toml").ret == pytest.ExitCode.TESTS_FAILED
+    created = baseline.read_bytes()
+    snapshot = json.loads(created)
+    assert snapshot["schema_version"] == 3
+    first = snapshot["base"]["questions"][0]
+    assert first["generated_text"] == "The Eiffel Tower was"
+    assert first["answer_chars"] == len("The Eiffel Tower was completed in 1889.")
+    assert len(first["answer_digest"]) == 16
+
+    # Unchanged: compared and passed, the file left as it was.
+    assert pytester.runpytest("--ragev-config", "ragev.toml").ret == pytest.ExitCode.OK
+    assert baseline.read_bytes() == created
+
+    # Retrieval lost, answers the same: the diff knows the answers did not change,
+    # though the file keeps only their start.
+    set_quality(config, "lost")
+    lost = pytester.runpytest("--ragev-config", "ragev.toml", "-v", "--ragev-report", "r.json")
+    assert lost.ret == pytest.ExitCode.TESTS_FAILED
+    lost.stdout.fnmatch_lines(["*most regressed question*", "*retrieved*", "*answer    unchanged"])
+    assert "→ 'The Eiffel Tower was" not in lost.stdout.str()
+    worst = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))[
+        "data"]["baseline"]["regressions"][0]
+    assert worst["answer_changed"] is False
+    assert worst["answer_before"] == "The Eiffel Tower was…"
+    assert worst["answer_after"] == "The Eiffel Tower was completed in 1889."
+
+    # Answers worse: shown from the kept start to the new answer.
+    config.write_text(config.read_text(encoding="utf-8").replace('"lost"', '"bad"'),
+                      encoding="utf-8")
+    bad = pytester.runpytest("--ragev-config", "ragev.toml", "-v")
+    assert bad.ret == pytest.ExitCode.TESTS_FAILED
+    bad.stdout.fnmatch_lines(["*answer    'The Eiffel Tower was…' → 'I do not know.'"])
+    assert baseline.read_bytes() == created
 
 
 def test_an_edited_corpus_is_compared_and_reported_as_such(

@@ -148,7 +148,7 @@ def _edit_baseline(pytester: pytest.Pytester, edit: Edit) -> None:
 
 
 def _bump_schema_version(data: dict[str, object]) -> None:
-    data["schema_version"] = 3
+    data["schema_version"] = 4
 
 
 def _shift_qids(data: dict[str, object]) -> None:
@@ -162,7 +162,7 @@ def _shift_qids(data: dict[str, object]) -> None:
     ("edit", "line"),
     [
         pytest.param(_bump_schema_version,
-                     "ragev: gate not compared: *schema_version 3*upgrade pytest-ragev or*",
+                     "ragev: gate not compared: *schema_version 4*upgrade pytest-ragev or*",
                      id="other_schema_version"),
         pytest.param(_shift_qids,
                      "ragev: gate not compared: *share no unchanged question (5 in the "

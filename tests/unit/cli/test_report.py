@@ -275,8 +275,8 @@ BAD_FILES: dict[str, tuple[bytes | None, str]] = {
     "newer report": (b'{"success": true, "data": {"schema_version": 2, "task": {"status": 2}, '
                      b'"params": {}, "metric": {}}}',
                      "has report schema_version 2, this pytest-ragev reads up to 1"),
-    "newer baseline": (b'{"schema": "pytest-ragev-baseline", "schema_version": 3}',
-                       "has schema_version 3, this pytest-ragev reads 1 and 2"),
+    "newer baseline": (b'{"schema": "pytest-ragev-baseline", "schema_version": 4}',
+                       "has schema_version 4, this pytest-ragev reads 1, 2 and 3"),
     # The running report shows the running means: still not a finished run.
     "running": (b'{"success": true, "data": {"task": {"status": 1, "finished": 3, '
                 b'"total": 9}, "params": {}, "metric": {"retrieval_metrics": '

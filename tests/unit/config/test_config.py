@@ -73,6 +73,7 @@ pipeline.chunk_size = 128
     assert config.thresholds == {"recall": 0.5, "rougel": 0.0}
     assert config.report_json == tmp_path.resolve() / "out/report.json"
     assert config.baseline_path == tmp_path.resolve() / "ragev-baseline.json"
+    assert config.baseline_answer_chars == "auto"  # the default
     assert config.concurrency == 3 and config.cache is False
     (variant,) = config.variants
     settings = variant_pipeline(config, variant)
@@ -106,6 +107,10 @@ pipeline.chunk_size = 128
         ('[dataset]\npath = "data"\n[report]\njson = ""\n', "[report] json = '' is invalid; write a file path, e.g. json = \"ragev-report.json\", or remove the key"),
         ('[dataset]\npath = "data"\n[report]\nhtml = ""\n', "[report] html = '' is invalid; write a file path, e.g. html = \"ragev.html\""),
         ('[dataset]\npath = "data"\n[baseline]\npath = ""\n', "[baseline] path = '' is invalid; write a file path, e.g. path = \"ragev-baseline.json\", or remove the key"),
+        ('[dataset]\npath = "data"\n[baseline]\nanswer_chars = 5\n', "[baseline] answer_chars = 5 is invalid; write a whole number >= 20 (the characters of a long answer the baseline keeps), \"all\" or \"auto\", e.g. answer_chars = 200"),
+        ('[dataset]\npath = "data"\n[baseline]\nanswer_chars = "none"\n', "[baseline] answer_chars = 'none' is invalid; write a whole number >= 20"),
+        ('[dataset]\npath = "data"\n[baseline]\nanswer_chars = true\n', "[baseline] answer_chars = True is invalid"),
+        ('[dataset]\npath = "data"\n[baseline]\nanswer_chars = 80.0\n', "[baseline] answer_chars = 80.0 is invalid"),
         ('[dataset]\npath = "data"\n[[variants]]\npipeline.chunk_size = 1\n', "[[variants]] #1 has no name"),
         ('[dataset]\npath = "data"\n[[variants]]\nname = "a b"\n', "is not a valid name"),
         ('[dataset]\npath = "data"\n[[variants]]\nname = "v1"\npipeline = 3\n',
@@ -189,3 +194,9 @@ def test_report_task_user(tmp_path: Path) -> None:
     assert config.task_user is True
     with pytest.raises(ConfigError, match=r"\[report\] task_user = 'yes' is invalid; write true"):
         load_config(write(tmp_path, '[dataset]\npath = "data"\n[report]\ntask_user = "yes"\n'))
+
+
+def test_baseline_answer_chars(tmp_path: Path) -> None:
+    for written, read in (("200", 200), ("20", 20), ('"all"', "all"), ('"auto"', "auto")):
+        body = f'[dataset]\npath = "data"\n[baseline]\npath = "b.json"\nanswer_chars = {written}\n'
+        assert load_config(write(tmp_path, body)).baseline_answer_chars == read

@@ -5,17 +5,24 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pytest_ragev.core.digest import text_digest
 from pytest_ragev.core.errors import BaselineError
 from pytest_ragev.core.results import MetricSummary, RunResult, SampleResult
 from pytest_ragev.gate.baseline import (
+    AUTO_ANSWER_CHARS,
+    AUTO_WHOLE_ENTRIES,
     SCHEMA_VERSION,
+    WHOLE_ANSWERS_VERSION,
+    AnswerChars,
     CorpusChange,
     Snapshot,
+    answer_limit,
     check_compatible,
     compressed,
     corpus_change,
@@ -25,6 +32,7 @@ from pytest_ragev.gate.baseline import (
     obtained_path,
     write_snapshot,
 )
+from pytest_ragev.gate.diffs import question_diff
 
 #: Content hashes of questions 0..199, as Dataset.question_hashes gives them.
 HASHES = {qid: f"{qid:04d}c0ffee{qid:06d}" for qid in range(200)}
@@ -93,7 +101,7 @@ def test_layout_and_key_order(tmp_path: Path) -> None:
     assert list(data) == [
         "schema", "schema_version", "plugin_version", "profile", "dataset", "base", "variants",
     ]
-    assert data["schema_version"] == SCHEMA_VERSION
+    assert data["schema_version"] == WHOLE_ANSWERS_VERSION  # every answer whole
     assert data["dataset"] == {
         "id": "samples",
         "fingerprint": "a" * 64,
@@ -228,10 +236,10 @@ def test_from_runs_rejects_programming_errors() -> None:
         ("[]", "the top level must be an object"),
         ('{"schema": "other"}', "is not a pytest-ragev baseline"),
         ('{"schema": "pytest-ragev-baseline", "schema_version": 99}',
-         "schema_version 99, this pytest-ragev reads 1 and 2; numbers across versions are not "
+         "schema_version 99, this pytest-ragev reads 1, 2 and 3; numbers across versions are not "
          "comparable: upgrade pytest-ragev or re-baseline"),
         ('{"schema": "pytest-ragev-baseline", "schema_version": true}',
-         "schema_version True, this pytest-ragev reads 1 and 2"),
+         "schema_version True, this pytest-ragev reads 1, 2 and 3"),
     ],
 )
 def test_corrupt_files_raise_and_are_not_touched(
@@ -694,3 +702,168 @@ def test_a_partial_update_keeps_an_old_run_only_when_its_texts_are_alike() -> No
     merged = merge_snapshot(old, [fresh], plugin_version="0.2.0", keep=[None, "en", "ru"],
                             hashes=HASHES)
     assert merged.kept == [] and merged.dropped == ["en", "ru"]
+
+
+# ----------------------------------------------------------------- answers kept in part
+
+#: Answers longer than 20 characters, in several scripts, and a short one.
+LONG_ANSWERS = {
+    1: "检索增强生成先从知识库中找出相关段落，再让模型依据这些段落写出答案。",
+    2: "Die Antwort steht im zweiten Absatz des Handbuchs, gleich nach der Einleitung.",
+    3: "Ответ находится во втором абзаце руководства, сразу после введения.",
+    4: "回答はマニュアルの第二段落、序文のすぐ後にあります。",
+    5: "짧은 답",
+}
+
+
+def cut_snapshot(answers: dict[int, str] = LONG_ANSWERS, chars: AnswerChars = 20) -> Snapshot:
+    run = with_texts(make_run(), CURRENT, answers)
+    return Snapshot.from_runs([run], plugin_version="0.1.0", hashes=HASHES, answer_chars=chars)
+
+
+def test_a_long_answer_is_kept_as_its_start_and_the_digest_of_the_whole(tmp_path: Path) -> None:
+    path = tmp_path / "ragev-baseline.json"
+    write_snapshot(path, cut_snapshot())
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert data["schema_version"] == SCHEMA_VERSION == 3
+    entries = {entry["qid"]: entry for entry in data["base"]["questions"]}
+    for qid in (1, 2, 3, 4):
+        whole = LONG_ANSWERS[qid]
+        assert entries[qid]["generated_text"] == whole[:20]
+        assert entries[qid]["answer_digest"] == text_digest(whole)
+        assert entries[qid]["answer_chars"] == len(whole)
+        # The keys read in order: the kept start, then what stands for the rest.
+        keys = list(entries[qid])
+        assert keys[keys.index("generated_text"):] == [
+            "generated_text", "answer_digest", "answer_chars", "error"]
+    # An answer within the limit is written whole, with no digest.
+    assert entries[5]["generated_text"] == "짧은 답" and "answer_digest" not in entries[5]
+    # Read back: the records know their answer is cut; written again, the same bytes.
+    loaded = load_snapshot(path)
+    first = loaded.base.samples[0]
+    assert first.cut and first.answer_digest == text_digest(LONG_ANSWERS[1])
+    assert first.shown_answer == LONG_ANSWERS[1][:20] + "…"
+    assert not loaded.base.samples[4].cut
+    again = tmp_path / "again.json"
+    write_snapshot(again, loaded)
+    assert again.read_bytes() == path.read_bytes()
+    # Gzip-compressed, the same content.
+    packed = tmp_path / "ragev-baseline.json.gz"
+    write_snapshot(packed, cut_snapshot())
+    assert load_snapshot(packed).base.samples == loaded.base.samples
+
+
+def test_every_answer_whole_is_the_earlier_layout_byte_for_byte(tmp_path: Path) -> None:
+    # "all", or answers within the limit: schema 2, which earlier releases read.
+    for chars in ("all", 200):
+        data = cut_snapshot(chars=chars).to_data()
+        assert data["schema_version"] == WHOLE_ANSWERS_VERSION == 2
+        assert all("answer_digest" not in e for e in data["base"]["questions"])
+    assert cut_snapshot(chars="all").to_json() == cut_snapshot(chars=200).to_json()
+
+
+def test_auto_keeps_answers_whole_up_to_ten_thousand_entries() -> None:
+    assert answer_limit("auto", AUTO_WHOLE_ENTRIES) is None
+    assert answer_limit("auto", AUTO_WHOLE_ENTRIES + 1) == AUTO_ANSWER_CHARS == 80
+    assert answer_limit("all", 10**6) is None
+    assert answer_limit(120, 1) == 120
+    for bad in (0, -5, True, "some", 2.5):
+        with pytest.raises(ValueError, match="answer_chars must be"):
+            answer_limit(bad, 1)  # type: ignore[arg-type]
+    # The default of a snapshot is "auto": five questions keep their answers whole.
+    snapshot = Snapshot.from_runs([with_texts(make_run(), CURRENT, LONG_ANSWERS)],
+                                  plugin_version="0.1.0", hashes=HASHES)
+    assert snapshot.answer_chars is None
+
+
+def test_a_merge_keeps_cut_answers_cut() -> None:
+    # A file with cut answers, partly updated: the carried-over variant keeps its cut
+    # answers (their whole text is gone) under any limit, "all" included.
+    variant = with_texts(make_run(variant="k10"), CURRENT, LONG_ANSWERS)
+    base = with_texts(make_run(), CURRENT, LONG_ANSWERS)
+    old = Snapshot.from_data(
+        Snapshot.from_runs([variant, base], plugin_version="0.1.0", hashes=HASHES,
+                           answer_chars=20).to_data(), source="ragev-baseline.json")
+    fresh = with_texts(make_run(shift=0.1), CURRENT, LONG_ANSWERS)
+    merged = merge_snapshot(old, [fresh], plugin_version="0.2.0", keep=[None, "k10"],
+                            hashes=HASHES, answer_chars="all")
+    assert merged.kept == ["k10"]
+    data = merged.snapshot.to_data()
+    assert data["schema_version"] == 3
+    assert [e["generated_text"] for e in data["base"]["questions"]] == list(LONG_ANSWERS.values())
+    assert [e.get("answer_digest") for e in data["variants"]["k10"]["questions"]] == [
+        text_digest(LONG_ANSWERS[qid]) for qid in (1, 2, 3, 4)] + [None]
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda e: e.update(answer_digest="XYZ"), r"questions\[0\]\.answer_digest must be 16 "
+         r"lowercase hex digits, got 'XYZ'"),
+        (lambda e: e.pop("answer_digest"), r"questions\[0\]\.answer_digest must be 16 lowercase "
+         r"hex digits, got None"),
+        (lambda e: e.update(answer_chars=3), r"questions\[0\]\.answer_chars must be an integer "
+         r"above the length of the kept generated_text \(20\), got 3"),
+        (lambda e: e.pop("answer_chars"), r"questions\[0\]\.answer_chars must be an integer"),
+    ],
+    ids=["bad digest", "digest missing", "too short", "length missing"],
+)
+def test_a_damaged_cut_answer_is_refused_naming_the_key(
+    tmp_path: Path, edit: Any, message: str
+) -> None:
+    data = cut_snapshot().to_data()
+    edit(data["base"]["questions"][0])
+    path = tmp_path / "ragev-baseline.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(BaselineError, match=f"{path}.*base\\.{message}"):
+        load_snapshot(path)
+
+
+def test_a_schema_2_file_has_no_cut_answers() -> None:
+    # Keys a version 2 file cannot hold are not read as a cut answer.
+    data = cut_snapshot().to_data()
+    data["schema_version"] = 2
+    sample = Snapshot.from_data(data).base.samples[0]
+    assert not sample.cut and sample.generated_text == LONG_ANSWERS[1][:20]
+
+
+def test_a_diff_tells_a_changed_answer_by_the_whole_text() -> None:
+    before = Snapshot.from_data(cut_snapshot().to_data()).base  # as read from the file
+    same = with_texts(make_run(), CURRENT, LONG_ANSWERS)
+    # Question 2 changes after the kept start, question 3 within it, 5 is short.
+    changed = with_texts(make_run(), CURRENT, {
+        **LONG_ANSWERS, 2: LONG_ANSWERS[2] + " Siehe auch Anhang B.",
+        3: "Другой ответ.", 5: "다른 답"})
+    directions = {"recall": "higher"}
+    unchanged = [question_diff(b, a, directions)
+                 for b, a in zip(before.samples, same.samples, strict=True)]
+    assert [d.answer_changed for d in unchanged] == [False] * 5
+    diffs = [question_diff(b, a, directions)
+             for b, a in zip(before.samples, changed.samples, strict=True)]
+    assert [d.answer_changed for d in diffs] == [False, True, True, False, True]
+    # The kept start is shown as such; the current answer whole.
+    assert diffs[1].answer_before == LONG_ANSWERS[2][:20] + "…"
+    assert diffs[1].answer_after == LONG_ANSWERS[2] + " Siehe auch Anhang B."
+    # Two files that both keep answers in part compare their digests.
+    again = Snapshot.from_data(cut_snapshot(chars=30).to_data()).base
+    assert [question_diff(b, a, directions).answer_changed
+            for b, a in zip(before.samples, again.samples, strict=True)] == [False] * 5
+
+
+def test_a_cut_answer_cannot_be_checked_across_tokenizer_versions() -> None:
+    current = with_texts(make_run(), CURRENT)
+    made = cut_snapshot(answers={**LONG_ANSWERS, 3: "Plain ASCII answer, long enough to be cut."})
+    made = Snapshot.from_data(
+        {**made.to_data(), "tokenizer": "default/2 jieba==0.42.1"}, source="old.json")
+    with pytest.raises(BaselineError) as refused:
+        check_compatible(made, current, HASHES, upgrades=UPGRADES)
+    assert str(refused.value) == (
+        "ragev: old.json was computed with the tokenizer 'default/2 jieba==0.42.1', this run "
+        "uses 'default/3 jieba==0.42.1', and it keeps only the start of question 1's generated "
+        f"answer ({LONG_ANSWERS[1][:20]!r}), so whether the two tokenize it alike cannot be "
+        "checked: re-baseline on this version with --ragev-update-baseline")
+    # Kept whole ("all"), the same texts are checked and found alike.
+    whole = Snapshot.from_data({**cut_snapshot(chars="all").to_data(),
+                                "tokenizer": "default/2 jieba==0.42.1"})
+    assert check_compatible(whole, current, HASHES, upgrades=UPGRADES).common_qids == [
+        1, 2, 3, 4, 5]

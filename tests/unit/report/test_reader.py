@@ -482,7 +482,7 @@ def test_a_baseline_file_shows_its_runs_and_their_thresholds(tmp_path: Path) -> 
      (b'{"rows": [1, 2]}', "is neither a pytest-ragev JSON report"),
      (b"[1, 2]", "the top level is a list, not an object"),
      (b'{"schema": "pytest-ragev-baseline", "schema_version": 99}',
-      "has schema_version 99, this pytest-ragev reads 1 and 2"),
+      "has schema_version 99, this pytest-ragev reads 1, 2 and 3"),
      (b'{"success": true, "data": {"schema_version": 7, "task": {"status": 2}, '
       b'"metric": {}}}',
       "has report schema_version 7, this pytest-ragev reads up to 1: upgrade pytest-ragev"),
