@@ -28,11 +28,20 @@ ratios the targets of #15 are stated in, of wall times (and of CPU times, which 
 machine disturbs less). Run on demand::
 
     .venv/bin/python benchmarks/bench_scale.py [--sizes 3000x30000 30000x300000] [--repeats 1]
+
+``--runs NAME ...`` runs only those kinds (e.g. ``--runs bare constant rerun``; the ratios
+and sizes shown are those the chosen runs give). ``--project DIR`` keeps the project (its
+configs, byte-code cache and ``.pytest_cache``) in ``DIR`` instead of a temporary folder,
+so one ``cold`` run fills the caches that later invocations' ``rerun`` runs read::
+
+    bench_scale.py --sizes 10000x100000 --no-xdist --project /tmp/p --runs cold
+    bench_scale.py --sizes 10000x100000 --no-xdist --project /tmp/p --runs bare constant rerun
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -42,6 +51,7 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -252,17 +262,34 @@ def _cache_sizes(root: Path) -> dict[str, float]:
     return out
 
 
-def bench(questions: int, passages: int, repeats: int, xdist: bool) -> None:
+#: Every kind of run, in the order a repeat runs them.
+RUN_KINDS = ("bare", "bare+cp", "constant", "cold", "rerun", "serial", "xdist", "bare-n2",
+             "threads")
+
+
+@contextlib.contextmanager
+def _project_folder(project: Path | None) -> Iterator[Path]:
+    """``project`` (made if missing, kept afterwards), else a temporary folder."""
+    if project is None:
+        with tempfile.TemporaryDirectory(prefix="ragev-scale-") as tmp:
+            yield Path(tmp)
+        return
+    project.mkdir(parents=True, exist_ok=True)
+    yield project.resolve()
+
+
+def bench(questions: int, passages: int, repeats: int, xdist: bool,
+          kinds: tuple[str, ...] = RUN_KINDS, project: Path | None = None) -> None:
     dataset = make_dataset(questions, passages)
     print(f"\n== {questions} questions / {passages} passages", flush=True)
     runs: dict[str, list[dict[str, Any]]] = {}
     floors: list[dict[str, float]] = []
     reports = ["--ragev-report", "report.json", "--ragev-html", "report.html"]
     for _ in range(repeats):
-        with tempfile.TemporaryDirectory(prefix="ragev-scale-") as tmp:
-            root = Path(tmp)
-            _write_project(root, dataset, questions)
-            warm_up(root)
+        with _project_folder(project) as root:
+            if not (root / "pytest.ini").exists():
+                _write_project(root, dataset, questions)
+                warm_up(root)
             # Interleaved: each repeat runs every kind once, in the same order.
             plan: list[tuple[str, list[str], Path | None]] = [
                 ("bare", ["-p", "no:cacheprovider", "-p", "no:ragev", "bare"], None),
@@ -284,22 +311,33 @@ def bench(questions: int, passages: int, repeats: int, xdist: bool) -> None:
                          ("threads", ["--ragev-config", "nocache.toml", "-n", "0",
                                       "--ragev-concurrency", "2"], None)]
             for name, args, cwd in plan:
+                if name not in kinds:
+                    continue
                 runs.setdefault(name, []).append(run(root, name, args, cwd))
                 print(f"  {name:8} {runs[name][-1]['wall']:7.1f} s", flush=True)
                 if name == "rerun":
                     sizes = _cache_sizes(root)
-            floors.append(bm25s_floor(dataset))
+            if all(name in kinds for name in ("bare", "cold")):
+                floors.append(bm25s_floor(dataset))
 
     def med(name: str, key: str) -> float:
         return statistics.median(r[key] for r in runs[name])
 
-    floor = {key: statistics.median(f[key] for f in floors) for key in floors[0]}
     print(f"{'run':9}{'wall s':>8}{'cpu s':>7}{'peak MB':>9}{'sum MB':>8}{'start s':>8}"
           f"{'1st item':>9}{'items s':>8}{'end s':>7}")
     for name in runs:
         print(f"{name:9}{med(name, 'wall'):8.1f}{med(name, 'cpu'):7.1f}{med(name, 'peak_mb'):9.0f}"
               f"{med(name, 'peak_sum_mb'):8.0f}{med(name, 'startup'):8.1f}"
               f"{med(name, 'first_item'):9.1f}{med(name, 'items'):8.1f}{med(name, 'end'):7.1f}")
+    if any(name not in runs for name in ("bare", "bare+cp", "constant", "cold", "rerun")):
+        # Only some runs: the ratios among those.
+        if "bare" in runs:
+            for name in ("constant", "rerun"):
+                if name in runs:
+                    print(f"ratio {name} / bare {med(name, 'wall') / med('bare', 'wall'):5.2f}"
+                          f"  (cpu {med(name, 'cpu') / med('bare', 'cpu'):.2f})")
+        return
+    floor = {key: statistics.median(f[key] for f in floors) for key in floors[0]}
     print(f"bm25s floor: tokenize {floor['tokenize']:.1f} s (not in the floor), index "
           f"{floor['index']:.1f} s, retrieve {floor['retrieve']:.1f} s")
     print(f"sizes: answer cache {sizes['answers_mb']:.1f} MB, KB cache {sizes['kb_mb']:.1f} MB, "
@@ -484,6 +522,11 @@ def main() -> None:
                         help="QUESTIONSxPASSAGES, e.g. 30000x300000 100000x1000000")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--no-xdist", action="store_true", help="skip the -n 2 runs")
+    parser.add_argument("--runs", nargs="+", choices=RUN_KINDS, default=list(RUN_KINDS),
+                        metavar="NAME", help=f"run only these kinds ({', '.join(RUN_KINDS)})")
+    parser.add_argument("--project", type=Path, metavar="DIR",
+                        help="keep the project (and its caches) in DIR: a cold run there "
+                             "fills the caches later --runs rerun invocations read")
     parser.add_argument("--end-of-run", action="store_true",
                         help="time only the end of a run, in this process, on synthetic "
                              "records (no pytest items): scoring, gate, baseline, reports")
@@ -495,7 +538,8 @@ def main() -> None:
         return
     for size in args.sizes:
         questions, passages = (int(part) for part in size.lower().split("x"))
-        bench(questions, passages, args.repeats, not args.no_xdist)
+        bench(questions, passages, args.repeats, not args.no_xdist, tuple(args.runs),
+              args.project)
 
 
 if __name__ == "__main__":
