@@ -281,6 +281,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if session is None:
         return
     del config.stash[session_key]
+    session.thaw()  # never left frozen, even when the session did not finish
     names = ["ragev-session"]
     if session.started is not None:
         from pytest_ragev.plugin.run import PLUGIN_NAMES

@@ -22,6 +22,7 @@ from pytest_ragev.config import RagevConfig, RunOptions, select_variants, varian
 from pytest_ragev.core.errors import RagevError
 from pytest_ragev.core.tables import changed_keys
 from pytest_ragev.plugin.collect import CollectionPlan, NodeIds, RagevFile, item_question
+from pytest_ragev.plugin.gcfreeze import CollectionFreeze
 from pytest_ragev.plugin.keys import collection_key
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ class RagevSession:
         self._start_run = start_run
         self._run: ActiveRun | None = None
         self._deferred = False
+        self._freeze = CollectionFreeze()
         config.stash[collection_key] = self._collection_plan
 
     @property
@@ -130,16 +132,28 @@ class RagevSession:
             metafunc.parametrize("ragev_case", cases, ids=ids, scope="function")
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        if self.is_worker:
-            return
-        keys = [item_question(item) for item in session.items]
-        if self._deferred and any(key is not None for key in keys):
-            self._deferred = False
-            self.run.activate(session)  # a UsageError here still ends the run with status 4
-        if self._run is not None:
-            self._run.records.set_collected(
-                zip((item.nodeid for item in session.items), keys, strict=True)
-            )
+        if not self.is_worker:
+            keys = [item_question(item) for item in session.items]
+            if self._deferred and any(key is not None for key in keys):
+                self._deferred = False
+                self.run.activate(session)  # a UsageError here still ends the run with status 4
+            if self._run is not None:
+                self._run.records.set_collected(
+                    zip((item.nodeid for item in session.items), keys, strict=True)
+                )
+        if self._run is not None and session.items and not self.config.option.collectonly:
+            # The items and everything collection made live to the session's end: out
+            # of the cyclic collector's full traversals until then (see gcfreeze).
+            self._freeze.freeze()
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        # After the verdict and the reports (the finisher's hooks run first).
+        self.thaw()
+
+    def thaw(self) -> None:
+        """Hand the objects frozen after collection back to the garbage collector."""
+        self._freeze.unfreeze()
 
 
 def _variant_line(source: Path, name: str) -> int:

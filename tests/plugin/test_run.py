@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 import textwrap
@@ -682,3 +683,36 @@ def test_the_run_keeps_retrieved_texts_only_where_they_are_read(
     # Whatever the reports carry, the metrics are the same.
     assert report_of(pytester.path / "r.json")["data"]["metric"]["retrieval_metrics"][
         "recall"] == 1.0
+
+
+FREEZE_PROBE_CONFTEST = textwrap.dedent(
+    """
+    import gc
+    import pytest
+    from pytest_ragev import Answer
+
+    @pytest.hookimpl
+    def pytest_ragev_answer(case, kb, settings):
+        return Answer(retrieved=list(case.pids), text=case.answer,
+                      meta={"frozen": gc.get_freeze_count()})
+    """
+)
+
+
+def test_the_questions_run_with_the_collected_objects_frozen_and_thawed_at_the_end(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    """The items and what collection made are out of the garbage collector's full
+    traversals while the questions run, and handed back when the session ends."""
+    make_project(conftest=FREEZE_PROBE_CONFTEST)
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
+    result.assert_outcomes(passed=6)
+    samples = report_of(pytester.path / "r.json")["data"]["samples"]
+    assert len(samples) == 5 and all(s["meta"]["frozen"] > 0 for s in samples)
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_run_without_a_ragev_config_freezes_nothing(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        "import gc\n\ndef test_probe():\n    assert gc.get_freeze_count() == 0\n")
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
