@@ -231,6 +231,13 @@ def is_passage_id(item: Any) -> bool:
 
 
 def _passage_id(item: Any, position: int) -> int | None:
+    # The common cases first, checked by exact type (a cached rerun maps ten items a
+    # question): a plain id, and our own Chunk naming a plain id, need no other check.
+    kind = type(item)
+    if kind is int and item >= 0:
+        return item  # type: ignore[no-any-return]
+    if kind is Chunk and type(item.passage_id) is int and item.passage_id >= 0:
+        return item.passage_id
     if isinstance(item, bool):
         raise TypeError(f"Answer.retrieved[{position}] is a bool; give a passage id or a chunk")
     if isinstance(item, int):
@@ -286,6 +293,9 @@ def count_unattributed(retrieved: Iterable[Any], *, index: PassageIndex) -> Chun
     chunks = unattributed = 0
     first: str | None = None
     for item in retrieved:
+        kind = type(item)
+        if kind is int or (kind is Chunk and item.passage_id is not None):
+            continue  # the common cases first: placed by their id, not by text
         if isinstance(item, bool | int):
             continue
         if isinstance(item, str):

