@@ -20,6 +20,7 @@ and a folder that is read-only or full warns once and the run goes on without th
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import math
@@ -34,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ragev.core.attribution import is_passage_id
-from pytest_ragev.core.digest import sha256_json
+from pytest_ragev.core.digest import canonical_json
 from pytest_ragev.core.errors import CacheWarning
 from pytest_ragev.core.types import Answer, Chunk, ChunkLike, Retrieved
 
@@ -51,8 +52,24 @@ _SCHEMA = ("CREATE TABLE IF NOT EXISTS answers "
 
 
 def answer_cache_key(fingerprint: str, settings_key: str, qid: int) -> str:
-    """The sha256 hex key of one answer; changes when any of the three parts changes."""
-    return sha256_json([FORMAT, fingerprint, settings_key, int(qid)])
+    """The sha256 hex key of one answer; changes when any of the three parts changes.
+
+    ``sha256_json([FORMAT, fingerprint, settings_key, qid])``, computed from the hash
+    of everything before the qid, which a run's questions share: a third of the cost
+    of hashing the whole text again for each of them.
+    """
+    digest = _key_prefix(FORMAT, fingerprint, settings_key).copy()
+    digest.update(f"{int(qid)}]".encode("ascii"))
+    key: str = digest.hexdigest()
+    return key
+
+
+@functools.lru_cache(maxsize=64)
+def _key_prefix(form: int, fingerprint: str, settings_key: str) -> Any:
+    """The sha256 state after the canonical JSON of the key up to its qid
+    (``[3,"<fingerprint>","<settings key>",``); callers hash a copy of it."""
+    text = canonical_json([form, fingerprint, settings_key, 0])
+    return hashlib.sha256(text[: text.rindex(",") + 1].encode("utf-8"))
 
 
 def _checksum(key: bytes, body: bytes) -> bytes:

@@ -59,6 +59,15 @@ def test_key_is_the_package_digest_with_the_format_first(monkeypatch: pytest.Mon
     assert answer_cache_key("fp-1", "settings-1", 7) != KEY
 
 
+@pytest.mark.parametrize("fingerprint", ["fp-1", 'fp,"7",', "指纹-Ключ-😀", ""])
+@pytest.mark.parametrize("qid", [0, 7, -3, 10**15, np.int64(42)])
+def test_each_key_is_the_digest_of_the_whole_key(fingerprint: str, qid: int) -> None:
+    """Keys are hashed from the shared part's digest: the same as hashing it all."""
+    for settings_key in ("settings-1", "設定,]"):
+        assert answer_cache_key(fingerprint, settings_key, qid) == sha256_json(
+            [answer_cache.FORMAT, fingerprint, settings_key, int(qid)])
+
+
 def test_rows_keyed_the_format_2_way_are_not_served(tmp_path: Path) -> None:
     # Format 2 hashed json.dumps with its default separators; format 3 the canonical JSON.
     old_key = hashlib.sha256(json.dumps([2, "fp-1", "settings-1", 7]).encode()).hexdigest()
