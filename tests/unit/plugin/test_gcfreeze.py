@@ -42,7 +42,9 @@ def test_unfreeze_without_a_freeze_leaves_anothers_freeze_alone() -> None:
     gc.freeze()  # someone else's (an outer session, the user's own code)
     frozen = gc.get_freeze_count()
     CollectionFreeze().unfreeze()
-    assert frozen > 0 and gc.get_freeze_count() == frozen
+    # Not thawed (that would make it 0); reference counting may free a few frozen
+    # objects meanwhile (an xdist worker's I/O thread runs beside the test).
+    assert frozen > 0 and gc.get_freeze_count() > frozen // 2
 
 
 def test_cyclic_garbage_made_after_the_freeze_is_still_collected() -> None:
