@@ -124,7 +124,7 @@ class BuiltinPipeline:
         chunks = ChunkTable.from_chunks(chunk_corpus(
             corpus, chunk_size=config.chunk_size, chunk_overlap=config.chunk_overlap,
             separators=config.separators,
-        ))
+        ), spill=True)
         # Progress counts chunks tokenised, plus chunks embedded when vectors are built.
         embed = config.retrieval != "keyword"
         total = len(chunks) * (2 if embed else 1)
@@ -134,8 +134,8 @@ class BuiltinPipeline:
 
         def tokens() -> Iterator[list[str]]:
             # Streamed into the index: no list of every chunk's tokens is ever held.
-            for position in range(len(chunks)):
-                yield bm25_tokens(chunks.text(position))
+            for position, text in enumerate(chunks.texts()):
+                yield bm25_tokens(text)
                 if progress is not None and (position + 1) % step == 0 and position + 1 < total:
                     progress(position + 1, total)
 
@@ -143,7 +143,7 @@ class BuiltinPipeline:
         vectors = None
         if embed:
             assert config.embedding_model is not None
-            vectors = self._embed([c.text for c in chunks], progress, total)
+            vectors = self._embed(list(chunks.texts()), progress, total)
         if progress is not None:
             progress(total, total)  # the one final call
         return KnowledgeBase(chunks, index, vectors, key=key)

@@ -26,6 +26,7 @@ import functools
 import hashlib
 import json
 import os
+import tempfile
 import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -135,24 +136,49 @@ class ChunkTable(Sequence[TextChunk]):
         self.starts = starts
 
     @classmethod
-    def from_chunks(cls, chunks: Iterable[TextChunk]) -> ChunkTable:
-        """The table of ``chunks``, read once (the table itself when it already is one)."""
+    def from_chunks(cls, chunks: Iterable[TextChunk], *, spill: bool = False) -> ChunkTable:
+        """The table of ``chunks``, read once (the table itself when it already is one).
+
+        With ``spill`` the texts go to an anonymous temporary file as they come and are
+        read back with ``pread`` (:class:`TextFile`), so a knowledge base being built
+        holds no copy of the corpus's text in memory: at a million passages that was
+        some 300 MB beside the index. Where no temporary file can be made, they are
+        held in memory.
+        """
         from array import array
 
         import numpy as np
 
         if isinstance(chunks, ChunkTable):
             return chunks
+        sink: Any = None
+        if spill:
+            try:
+                # Not a with block: the file outlives this call, owned by the TextFile.
+                sink = tempfile.TemporaryFile(prefix="ragev-chunks-")  # noqa: SIM115
+            except OSError:
+                sink = None
         text = bytearray()
+        size = 0
         ends, passage_ids, starts = array("q"), array("q"), array("q")
         for chunk in chunks:
-            text += chunk.text.encode("utf-8")
-            ends.append(len(text))
+            encoded = chunk.text.encode("utf-8")
+            size += len(encoded)
+            text += encoded
+            if sink is not None and len(text) >= _SPILL_BLOCK:
+                sink.write(text)
+                text.clear()
+            ends.append(size)
             passage_ids.append(chunk.passage_id)
             starts.append(chunk.start)
         offsets = np.zeros(len(ends) + 1, dtype=np.int64)
         offsets[1:] = np.frombuffer(ends, dtype=np.int64) if ends else 0
-        return cls(text, offsets, _int64(passage_ids), _int64(starts))
+        blob: Any = text
+        if sink is not None:
+            sink.write(text)
+            sink.flush()
+            blob = TextFile.of_handle(sink)
+        return cls(blob, offsets, _int64(passage_ids), _int64(starts))
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -178,11 +204,37 @@ class ChunkTable(Sequence[TextChunk]):
         start, end = int(self.offsets[index]), int(self.offsets[index + 1])
         return bytes(self._text[start:end]).decode("utf-8")
 
+    def texts(self) -> Iterator[str]:
+        """Every chunk's text in order, the blob read in blocks of :data:`_SPILL_BLOCK`
+        bytes (one read per block, not one per chunk, from a file)."""
+        offsets = self.offsets.tolist()
+        first = 0
+        while first < len(offsets) - 1:
+            # The chunks that end within a block from the first one's start (at least one).
+            last = first + 1
+            limit = offsets[first] + _SPILL_BLOCK
+            while last < len(offsets) - 1 and offsets[last + 1] <= limit:
+                last += 1
+            base = offsets[first]
+            block = bytes(self._text[base:offsets[last]])
+            for position in range(first, last):
+                yield block[offsets[position] - base:offsets[position + 1] - base].decode("utf-8")
+            first = last
+
     def blob(self) -> bytes | memoryview:
         """The UTF-8 text of every chunk, concatenated."""
         if isinstance(self._text, TextFile):
             return self._text[0:len(self._text)]
         return self._text if isinstance(self._text, bytes) else memoryview(self._text)
+
+    def blob_blocks(self) -> Iterator[bytes | memoryview]:
+        """:meth:`blob` in blocks of at most :data:`_SPILL_BLOCK` bytes (never whole in
+        memory when the texts are in a file)."""
+        if not isinstance(self._text, TextFile):
+            yield self.blob()
+            return
+        for start in range(0, len(self._text), _SPILL_BLOCK):
+            yield self._text[start:start + _SPILL_BLOCK]
 
 
 class TextFile:
@@ -202,6 +254,18 @@ class TextFile:
         self._fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
         weakref.finalize(self, os.close, self._fd)
         self._size = os.fstat(self._fd).st_size
+        self._handle: Any = None
+
+    @classmethod
+    def of_handle(cls, handle: Any) -> TextFile:
+        """The bytes written to ``handle`` (an open, flushed binary file such as a
+        ``tempfile.TemporaryFile``), which it keeps open, and closes when collected."""
+        text = cls.__new__(cls)
+        text._handle = handle
+        text._fd = handle.fileno()
+        weakref.finalize(text, handle.close)
+        text._size = os.fstat(text._fd).st_size
+        return text
 
     def __len__(self) -> int:
         return self._size
@@ -216,6 +280,10 @@ class TextFile:
             parts.append(read)
             start += len(read)
         return b"".join(parts) if len(parts) != 1 else parts[0]
+
+
+#: Bytes a spilled chunk table writes, or reads back in order, at a time.
+_SPILL_BLOCK = 1 << 22
 
 
 def _int64(values: Any) -> npt.NDArray[np.int64]:
@@ -269,6 +337,20 @@ class KnowledgeBase:
             files[name] = {"size": len(data) if isinstance(data, bytes) else data.nbytes,
                            "sha256": hashlib.sha256(data).hexdigest()}
 
+        def put_blocks(name: str, blocks: Iterable[bytes | memoryview]) -> None:
+            digest = hashlib.sha256()
+            size = 0
+
+            def counted() -> Iterator[bytes]:
+                nonlocal size
+                for block in blocks:
+                    digest.update(block)
+                    size += len(block) if isinstance(block, bytes) else block.nbytes
+                    yield bytes(block) if isinstance(block, memoryview) else block
+
+            atomic_write_bytes(folder / name, counted())
+            files[name] = {"size": size, "sha256": digest.hexdigest()}
+
         def put_array(name: str, array: npt.NDArray[Any], dtype: str) -> None:
             flat = np.ascontiguousarray(array, dtype=np.dtype(dtype)).reshape(-1)
             put(name, memoryview(flat.view(np.uint8).data))
@@ -281,7 +363,7 @@ class KnowledgeBase:
             words[number] = word
         put(_VOCAB, json.dumps(words, ensure_ascii=False).encode("utf-8"))
         table = ChunkTable.from_chunks(self.chunks)
-        put(_CHUNK_TEXT, table.blob())
+        put_blocks(_CHUNK_TEXT, table.blob_blocks())
         for name, column in zip(_CHUNK_ARRAYS,
                                 (table.offsets, table.passage_ids, table.starts), strict=True):
             put_array(name, column, _CHUNK_ARRAYS[name])

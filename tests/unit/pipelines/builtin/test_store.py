@@ -300,3 +300,62 @@ def test_a_loaded_kb_reads_its_chunk_texts_without_mapping_them(tmp_path: Path) 
     maps = Path("/proc/self/maps").read_text(encoding="utf-8")
     assert "chunk_text.utf8" not in maps
     assert "indices.i4" in maps  # the index itself stays mapped
+
+
+#: Chunks in several scripts, with multi-byte letters that tiny blocks split.
+SPILL_CHUNKS = [store.TextChunk(text=t, passage_id=p, start=s) for t, p, s in [
+    ("巴黎是法国的首都。", 7, 0), ("", 7, 9), ("Die Straße führt über die Brücke.", 3, 0),
+    ("Москва — столица России.", 4, 0), ("東京は日本の首都です。", 5, 2), ("한국어 문장", 6, 1),
+    ("x" * 40, 8, 0)]]
+
+
+@pytest.mark.parametrize("block", [1, 7, 64, 1 << 22])
+def test_a_spilled_chunk_table_reads_back_what_it_wrote(
+    monkeypatch: pytest.MonkeyPatch, block: int
+) -> None:
+    # Blocks of 1 and 7 bytes split letters and chunks; 1 << 22 holds everything.
+    monkeypatch.setattr(store, "_SPILL_BLOCK", block)
+    held = store.ChunkTable.from_chunks(iter(SPILL_CHUNKS))
+    spilled = store.ChunkTable.from_chunks(iter(SPILL_CHUNKS), spill=True)
+    assert isinstance(spilled._text, store.TextFile)  # no copy of the texts in memory
+    assert list(spilled) == list(held) == SPILL_CHUNKS
+    assert list(spilled.texts()) == list(held.texts()) == [c.text for c in SPILL_CHUNKS]
+    assert b"".join(bytes(b) for b in spilled.blob_blocks()) == bytes(held.blob())
+    assert all(len(b) <= max(block, 1) for b in spilled.blob_blocks())
+    assert spilled.text(4) == "東京は日本の首都です。" and spilled[-1] == SPILL_CHUNKS[-1]
+
+
+def test_a_spilled_table_falls_back_to_memory_without_a_temporary_file(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def no_temp(*args: Any, **kwargs: Any) -> Any:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(store.tempfile, "TemporaryFile", no_temp)
+    table = store.ChunkTable.from_chunks(iter(SPILL_CHUNKS), spill=True)
+    assert not isinstance(table._text, store.TextFile)
+    assert list(table) == SPILL_CHUNKS
+
+
+def test_a_kb_built_from_spilled_chunks_saves_the_same_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The build spills its chunk texts; written in blocks, the cache entry is the one an
+    # in-memory table writes, byte for byte (the manifest's sizes and digests included).
+    monkeypatch.setattr(store, "_SPILL_BLOCK", 16)
+    corpus = {**CORPUS, 90: "深度学习是机器学习的一个分支。", 91: "Die Straße führt über die Brücke."}
+    pipe = pipeline(chunk_size=48, chunk_overlap=8)
+    built = pipe.build_knowledge_base(corpus, fingerprint="s" * 64, cache_dir=None)
+    assert isinstance(built.chunks, store.ChunkTable)
+    assert isinstance(built.chunks._text, store.TextFile)
+    held = store.KnowledgeBase(store.ChunkTable.from_chunks(list(built.chunks)), built.index,
+                               None, key=built.key)
+    built.save(tmp_path / "spilled")
+    held.save(tmp_path / "held")
+    for path in sorted((tmp_path / "held").iterdir()):
+        assert (tmp_path / "spilled" / path.name).read_bytes() == path.read_bytes(), path.name
+    # Questions are answered alike from the spilled table, the saved and the loaded entry.
+    loaded = pipe.build_knowledge_base(corpus, fingerprint="s" * 64, cache_dir=tmp_path / "c")
+    for question in ("什么是深度学习？", "Welche Brücke?", "When was the Eiffel Tower completed?"):
+        qa = QAPair(qid=1, question=question, pids=(), passages=(), aid=None, answer=None)
+        assert pipe.answer(qa, loaded) == pipe.answer(qa, built)
