@@ -42,13 +42,14 @@ def _create_temp(target: Path) -> tuple[int, Path]:
 
 
 def atomic_write_bytes(
-    path: str | os.PathLike[str], data: bytes | memoryview | Iterable[bytes]
+    path: str | os.PathLike[str], data: bytes | memoryview | Iterable[bytes | memoryview]
 ) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder and ``os.replace``.
 
     ``data`` may be a ``memoryview`` (of a numpy array, say), written without a copy, or
-    an iterable of byte blocks, written as they come (a large document is then never
-    whole in memory; an exception from the iterable leaves the old file as it was).
+    an iterable of byte blocks (``bytes`` or ``memoryview``), written as they come (a
+    large document is then never whole in memory; an exception from the iterable leaves
+    the old file as it was).
 
     The file keeps the permissions it had; a new one gets those of a plainly created file.
     Only a file is ever replaced: a device, a FIFO or a socket at ``path`` raises

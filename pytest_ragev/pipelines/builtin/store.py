@@ -341,12 +341,12 @@ class KnowledgeBase:
             digest = hashlib.sha256()
             size = 0
 
-            def counted() -> Iterator[bytes]:
+            def counted() -> Iterator[bytes | memoryview]:
                 nonlocal size
                 for block in blocks:
                     digest.update(block)
                     size += len(block) if isinstance(block, bytes) else block.nbytes
-                    yield bytes(block) if isinstance(block, memoryview) else block
+                    yield block  # a memoryview of an in-memory blob is written uncopied
 
             atomic_write_bytes(folder / name, counted())
             files[name] = {"size": size, "sha256": digest.hexdigest()}
