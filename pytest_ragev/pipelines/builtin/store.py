@@ -142,8 +142,8 @@ class ChunkTable(Sequence[TextChunk]):
         With ``spill`` the texts go to an anonymous temporary file as they come and are
         read back with ``pread`` (:class:`TextFile`), so a knowledge base being built
         holds no copy of the corpus's text in memory: at a million passages that was
-        some 300 MB beside the index. Where no temporary file can be made, they are
-        held in memory.
+        some 300 MB beside the index. Where no temporary file can be made, or it
+        fills up, they are held in memory.
         """
         from array import array
 
@@ -155,29 +155,27 @@ class ChunkTable(Sequence[TextChunk]):
         if spill:
             try:
                 # Not a with block: the file outlives this call, owned by the TextFile.
-                sink = tempfile.TemporaryFile(prefix="ragev-chunks-")  # noqa: SIM115
+                sink = tempfile.TemporaryFile(  # noqa: SIM115
+                    prefix="ragev-chunks-", buffering=0)
             except OSError:
                 sink = None
         text = bytearray()
-        size = 0
+        size = spilled = 0  # bytes of every chunk so far; of them in the file
         ends, passage_ids, starts = array("q"), array("q"), array("q")
         for chunk in chunks:
             encoded = chunk.text.encode("utf-8")
             size += len(encoded)
             text += encoded
             if sink is not None and len(text) >= _SPILL_BLOCK:
-                sink.write(text)
-                text.clear()
+                sink, text, spilled = _spill(sink, text, spilled)
             ends.append(size)
             passage_ids.append(chunk.passage_id)
             starts.append(chunk.start)
         offsets = np.zeros(len(ends) + 1, dtype=np.int64)
         offsets[1:] = np.frombuffer(ends, dtype=np.int64) if ends else 0
-        blob: Any = text
         if sink is not None:
-            sink.write(text)
-            sink.flush()
-            blob = TextFile.of_handle(sink)
+            sink, text, spilled = _spill(sink, text, spilled)
+        blob: Any = text if sink is None else TextFile.of_handle(sink)
         return cls(blob, offsets, _int64(passage_ids), _int64(starts))
 
     def __len__(self) -> int:
@@ -284,6 +282,32 @@ class TextFile:
 
 #: Bytes a spilled chunk table writes, or reads back in order, at a time.
 _SPILL_BLOCK = 1 << 22
+
+
+def _spill(sink: Any, text: bytearray, spilled: int) -> tuple[Any, bytearray, int]:
+    """``text`` appended to ``sink`` (an unbuffered file holding ``spilled`` bytes):
+    ``(sink, empty text, bytes in the file)``. When the file cannot take it (a full
+    ``TMPDIR``), what it holds is taken back: ``(None, every byte so far, 0)``, and the
+    table goes on in memory, as without a temporary file."""
+    view = memoryview(text)
+    try:
+        done = 0
+        while done < len(view):
+            done += sink.write(view[done:])  # a short write goes on where it stopped
+    except OSError:
+        failed = True
+    else:
+        failed = False
+    finally:
+        view.release()  # the buffer can be emptied or grown again
+    if failed:
+        sink.seek(0)
+        held = bytearray(sink.read(spilled))
+        sink.close()
+        return None, held + text, 0
+    spilled += len(text)
+    text.clear()
+    return sink, text, spilled
 
 
 def _int64(values: Any) -> npt.NDArray[np.int64]:

@@ -337,6 +337,40 @@ def test_a_spilled_table_falls_back_to_memory_without_a_temporary_file(
     assert list(table) == SPILL_CHUNKS
 
 
+_TEMPORARY_FILE = store.tempfile.TemporaryFile
+
+
+class _FillingFile:
+    """A temporary file that takes ``room`` bytes, then raises as a full disk does."""
+
+    def __init__(self, room: int) -> None:
+        self._file = _TEMPORARY_FILE(buffering=0)  # the real one: the test replaces it
+        self._room = room
+
+    def write(self, data: Any) -> int:
+        if self._room <= 0:
+            raise OSError(28, "No space left on device")
+        taken: int = self._file.write(bytes(data)[:self._room])
+        self._room -= taken
+        return taken
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._file, name)
+
+
+@pytest.mark.parametrize("room", [0, 5, 23, 40])
+def test_a_temporary_file_that_fills_up_leaves_the_texts_in_memory(
+    monkeypatch: pytest.MonkeyPatch, room: int
+) -> None:
+    # A full TMPDIR at any point (before any block, in the middle of one, after some):
+    # what the file took is taken back and the table goes on in memory, whole.
+    monkeypatch.setattr(store, "_SPILL_BLOCK", 16)
+    monkeypatch.setattr(store.tempfile, "TemporaryFile", lambda **_: _FillingFile(room))
+    table = store.ChunkTable.from_chunks(iter(SPILL_CHUNKS), spill=True)
+    assert not isinstance(table._text, store.TextFile)
+    assert list(table) == SPILL_CHUNKS and list(table.texts()) == [c.text for c in SPILL_CHUNKS]
+
+
 def test_a_kb_built_from_spilled_chunks_saves_the_same_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
