@@ -162,15 +162,20 @@ class ChunkTable(Sequence[TextChunk]):
         text = bytearray()
         size = spilled = 0  # bytes of every chunk so far; of them in the file
         ends, passage_ids, starts = array("q"), array("q"), array("q")
-        for chunk in chunks:
-            encoded = chunk.text.encode("utf-8")
-            size += len(encoded)
-            text += encoded
-            if sink is not None and len(text) >= _SPILL_BLOCK:
-                sink, text, spilled = _spill(sink, text, spilled)
-            ends.append(size)
-            passage_ids.append(chunk.passage_id)
-            starts.append(chunk.start)
+        try:
+            for chunk in chunks:
+                encoded = chunk.text.encode("utf-8")
+                size += len(encoded)
+                text += encoded
+                if sink is not None and len(text) >= _SPILL_BLOCK:
+                    sink, text, spilled = _spill(sink, text, spilled)
+                ends.append(size)
+                passage_ids.append(chunk.passage_id)
+                starts.append(chunk.start)
+        except BaseException:
+            if sink is not None:
+                sink.close()  # closed now, not left to the collector (a ResourceWarning)
+            raise
         offsets = np.zeros(len(ends) + 1, dtype=np.int64)
         offsets[1:] = np.frombuffer(ends, dtype=np.int64) if ends else 0
         if sink is not None:

@@ -393,3 +393,23 @@ def test_a_kb_built_from_spilled_chunks_saves_the_same_files(
     for question in ("什么是深度学习？", "Welche Brücke?", "When was the Eiffel Tower completed?"):
         qa = QAPair(qid=1, question=question, pids=(), passages=(), aid=None, answer=None)
         assert pipe.answer(qa, loaded) == pipe.answer(qa, built)
+
+
+def test_a_build_that_raises_closes_its_temporary_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Left to the garbage collector, the open file would warn (ResourceWarning) in
+    # whichever test happened to run the collection.
+    made: list[Any] = []
+
+    def temporary(**kwargs: Any) -> Any:
+        made.append(_TEMPORARY_FILE(**kwargs))
+        return made[-1]
+
+    def chunks() -> Any:
+        yield from SPILL_CHUNKS[:3]
+        raise ValueError("Kaputt: der Korpus endet mitten im Satz")
+
+    monkeypatch.setattr(store, "_SPILL_BLOCK", 8)
+    monkeypatch.setattr(store.tempfile, "TemporaryFile", temporary)
+    with pytest.raises(ValueError, match="Kaputt"):
+        store.ChunkTable.from_chunks(chunks(), spill=True)
+    assert len(made) == 1 and made[0].closed
