@@ -138,7 +138,6 @@ class BM25Index:
         from collections import defaultdict
         from itertools import count
 
-
         # A new token gets the next id from the counter, inside the dict lookup.
         vocab: defaultdict[str, int] = defaultdict(count().__next__)
         lookup = vocab.__getitem__
@@ -512,7 +511,6 @@ def _top(
         candidates, values = candidates[keep], values[keep]
     order = np.lexsort((candidates, -values))[:top_k]
     return [(int(candidates[i]), float(values[i])) for i in order if values[i] > 0.0]
-
 
 
 def _postings(

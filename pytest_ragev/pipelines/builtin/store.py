@@ -257,16 +257,14 @@ class TextFile:
         self._fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
         weakref.finalize(self, os.close, self._fd)
         self._size = os.fstat(self._fd).st_size
-        self._handle: Any = None
 
     @classmethod
     def of_handle(cls, handle: Any) -> TextFile:
         """The bytes written to ``handle`` (an open, flushed binary file such as a
         ``tempfile.TemporaryFile``), which it keeps open, and closes when collected."""
         text = cls.__new__(cls)
-        text._handle = handle
         text._fd = handle.fileno()
-        weakref.finalize(text, handle.close)
+        weakref.finalize(text, handle.close)  # which holds the handle until then
         text._size = os.fstat(text._fd).st_size
         return text
 
@@ -362,9 +360,7 @@ class KnowledgeBase:
         files: dict[str, dict[str, Any]] = {}
 
         def put(name: str, data: bytes | memoryview) -> None:
-            atomic_write_bytes(folder / name, data)
-            files[name] = {"size": len(data) if isinstance(data, bytes) else data.nbytes,
-                           "sha256": hashlib.sha256(data).hexdigest()}
+            put_blocks(name, [data])
 
         def put_blocks(name: str, blocks: Iterable[bytes | memoryview]) -> None:
             digest = hashlib.sha256()
