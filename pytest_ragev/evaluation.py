@@ -984,6 +984,11 @@ def _view_passages(
         if text is not None:
             flat = " ".join(text.split())
             texts[pid] = flat if len(flat) <= PASSAGE_CHARS else flat[:PASSAGE_CHARS - 1] + "…"
+    # A large loaded corpus is read from a mapped file, where a lookup can leave a 2 MB
+    # block of it resident: a few hundred lookups would map it all again.
+    release = getattr(corpus, "release_pages", None)
+    if callable(release):
+        release()
     return texts
 
 

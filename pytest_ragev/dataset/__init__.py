@@ -41,10 +41,12 @@ from pytest_ragev.dataset._load import (
     read_dataset_folder,
     reordered,
 )
+from pytest_ragev.dataset._spill import SPILL_TEXT_BYTES, MappedTexts, spill
 from pytest_ragev.dataset._write import write_dataset_folder
 
 __all__ = [
     "DATASET_FILES",
+    "SPILL_TEXT_BYTES",
     "Corpus",
     "Dataset",
     "DatasetError",
@@ -73,7 +75,7 @@ class Corpus(Mapping[int, str]):
     them (``texts`` materialises the Python list once and caches it).
     """
 
-    __slots__ = ("_file_order", "_fingerprint", "_ids", "_texts_arrow", "_texts_list")
+    __slots__ = ("_file_order", "_fingerprint", "_ids", "_mapped", "_texts_arrow", "_texts_list")
 
     def __init__(
         self,
@@ -93,6 +95,7 @@ class Corpus(Mapping[int, str]):
         self._ids = ids
         self._texts_arrow = texts
         self._texts_list: list[str] | None = None
+        self._mapped: MappedTexts | None = None  # set by spill_texts()
         #: id position -> row of ``_texts_arrow`` while the texts are still in file order.
         self._file_order: npt.NDArray[np.intp] | None = None
 
@@ -135,7 +138,44 @@ class Corpus(Mapping[int, str]):
         """Passage texts aligned with :attr:`ids` (built on first use, then cached)."""
         if self._texts_list is None:
             self._texts_list = python_strings(self.arrow_texts)
+            self.release_pages()
         return self._texts_list
+
+    @property
+    def text_bytes(self) -> int:
+        """Bytes the texts take as Arrow holds them (UTF-8 data and offsets)."""
+        return int(self._texts_arrow.nbytes)
+
+    @property
+    def spilled(self) -> bool:
+        """Whether the texts are read from a memory-mapped temporary file (see
+        :meth:`spill_texts`)."""
+        return self._mapped is not None
+
+    def spill_texts(self) -> bool:
+        """Move the texts out of the heap, into a memory-mapped anonymous temporary file.
+
+        Every read works as before; only the pages a read touches are resident, and a
+        full scan (iterating the corpus, :attr:`texts`) hands its pages back when it
+        ends. For a long-lived holder of a large corpus: the plugin does this when a
+        corpus has at least :data:`SPILL_TEXT_BYTES` bytes of text (:attr:`text_bytes`).
+        Returns whether the texts are mapped now; without a writable temporary folder
+        (or room in it) they stay in memory.
+        """
+        if self._mapped is None and self._texts_list is None:
+            mapped = spill(self._texts_arrow, self._file_order)
+            if mapped is not None:
+                self._texts_arrow = mapped.texts
+                self._file_order = None
+                self._mapped = mapped
+                # The decoded column goes back to the operating system, not to Arrow's pool.
+                pa.default_memory_pool().release_unused()
+        return self._mapped is not None
+
+    def release_pages(self) -> None:
+        """Hand back the resident pages of mapped texts (nothing to do otherwise)."""
+        if self._mapped is not None:
+            self._mapped.release()
 
     @property
     def arrow_texts(self) -> pa.ChunkedArray[Any]:
@@ -206,9 +246,13 @@ def _text_blocks(corpus: Corpus) -> Iterator[tuple[list[int], list[str]]]:
         yield ids.tolist(), cached
         return
     texts = corpus.arrow_texts
-    for start in range(0, len(ids), _ITER_ROWS):
-        yield (ids[start:start + _ITER_ROWS].tolist(),
-               python_strings(texts.slice(start, _ITER_ROWS)))
+    try:
+        for start in range(0, len(ids), _ITER_ROWS):
+            yield (ids[start:start + _ITER_ROWS].tolist(),
+                   python_strings(texts.slice(start, _ITER_ROWS)))
+    finally:
+        # Mapped texts: a scan (the KB build's) must not leave every page resident.
+        corpus.release_pages()
 
 
 class _CorpusItems(ItemsView[int, str]):
@@ -490,7 +534,7 @@ def load_dataset(path: str | os.PathLike[str], dataset_id: str | None = None) ->
         without_answer=len(loaded.qids_without_answer),
         fingerprint=loaded.fingerprint,
     )
-    return Dataset(
+    dataset = Dataset(
         path=folder,
         dataset_id=dataset_id if dataset_id else (folder.resolve().name or str(folder)),
         fingerprint=loaded.fingerprint,
@@ -501,6 +545,10 @@ def load_dataset(path: str | os.PathLike[str], dataset_id: str | None = None) ->
             loaded.qids_without_qrels.tolist(), loaded.qids_without_answer.tolist()
         ),
     )
+    # The loaded tables hold the decoded column too: were they kept, a later
+    # Corpus.spill_texts could not hand its memory back to the operating system.
+    del loaded
+    return dataset
 
 
 #: What :func:`write_dataset` takes for ``queries``/``corpus``/``answers``.

@@ -67,8 +67,8 @@ def reordered(texts: TextArray, order: npt.NDArray[np.intp]) -> TextArray:
     """``texts`` permuted so that row ``i`` is ``texts[order[i]]``."""
     # A full permutation is several times faster on one contiguous array than across
     # the per-row-group chunks (and pyarrow concatenates them for a chunked take anyway).
-    combined = _one_chunk(texts)
-    return pa.chunked_array([combined.take(_take_indices(order))])
+    combined = one_chunk(texts)
+    return pa.chunked_array([combined.take(take_indices(order))])
 
 
 @dataclass(frozen=True)
@@ -243,9 +243,9 @@ def _assemble_loaded(
         # this thread's UTF-8 check and passage lookups do not slow it down.
         digest_work = sorted_digest_work
         check_utf8(file_texts, corpus_path, "text")
-        passage_texts = python_strings(file_texts.take(_take_indices(rel_corpus_pos)))
+        passage_texts = python_strings(file_texts.take(take_indices(rel_corpus_pos)))
     else:
-        combined = _one_chunk(file_texts)
+        combined = one_chunk(file_texts)
         blocks: queue.Queue[pa.Array[Any] | None] = queue.Queue(maxsize=2)
         digest_work = pool.submit(feed.hash_blocks, combined, blocks)
         passage_texts = feed.put_blocks(
@@ -717,7 +717,7 @@ class _IdOrderFeed:
         block_starts = np.arange(0, len(order) + _DIGEST_BLOCK_ROWS, _DIGEST_BLOCK_ROWS)
         return cls(
             digest=digest,
-            order=_take_indices(order),
+            order=take_indices(order),
             passage_positions=positions,
             passage_slots=slots,
             block_bounds=np.searchsorted(positions, block_starts).tolist(),
@@ -757,7 +757,7 @@ class _IdOrderFeed:
                     on_invalid()
                 first, last = self.block_bounds[index], self.block_bounds[index + 1]
                 if last > first:
-                    rows = _take_indices(self.passage_positions[first:last] - start)
+                    rows = take_indices(self.passage_positions[first:last] - start)
                     texts[self.passage_slots[first:last]] = block.take(rows).to_numpy(
                         zero_copy_only=False
                     )
@@ -864,7 +864,7 @@ def _pairs_without_passages(
     aids[qas_query_pos] = qas_aids
     answer_texts: Any = np.full(question_count, None, dtype=object)
     if len(qas_query_pos):
-        answer_rows = _take_indices(answers.file_rows(qas_answer_pos))
+        answer_rows = take_indices(answers.file_rows(qas_answer_pos))
         answer_texts[qas_query_pos] = answers.file_texts.take(answer_rows).to_numpy(
             zero_copy_only=False
         )
@@ -914,14 +914,14 @@ def python_strings(texts: TextArray) -> list[str]:
     return cast("list[str]", texts.to_numpy(zero_copy_only=False).tolist())
 
 
-def _one_chunk(texts: TextArray) -> pa.Array[Any]:
+def one_chunk(texts: TextArray) -> pa.Array[Any]:
     """``texts`` as one Arrow array (no copy when it already is one chunk, as read)."""
     # (pyarrow's stubs type combine_chunks as returning a ChunkedArray; it is an Array.)
     combined: Any = texts.chunk(0) if texts.num_chunks == 1 else texts.combine_chunks()
     return cast("pa.Array[Any]", combined)
 
 
-def _take_indices(positions: npt.NDArray[np.intp]) -> pa.Array[Any]:
+def take_indices(positions: npt.NDArray[np.intp]) -> pa.Array[Any]:
     """``positions`` as an Arrow index array, 32-bit when every value fits."""
     if len(positions) and int(positions.max()) < 2**31:
         return pa.array(positions.astype(np.int32))

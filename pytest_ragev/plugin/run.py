@@ -30,7 +30,7 @@ from pytest_ragev.core.attribution import PassageIndex
 from pytest_ragev.core.errors import CacheWarning, RagevError, name_variant
 from pytest_ragev.core.record import QuestionKey, Record, nonfinite_warning
 from pytest_ragev.core.types import METRIC_NAMES, STATUS_RUNNING, CustomMetric, QAPair
-from pytest_ragev.dataset import Dataset, load_dataset
+from pytest_ragev.dataset import SPILL_TEXT_BYTES, Dataset, load_dataset
 from pytest_ragev.evaluation import (
     AnsweredBy,
     EvalInputs,
@@ -188,6 +188,10 @@ class ActiveRun:
                 raise _usage(exc) from None
             if self.options.limit:
                 dataset = dataset.limit(self.options.limit)
+            if dataset.corpus.text_bytes >= SPILL_TEXT_BYTES:
+                # A run holds the corpus to its end but reads it whole only to build the
+                # KB: its texts wait in a mapped temporary file, not in the heap.
+                dataset.corpus.spill_texts()
             self._dataset = dataset
         return self._dataset
 

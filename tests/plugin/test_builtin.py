@@ -9,6 +9,7 @@ import sys
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -291,3 +292,55 @@ def test_the_builtin_pipeline_offline_answers_in_the_item_by_default(
     make_project(conftest=_CALL_THREADS_CONFTEST, pipeline=BUILTIN)
     pytester.runpytest("--ragev-config", "ragev.toml", *option).assert_outcomes(passed=6)
     assert json.loads((pytester.path / "threads.json").read_text(encoding="utf-8")) == threads
+
+
+SPILL_FROM = textwrap.dedent(
+    """
+    import json
+    from pathlib import Path
+
+    import pytest_ragev.plugin.run as run_module
+    from pytest_ragev.pipelines.builtin import BuiltinPipeline
+
+    _saved = (run_module.SPILL_TEXT_BYTES, BuiltinPipeline._build)
+
+    def _watched(self, corpus, *args, **kwargs):
+        with open(Path(__file__).parent / "built_from.log", "a") as log:
+            log.write(json.dumps(corpus.spilled) + "\\n")
+        return _saved[1](self, corpus, *args, **kwargs)
+
+    run_module.SPILL_TEXT_BYTES = {spill_from}
+    BuiltinPipeline._build = _watched
+
+    def pytest_unconfigure(config):
+        # In-process runs share these modules with the test session: put them back.
+        run_module.SPILL_TEXT_BYTES, BuiltinPipeline._build = _saved
+    """
+)
+
+
+def test_a_spilled_corpus_gives_the_same_run(pytester: pytest.Pytester) -> None:
+    # The sample dataset (English and Chinese) with the built-in pipeline: its KB built
+    # from a corpus whose texts the plugin moved to a mapped temporary file, then from
+    # one kept in memory. The answers, the metrics and the passages the report shows
+    # (read from the mapped file after the KB build handed its pages back) are the same.
+    shutil.copytree(REPO / "dataset", pytester.path / "dataset")
+    reports = {}
+    for name, spill_from in (("spilled", 0), ("in-memory", 1 << 40)):
+        pytester.makeconftest(HIDE_EXTRAS + SPILL_FROM.format(spill_from=spill_from))
+        result = pytester.runpytest("--ragev-config", "dataset/ragev.toml",
+                                    "-p", "no:cacheprovider", "--ragev-report", f"{name}.json")
+        assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-2000:]
+        reports[name] = json.loads((pytester.path / f"{name}.json").read_text(encoding="utf-8"))
+    built_from = (pytester.path / "built_from.log").read_text(encoding="utf-8").split()
+    assert built_from == ["true", "false"]
+
+    def answers(report: dict[str, Any]) -> list[tuple[Any, ...]]:
+        return [(s["qid"], s["retrieval_ids"], s["generated_text"], s["metrics"])
+                for s in report["data"]["samples"]]
+
+    spilled, kept = reports["spilled"]["data"], reports["in-memory"]["data"]
+    assert answers(reports["spilled"]) == answers(reports["in-memory"])
+    assert len(spilled["samples"]) >= 60
+    assert spilled["metric"] == kept["metric"]
+    assert spilled["passages"] == kept["passages"] and spilled["passages"]
