@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pytest_ragev.config import RagevConfig, RunOptions, select_variants, variant_settings
 from pytest_ragev.core.digest import sha256_json
@@ -26,6 +26,7 @@ from pytest_ragev.core.errors import ConfigError
 from pytest_ragev.core.record import QuestionKey, Record
 from pytest_ragev.core.redact import redact
 from pytest_ragev.core.results import Direction, MetricSummary, RunResult
+from pytest_ragev.core.segment import jieba_unchanged
 from pytest_ragev.core.types import (
     GENERATION_METRICS,
     METRIC_NAMES,
@@ -57,6 +58,7 @@ from pytest_ragev.metrics import (
     resolve_tokenizer,
     score,
 )
+from pytest_ragev.metrics.memo import pair_key, scores_context
 
 #: A tokenizer for the generation metrics: text -> sentences of tokens.
 Tokenizer = Callable[[str], list[list[str]]]
@@ -252,6 +254,8 @@ class EvalInputs:
     facts: RunFacts
     params: Mapping[str | None, Mapping[str, Any]]
     scored: frozenset[QuestionKey] = frozenset()
+    #: The text metrics of earlier runs, where the shell keeps them (``None``: none).
+    memo: TextScoreMemo | None = None
 
 
 @dataclass(frozen=True)
@@ -568,6 +572,7 @@ def score_records(
     cases: Mapping[int, QAPair] | None = None,
     corpus: Mapping[int, str] | None = None,
     scored: frozenset[QuestionKey] = frozenset(),
+    memo: TextScoreMemo | None = None,
 ) -> list[Record]:
     """The records with their metrics: only those that apply to each question.
 
@@ -575,18 +580,24 @@ def score_records(
     pipeline got it and the texts of retrieved passage ids; without them a custom metric
     sees the record's own view of the question. The records of the questions in
     ``scored`` already carry their metrics (with the same settings) and are kept as they
-    are.
+    are. ``memo`` holds the text metrics of pairs scored before (by this or an earlier
+    run) and keeps those scored now, where it serves ``profile`` and ``tokenizer``.
     """
     if scored:
         todo = [r for r in records if r.key not in scored]
         done = score_records(todo, profile=profile, custom=custom, tokenizer=tokenizer,
-                             cases=cases, corpus=corpus)
+                             cases=cases, corpus=corpus, memo=memo)
         fresh = {id(source): record for source, record in zip(todo, done, strict=True)}
         return [fresh.get(id(r), r) for r in records]
     ok = [r for r in records if not r.error]
     inputs = [r.metric_input() for r in ok]
     grades = [dict(r.grades) or None for r in ok]
-    rows = score(inputs, profile=profile, grades=grades, tokenizer=tokenizer) if inputs else []
+    if not inputs:
+        rows: list[dict[str, float]] = []
+    elif memo is not None and memo.serves(profile, tokenizer):
+        rows = memo.score(inputs, grades, [r.has_answer for r in ok])
+    else:
+        rows = score(inputs, profile=profile, grades=grades, tokenizer=tokenizer)
     with_metrics: dict[int, Record] = {}
     for record, metric_input, row in zip(ok, inputs, rows, strict=True):
         has_qrels = bool(record.retrieval_gt)
@@ -664,9 +675,11 @@ class RecordScorer:
     worker, whose records are scored again where they are gathered) keeps nothing.
     """
 
-    def __init__(self, plan: RunPlan, dataset: Dataset, *, remember: bool = True) -> None:
+    def __init__(self, plan: RunPlan, dataset: Dataset, *, remember: bool = True,
+                 memo: TextScoreMemo | None = None) -> None:
         self._plan = plan
         self._dataset = dataset
+        self._text_memo = memo
         self._cases = _custom_cases(plan, dataset)  # once: a -v run scores item by item
         self._remember = remember
         # question -> (the record that was scored, the scored copy)
@@ -681,7 +694,8 @@ class RecordScorer:
         out: list[Record | None] = [self._known(r) for r in records]
         todo = [r for r, known in zip(records, out, strict=True) if known is None]
         if todo:
-            fresh = iter(_score_for_run(todo, self._plan, self._dataset, self._cases))
+            fresh = iter(_score_for_run(todo, self._plan, self._dataset, self._cases,
+                                        memo=self._text_memo))
             for position, known in enumerate(out):
                 if known is None:
                     source = records[position]
@@ -712,6 +726,91 @@ class RecordScorer:
         return memo[1]
 
 
+class TextScoreStore(Protocol):
+    """Where :class:`TextScoreMemo` keeps the text metrics (the answer cache's database)."""
+
+    def get_text_scores(self, keys: Sequence[bytes]) -> Mapping[bytes, Sequence[float]]:
+        """The stored six values of those ``keys`` that have them."""
+
+    def put_text_scores(self, entries: Sequence[tuple[bytes, Sequence[float]]]) -> None:
+        """Store ``(key, six values)`` entries."""
+
+
+class TextScoreMemo:
+    """The text metrics of pairs scored before, by this run or an earlier one.
+
+    The six text metrics of an (answer, reference) pair depend on nothing but the two
+    texts, the profile, the tokenizer and the code (:mod:`pytest_ragev.metrics.memo`
+    makes a key of all of these), so a rerun whose answers come back the same (from the
+    answer cache, or from a pipeline that answers the same) reads them instead of
+    tokenizing both texts again. Never used with a custom tokenizer (its code is the
+    project's, and may change without anything a key could see), nor while the jieba
+    dictionary that segments Chinese is changed in this process (a word added through
+    ``jieba_tokenizer().add_word``, a dictionary loaded): such batches are scored as
+    usual and not kept. Pairs that cost nothing to score (an empty answer, an answer
+    equal to its reference) and questions without a reference answer are not kept.
+
+    ``store`` is told which keys to look up and what to keep; a store that fails (a
+    full disk) costs only the saving. ``reused`` and ``kept`` count the pairs read from
+    it and written to it.
+    """
+
+    def __init__(self, store: TextScoreStore, *, profile: str, tokenizer: TokenizerChoice) -> None:
+        self._store = store
+        self._profile = profile
+        self._tokenizer = tokenizer
+        self._context = (None if tokenizer.name == "custom"
+                         else scores_context(profile, tokenizer.identity))
+        self.reused = 0
+        self.kept = 0
+
+    def serves(self, profile: str, tokenizer: Tokenizer | None) -> bool:
+        """Whether this memo holds scores of ``profile`` with ``tokenizer``."""
+        return (self._context is not None and profile == self._profile
+                and tokenizer is self._tokenizer.tokenizer)
+
+    def score(self, inputs: Sequence[MetricInput], grades: Sequence[Mapping[int, float] | None],
+              answered: Sequence[bool]) -> list[dict[str, float]]:
+        """:func:`~pytest_ragev.metrics.score` of ``inputs`` (all twelve metrics), with the
+        text metrics of the pairs known to the store read from it, and those of the
+        others (where ``answered``: the question has a reference answer) stored."""
+        keys = self._keys(inputs, answered)
+        known = self._store.get_text_scores([k for k in keys if k is not None]) if any(
+            k is not None for k in keys) else {}
+        fresh = [n for n, key in enumerate(keys) if key is None or key not in known]
+        tokenizer = self._tokenizer.tokenizer
+        if not known:
+            rows = score(inputs, profile=self._profile, grades=grades, tokenizer=tokenizer)
+        else:
+            rows = score(inputs, profile=self._profile, grades=grades, metrics=RETRIEVAL_METRICS)
+            for n, text_row in zip(fresh, score([inputs[n] for n in fresh], profile=self._profile,
+                                                metrics=GENERATION_METRICS, tokenizer=tokenizer),
+                                   strict=True):
+                rows[n].update(text_row)
+            for row, key in zip(rows, keys, strict=True):
+                values = known.get(key) if key is not None else None
+                if values is not None:
+                    row.update(zip(GENERATION_METRICS, values, strict=True))
+            self.reused += len(inputs) - len(fresh)
+        entries = [(key, [rows[n][name] for name in GENERATION_METRICS])
+                   for n in fresh if (key := keys[n]) is not None]
+        if entries:
+            self._store.put_text_scores(entries)
+            self.kept += len(entries)
+        return rows
+
+    def _keys(self, inputs: Sequence[MetricInput], answered: Sequence[bool]) -> list[bytes | None]:
+        context = self._context
+        if context is None or not jieba_unchanged():
+            return [None] * len(inputs)
+        return [
+            pair_key(context, hypothesis, reference)
+            if wanted and hypothesis and reference and hypothesis != reference else None
+            for item, wanted in zip(inputs, answered, strict=True)
+            for hypothesis, reference in ((item.generated_text, item.generated_gt),)
+        ]
+
+
 def _custom_cases(plan: RunPlan, dataset: Dataset) -> dict[int, QAPair] | None:
     """The questions by qid, for the custom metrics (``None`` when there are none)."""
     return {pair.qid: pair for pair in dataset.pairs} if plan.custom_metrics else None
@@ -720,12 +819,14 @@ def _custom_cases(plan: RunPlan, dataset: Dataset) -> dict[int, QAPair] | None:
 def _score_for_run(
     records: Sequence[Record], plan: RunPlan, dataset: Dataset,
     cases: Mapping[int, QAPair] | None, scored: frozenset[QuestionKey] = frozenset(),
+    memo: TextScoreMemo | None = None,
 ) -> list[Record]:
     """:func:`score_records` with the plan's metrics and the dataset's questions and
     passages: the one way a run's records are scored, during the run and at its end."""
     return score_records(
         records, profile=plan.profile, custom=plan.custom_metrics,
         tokenizer=plan.tokenizer.tokenizer, cases=cases, corpus=dataset.corpus, scored=scored,
+        memo=memo,
     )
 
 
@@ -770,11 +871,12 @@ def build_run(
     variant: str | None,
     params: Mapping[str, Any],
     scored: frozenset[QuestionKey] = frozenset(),
+    memo: TextScoreMemo | None = None,
 ) -> RunResult:
     """The :class:`RunResult` of one configuration from its records (in qid order); the
     records of the questions in ``scored`` already carry their metrics."""
     samples = _score_for_run(sorted(records, key=lambda r: r.qid), plan, dataset,
-                             _custom_cases(plan, dataset), scored)
+                             _custom_cases(plan, dataset), scored, memo)
     summary = aggregate(
         [s.metrics for s in samples if s.error is None],
         names=list(plan.metric_names),
@@ -870,7 +972,7 @@ def evaluate(inputs: EvalInputs, *, phase: Phase = _no_phase) -> Outcome:
     phase(f"scoring {sum(1 for r in inputs.records if r.key not in inputs.scored)} answers")
     runs = tuple(
         build_run(by_variant[variant], plan=plan, dataset=inputs.dataset, variant=variant,
-                  params=inputs.params[variant], scored=inputs.scored)
+                  params=inputs.params[variant], scored=inputs.scored, memo=inputs.memo)
         for variant in plan.variants if variant in by_variant
     )
     interrupted = None

@@ -20,10 +20,14 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-__all__ = ["cache_dir", "jieba_tokenizer"]
+__all__ = ["cache_dir", "jieba_tokenizer", "jieba_unchanged"]
 
 _jieba_lock = threading.Lock()
 _jieba_instance: Any = None
+#: (the dictionary object, its size, jieba's total) as the instance loaded them.
+_jieba_loaded: tuple[int, int, int] | None = None
+#: Calls of the instance's add_word (del_word, suggest_freq and load_userdict use it).
+_jieba_word_changes = 0
 
 
 def cache_dir() -> Path | None:
@@ -57,8 +61,35 @@ def jieba_tokenizer() -> Any:
         return _jieba_instance
 
 
+def jieba_unchanged() -> bool:
+    """Whether the Chinese segmentation is still that of jieba's own dictionary.
+
+    True before the instance is loaded (nothing can have changed it then). False once
+    project code changed its dictionary: through ``add_word`` (which ``del_word``,
+    ``suggest_freq`` and ``load_userdict`` call), or with another dictionary
+    (``set_dictionary``, ``initialize``). The text metrics' memo of earlier runs' scores
+    (``evaluation.TextScoreMemo``) is used only while this holds: the same texts may
+    segment otherwise after such a change.
+    """
+    instance = _jieba_instance
+    if instance is None:
+        return True
+    if _jieba_word_changes or not instance.initialized:
+        return False
+    return (id(instance.FREQ), len(instance.FREQ), instance.total) == _jieba_loaded
+
+
+def _counting_add_word(original: Any) -> Any:
+    def add_word(word: str, freq: int | None = None, tag: str | None = None) -> Any:
+        global _jieba_word_changes
+        _jieba_word_changes += 1
+        return original(word, freq, tag)
+
+    return add_word
+
+
 def _load_jieba() -> None:
-    global _jieba_instance
+    global _jieba_instance, _jieba_loaded
     with warnings.catch_warnings():
         # jieba 0.42 imports pkg_resources and has invalid escapes in its sources.
         warnings.simplefilter("ignore")
@@ -77,4 +108,7 @@ def _load_jieba() -> None:
             instance.initialize()
     finally:
         jieba_logger.setLevel(previous_level)
+    _jieba_loaded = (id(instance.FREQ), len(instance.FREQ), instance.total)
+    # jieba's own methods reach add_word through the instance: counted, whoever calls.
+    instance.add_word = _counting_add_word(instance.add_word)
     _jieba_instance = instance

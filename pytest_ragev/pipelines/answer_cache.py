@@ -10,6 +10,11 @@ writer, lookups by key without loading an index, and committed rows that survive
 killed process (so an interrupted run resumes). The store is smaller than the answers'
 JSON.
 
+A second table, ``text_scores``, keeps the six text metrics of scored (answer,
+reference) pairs for the evaluation's ``TextScoreMemo``: 48 bytes of float64 values and
+a 16-byte checksum per pair, under a key that digests both texts and everything else
+the numbers depend on (``pytest_ragev.metrics.memo``).
+
 It is an optimisation, so nothing about it fails a run: a row whose checksum or JSON
 does not match is a miss (one warning; the answer is recomputed and rewritten), a
 database file that is not a database is moved aside and started afresh (one warning),
@@ -25,11 +30,12 @@ import hashlib
 import json
 import math
 import os
+import struct
 import threading
 import time
 import warnings
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from numbers import Real
 from pathlib import Path
 from typing import Any
@@ -49,6 +55,14 @@ BUSY_TIMEOUT = 60.0
 
 _SCHEMA = ("CREATE TABLE IF NOT EXISTS answers "
            "(key BLOB PRIMARY KEY, sum BLOB NOT NULL, body BLOB NOT NULL)")
+# The text metrics of an (answer, reference) pair, keyed by a digest of both texts and
+# of everything else they depend on (see pytest_ragev.evaluation.TextScoreMemo).
+_SCORES_SCHEMA = ("CREATE TABLE IF NOT EXISTS text_scores "
+                  "(key BLOB PRIMARY KEY, body BLOB NOT NULL)")
+#: Six float64 values and a 16-byte checksum of the key and the values.
+_SCORES = struct.Struct("<6d")
+#: Keys looked up in one statement (SQLite allows 32,766 parameters since 3.32).
+_LOOKUP_BATCH = 500
 
 
 def answer_cache_key(fingerprint: str, settings_key: str, qid: int) -> str:
@@ -102,6 +116,8 @@ class AnswerCache:
         self._writable = True
         #: Rows found damaged (each a miss) since this object was made.
         self.damaged = 0
+        #: Text-metric entries found damaged (each pair scored again).
+        self.damaged_text_scores = 0
 
     def __repr__(self) -> str:
         return f"AnswerCache({str(self.directory)!r})"
@@ -153,6 +169,47 @@ class AnswerCache:
             self._run("write", "INSERT OR REPLACE INTO answers (key, sum, body) VALUES (?, ?, ?)",
                       (raw, _checksum(raw, body), body))
 
+    def get_text_scores(self, keys: Sequence[bytes]) -> dict[bytes, tuple[float, ...]]:
+        """The stored text metrics of those ``keys`` (32-byte digests) that have them.
+
+        A damaged entry (its checksum does not match) is left out and removed, as a
+        damaged answer is: its pair is scored again.
+        """
+        found: dict[bytes, tuple[float, ...]] = {}
+        damaged: list[tuple[bytes]] = []
+        for start in range(0, len(keys), _LOOKUP_BATCH):
+            batch = tuple(keys[start:start + _LOOKUP_BATCH])
+            marks = ",".join("?" * len(batch))
+            with self._lock:
+                rows = self._run("read_all", "SELECT key, body FROM text_scores WHERE key IN "
+                                 f"({marks})", batch)
+            for key, body in rows or ():
+                key, body = bytes(key), bytes(body)
+                values = body[:_SCORES.size]
+                if len(body) == _SCORES.size + 16 and body[_SCORES.size:] == _checksum(key, values):
+                    found[key] = _SCORES.unpack(values)
+                else:
+                    damaged.append((key,))
+        if damaged:
+            self.damaged_text_scores += len(damaged)
+            self._once("damaged scores", f"ragev: damaged text-metric entries in {self.path} "
+                       "were ignored (checksum mismatch); those pairs are scored again")
+            with self._lock:
+                self._run("write_many", "DELETE FROM text_scores WHERE key = ?", damaged)
+        return found
+
+    def put_text_scores(self, entries: Sequence[tuple[bytes, Sequence[float]]]) -> None:
+        """Store text metrics: ``(key, six values)`` each, in one transaction. Never
+        raises for the store itself (a failed write warns once and is skipped)."""
+        rows = []
+        for key, values in entries:
+            packed = _SCORES.pack(*values)
+            rows.append((key, packed + _checksum(key, packed)))
+        if rows:
+            with self._lock:
+                self._run("write_many", "INSERT OR REPLACE INTO text_scores (key, body) "
+                          "VALUES (?, ?)", rows)
+
     def close(self) -> None:
         """Close the database (a later call opens it again)."""
         with self._lock:
@@ -162,9 +219,14 @@ class AnswerCache:
                     connection.close()
 
     # -- the database
-    def _run(self, kind: str, sql: str, parameters: tuple[bytes, ...]) -> Any:
-        """Run one statement (under ``self._lock``); ``None`` and a warning on any failure."""
-        if not (self._readable if kind == "read" else self._writable):
+    def _run(self, kind: str, sql: str, parameters: Sequence[Any]) -> Any:
+        """Run one statement (under ``self._lock``); ``None`` and a warning on any failure.
+
+        ``kind``: ``"read"`` (the first row), ``"read_all"`` (every row), ``"write"``, or
+        ``"write_many"`` (the statement once per row of ``parameters``, one transaction).
+        """
+        reading = kind.startswith("read")
+        if not (self._readable if reading else self._writable):
             return None
         import sqlite3
 
@@ -173,13 +235,20 @@ class AnswerCache:
             if connection is None:
                 return None
             try:
+                if kind == "write_many":
+                    with connection:  # BEGIN ... COMMIT (ROLLBACK on an error)
+                        connection.execute("BEGIN IMMEDIATE")  # the write lock, waited for
+                        connection.executemany(sql, parameters)
+                    return None
                 cursor = connection.execute(sql, parameters)
-                return cursor.fetchone() if kind == "read" else None
+                if kind == "read":
+                    return cursor.fetchone()
+                return cursor.fetchall() if kind == "read_all" else None
             except sqlite3.DatabaseError as error:
                 if attempt == 0 and _is_corrupt(error):
                     self._set_aside(error)
                     continue
-                if kind == "read":
+                if reading:
                     self._readable = False
                 self._writable = False
                 self._once("unusable", f"ragev: the answer cache {self.path} failed "
@@ -267,6 +336,7 @@ def _set_up(connection: Any) -> None:
             connection.execute("BEGIN IMMEDIATE")
             try:
                 connection.execute(_SCHEMA)
+                connection.execute(_SCORES_SCHEMA)
                 connection.execute("COMMIT")
             except BaseException:
                 with contextlib.suppress(Exception):

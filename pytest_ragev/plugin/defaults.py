@@ -219,6 +219,13 @@ class DefaultPipelineHooks:
                 self._cache_ready = True
             return self._cache
 
+    def text_score_store(self) -> AnswerCache | None:
+        """Where the text metrics of scored pairs are kept between runs: the answer
+        cache's database, unless ``--ragev-no-cache`` or ``[run] cache = false``."""
+        if self._no_cache or self._cache_setting is False:
+            return None
+        return self._answer_cache()
+
     def kb_cache_dir(self) -> Path | None:
         """Where built knowledge bases are cached (``None``: nowhere)."""
         if self._no_cache:

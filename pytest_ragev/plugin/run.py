@@ -39,6 +39,7 @@ from pytest_ragev.evaluation import (
     RunFacts,
     RunningMeans,
     RunPlan,
+    TextScoreMemo,
     run_params,
 )
 from pytest_ragev.pipelines import Pipeline, Preflight, is_io_bound
@@ -157,6 +158,8 @@ class ActiveRun:
         self.finisher = Finisher(self, self.inputs)
         self._answerer: Answerer | None = None
         self._scorer: RecordScorer | None = None
+        self._text_memo: TextScoreMemo | None = None
+        self._text_memo_made = False
         # The running means of the progress report, and how many records they count.
         self._running: RunningMeans | None = None
         self._running_seen = 0
@@ -294,11 +297,23 @@ class ActiveRun:
             getattr(option, "xmlpath", None))
 
     @property
+    def text_memo(self) -> TextScoreMemo | None:
+        """The text metrics of pairs scored before, kept in the answer cache's database
+        (``None`` without caches)."""
+        if not self._text_memo_made:
+            store = self.defaults.text_score_store()
+            self._text_memo = None if store is None else TextScoreMemo(
+                store, profile=self.plan.profile, tokenizer=self.plan.tokenizer)
+            self._text_memo_made = True
+        return self._text_memo
+
+    @property
     def scorer(self) -> RecordScorer:
         """Scores the run's records once: while the run goes and at its end alike."""
         if self._scorer is None:
             # A worker's records are scored again on the controller: nothing to keep.
-            self._scorer = RecordScorer(self.plan, self.dataset, remember=not self.is_worker)
+            self._scorer = RecordScorer(self.plan, self.dataset, remember=not self.is_worker,
+                                        memo=self.text_memo)
         return self._scorer
 
     def _score(self, record: Record) -> Record:
@@ -559,6 +574,7 @@ class ActiveRun:
             facts=facts,
             params={v: self.params(v) for v in self.plan.variants if v in variants},
             scored=scored,
+            memo=self.text_memo,
         )
 
     def _progress(self, status: int, err_msg: str) -> dict[str, Any]:
