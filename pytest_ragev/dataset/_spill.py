@@ -43,11 +43,6 @@ class MappedTexts:
         self.texts = texts
         self._mapping = mapping
 
-    @property
-    def size(self) -> int:
-        """Bytes mapped (the file's size)."""
-        return len(self._mapping)
-
     def release(self) -> None:
         """Drop the mapped pages from this process's resident memory.
 
@@ -76,12 +71,15 @@ def spill(texts: pa.ChunkedArray[Any], order: npt.NDArray[np.intp] | None) -> Ma
             handle.flush()
             if handle.tell() == 0:
                 return None
+            # The mapping keeps the file alive after its handle is closed.
             mapping = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
         except (OSError, pa.ArrowException):
             return None
-    # The mapping keeps the file alive after its handle is closed; Arrow reads the
-    # buffers in place (an uncompressed IPC file is read without a copy).
-    texts_read = pa.ipc.open_file(pa.py_buffer(mapping)).read_all().column(0)
+    try:
+        # Arrow reads the buffers in place: an uncompressed IPC file needs no copy.
+        texts_read = pa.ipc.open_file(pa.py_buffer(mapping)).read_all().column(0)
+    except pa.ArrowException:
+        return None
     mapped = MappedTexts(texts_read, mapping)
     mapped.release()  # what opening the file touched (its footer, its first block)
     return mapped
