@@ -408,7 +408,9 @@ def end_of_run(questions: int, passages: int, repeats: int) -> list[dict[str, fl
     the plugin prints its phase lines from. It does not run pytest items, so it
     measures the end of the run only. Three runs: the first (no baseline: written),
     an identical rerun (compared, every metric unchanged) and a rerun with 3% of the
-    answers changed (compared, resampled).
+    answers changed (compared, resampled). The text metrics are kept as the plugin
+    keeps them with its answer cache on: the first run scores and stores every pair,
+    the reruns read them back (the changed answers' are scored and stored).
     """
     import resource
 
@@ -418,7 +420,15 @@ def end_of_run(questions: int, passages: int, repeats: int) -> list[dict[str, fl
     from pytest_ragev.core.io import atomic_write_json, atomic_write_text
     from pytest_ragev.core.record import make_record
     from pytest_ragev.dataset import load_dataset
-    from pytest_ragev.evaluation import EvalInputs, RunFacts, RunPlan, evaluate, run_params
+    from pytest_ragev.evaluation import (
+        EvalInputs,
+        RunFacts,
+        RunPlan,
+        TextScoreMemo,
+        evaluate,
+        run_params,
+    )
+    from pytest_ragev.pipelines.answer_cache import AnswerCache
     from pytest_ragev.report import (
         REPORT_RECORDS,
         ReportModel,
@@ -438,6 +448,10 @@ def end_of_run(questions: int, passages: int, repeats: int) -> list[dict[str, fl
                 '[baseline]\npath = "baseline.json"\n', encoding="utf-8")
             plan = RunPlan.build(load_config(root / "ragev.toml"), RunOptions())
             params = run_params(plan, dataset, {"name": "builtin", "top_k": 10}, None)
+            # As the plugin keeps them in its answer cache: the first run's text metrics
+            # are read back by the reruns (and the changed answers' are scored and kept).
+            memo = TextScoreMemo(AnswerCache(root / "answers"), profile=plan.profile,
+                                 tokenizer=plan.tokenizer)
             for scenario, changed in (("first", 0.0), ("identical", 0.0), ("changed", 0.03)):
                 answers = _answers(dataset, changed, seed=1)
                 records = [make_record(pair, answer, index=index, variant=None)
@@ -445,7 +459,7 @@ def end_of_run(questions: int, passages: int, repeats: int) -> list[dict[str, fl
                 inputs = EvalInputs(plan=plan, dataset=dataset, records=records,
                                     facts=RunFacts(total=len(records), finished=len(records),
                                                    rootdir=str(root)),
-                                    params={None: params})
+                                    params={None: params}, memo=memo)
                 times: dict[str, float] = {}
                 current: list[Any] = []
 
