@@ -17,7 +17,7 @@ import pytest_ragev.metrics.text as text_module
 from pytest_ragev.core.record import Record
 from pytest_ragev.core.segment import jieba_tokenizer, jieba_unchanged
 from pytest_ragev.evaluation import TextScoreMemo, score_records
-from pytest_ragev.metrics import custom_tokenizer, resolve_tokenizer
+from pytest_ragev.metrics import TokenizerChoice, custom_tokenizer, resolve_tokenizer
 from pytest_ragev.metrics.text import clear_cache
 from pytest_ragev.pipelines.answer_cache import AnswerCache
 
@@ -46,12 +46,13 @@ def _metrics(records: Sequence[Record]) -> list[dict[str, float]]:
     return [dict(r.metrics) for r in records]
 
 
-def _memo(tmp_path: Path, profile: str = "weknora", tokenizer=DEFAULT) -> TextScoreMemo:  # type: ignore[no-untyped-def]
+def _memo(tmp_path: Path, profile: str = "weknora",
+          tokenizer: TokenizerChoice = DEFAULT) -> TextScoreMemo:
     return TextScoreMemo(AnswerCache(tmp_path / "cache"), profile=profile, tokenizer=tokenizer)
 
 
 def _score(records: Sequence[Record], memo: TextScoreMemo | None, profile: str = "weknora",
-           tokenizer=DEFAULT) -> list[Record]:  # type: ignore[no-untyped-def]
+           tokenizer: TokenizerChoice = DEFAULT) -> list[Record]:
     return score_records(records, profile=profile, tokenizer=tokenizer.tokenizer, memo=memo)
 
 
