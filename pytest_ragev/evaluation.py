@@ -775,8 +775,8 @@ class TextScoreMemo:
         text metrics of the pairs known to the store read from it, and those of the
         others (where ``answered``: the question has a reference answer) stored."""
         keys = self._keys(inputs, answered)
-        known = self._store.get_text_scores([k for k in keys if k is not None]) if any(
-            k is not None for k in keys) else {}
+        wanted = [key for key in keys if key is not None]
+        known = self._store.get_text_scores(wanted) if wanted else {}
         fresh = [n for n, key in enumerate(keys) if key is None or key not in known]
         tokenizer = self._tokenizer.tokenizer
         if not known:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 
@@ -30,3 +32,17 @@ def text_digest(text: str) -> str:
     """The first 16 hex digits of the sha256 of ``text``'s UTF-8 bytes: a short name for a
     text that a file keeps only in part (a baseline's long answers)."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def update_with_sources(digest: Any, package: Path, patterns: Iterable[str]) -> None:
+    """Feed ``digest`` (a hashlib object) the path, size and bytes of every file under
+    ``package`` that a glob of ``patterns`` matches, in path order: the digest of the
+    code those files hold. A file that cannot be read (an unusual install, a zip) counts
+    as empty, so the caller's version string is then all that changes the digest."""
+    for path in sorted({path for pattern in patterns for path in package.glob(pattern)}):
+        try:
+            data = path.read_bytes()
+        except OSError:
+            data = b""
+        name = path.relative_to(package).as_posix().encode()
+        digest.update(b"%s\0%d\0" % (name, len(data)) + data)

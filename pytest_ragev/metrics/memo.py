@@ -17,6 +17,7 @@ import functools
 import hashlib
 from pathlib import Path
 
+from pytest_ragev.core.digest import update_with_sources
 from pytest_ragev.core.version import __version__
 
 __all__ = ["code_digest", "pair_key", "scores_context"]
@@ -29,16 +30,9 @@ def code_digest() -> bytes:
     """sha256 of the text metrics' source: every module of ``pytest_ragev.metrics`` and
     ``core/segment.py`` (which loads jieba), with pytest-ragev's version; computed once per
     process. Editing any of them, or upgrading, gives every key a new value."""
-    package = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256(_TAG + __version__.encode() + b"\0")
-    files = sorted([*package.joinpath("metrics").rglob("*.py"), package / "core" / "segment.py"])
-    for path in files:
-        try:
-            data = path.read_bytes()
-        except OSError:  # an unusual install (a zip): the version alone
-            data = b""
-        name = path.relative_to(package).as_posix().encode()
-        digest.update(b"%s\0%d\0" % (name, len(data)) + data)
+    update_with_sources(digest, Path(__file__).resolve().parents[1],
+                        ("metrics/**/*.py", "core/segment.py"))
     return digest.digest()
 
 

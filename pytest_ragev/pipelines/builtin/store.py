@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
-from pytest_ragev.core.digest import sha256_json
+from pytest_ragev.core.digest import sha256_json, update_with_sources
 from pytest_ragev.core.errors import CacheWarning
 from pytest_ragev.core.io import atomic_write_bytes, atomic_write_text
 from pytest_ragev.core.version import __version__
@@ -96,14 +96,7 @@ def code_digest() -> str:
 def source_digest(package: Path) -> str:
     """:func:`code_digest` for the package folder ``package`` (uncached)."""
     digest = hashlib.sha256(b"pytest-ragev builtin code v1\n")
-    files = sorted({path for pattern in CODE_MODULES for path in package.glob(pattern)})
-    for path in files:
-        try:
-            data = path.read_bytes()
-        except OSError:  # an unusual install (zip): fall back to the version alone
-            data = b""
-        name = path.relative_to(package).as_posix().encode()
-        digest.update(b"%s\0%d\0" % (name, len(data)) + data)
+    update_with_sources(digest, package, CODE_MODULES)
     from importlib import metadata
 
     try:
