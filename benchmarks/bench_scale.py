@@ -15,6 +15,10 @@ runs, each in a fresh ``pytest`` process:
 - ``serial`` / ``xdist``: answers not cached, KB from the cache, ``-n 0`` against ``-n 2``;
   ``bare-n2``: the bare items on two xdist workers (what xdist costs by itself), and
   ``threads``: the serial run with ``--ragev-concurrency 2`` (two cores without xdist);
+- ``heavy`` / ``heavy-n2``, only when named in ``--runs``: a conftest pipeline that
+  spends ``--heavy-ms`` of pure-Python CPU on each question (default 10), ``-n 0``
+  against ``-n 2``: how far xdist scales when a question costs more than the built-in
+  pipeline's 1-2 ms;
 
 and in this process the bm25s floor: indexing the chunks' tokens and retrieving the
 questions' tokens with bm25s (numpy backend), tokens made by our tokenizer beforehand.
@@ -104,6 +108,47 @@ TIMING_PLUGIN = textwrap.dedent(
     """
 )
 
+#: A conftest pipeline that spends a fixed amount of pure-Python CPU on each question
+#: (``ITERATIONS`` is filled in from :func:`heavy_iterations`): how far ``-n 2`` scales
+#: when a question costs more than the built-in pipeline's 1-2 ms.
+HEAVY_CONFTEST = textwrap.dedent(
+    """
+    import pytest
+    from pytest_ragev import Answer
+
+    ITERATIONS = {iterations}
+
+    def work(iterations):
+        total = 0
+        for i in range(iterations):
+            total += i * i % 7
+        return total
+
+    @pytest.hookimpl
+    def pytest_ragev_build_knowledge_base(corpus, settings):
+        return object()
+
+    @pytest.hookimpl
+    def pytest_ragev_answer(case, kb, settings):
+        work(ITERATIONS)
+        return Answer(retrieved=list(case.pids), text=case.answer or "")
+    """
+)
+
+
+def heavy_iterations(milliseconds: float) -> int:
+    """How many iterations of the heavy pipeline's loop cost ``milliseconds`` of CPU
+    here (the median of five timings of 200,000)."""
+    namespace: dict[str, Any] = {}
+    exec(HEAVY_CONFTEST.split("@pytest.hookimpl")[0].replace("{iterations}", "0"), namespace)
+    timings = []
+    for _ in range(5):
+        started = time.process_time()
+        namespace["work"](200_000)
+        timings.append(time.process_time() - started)
+    return max(1, round(200_000 * milliseconds / 1000 / statistics.median(timings)))
+
+
 CONSTANT_CONFTEST = textwrap.dedent(
     """
     import pytest
@@ -165,6 +210,19 @@ def _write_project(root: Path, dataset: Path, questions: int) -> None:
         "import pytest\n\n"
         f"@pytest.mark.parametrize('qid', range({questions}))\n"
         "def test_q(qid):\n    assert qid >= 0\n", encoding="utf-8")
+
+
+def _write_heavy(root: Path, dataset: Path, iterations: int) -> None:
+    """The heavy pipeline's config and conftest (written again by every invocation that
+    runs it: the iterations follow ``--heavy-ms`` and this machine's speed)."""
+    (root / "heavy.toml").write_text(
+        f'[dataset]\npath = "{dataset}"\nid = "scale"\n\n[pipeline]\nname = "heavy"\n\n'
+        '[run]\ncache = false\n\n[baseline]\npath = "baseline-heavy.json"\n',
+        encoding="utf-8")
+    heavy = root / "heavy"
+    heavy.mkdir(exist_ok=True)
+    (heavy / "conftest.py").write_text(
+        HEAVY_CONFTEST.replace("{iterations}", str(iterations)), encoding="utf-8")
 
 
 def _environment(root: Path) -> dict[str, str]:
@@ -264,7 +322,10 @@ def _cache_sizes(root: Path) -> dict[str, float]:
 
 #: Every kind of run, in the order a repeat runs them.
 RUN_KINDS = ("bare", "bare+cp", "constant", "cold", "rerun", "serial", "xdist", "bare-n2",
-             "threads")
+             "threads", "heavy", "heavy-n2")
+#: What runs unless ``--runs`` says otherwise: the heavy pipeline's runs cost
+#: questions x ``--heavy-ms`` each, and are asked for by name.
+DEFAULT_RUNS = RUN_KINDS[:-2]
 
 
 @contextlib.contextmanager
@@ -279,17 +340,21 @@ def _project_folder(project: Path | None) -> Iterator[Path]:
 
 
 def bench(questions: int, passages: int, repeats: int, xdist: bool,
-          kinds: tuple[str, ...] = RUN_KINDS, project: Path | None = None) -> None:
+          kinds: tuple[str, ...] = DEFAULT_RUNS, project: Path | None = None,
+          heavy_ms: float = 10.0) -> None:
     dataset = make_dataset(questions, passages)
     print(f"\n== {questions} questions / {passages} passages", flush=True)
     runs: dict[str, list[dict[str, Any]]] = {}
     floors: list[dict[str, float]] = []
     reports = ["--ragev-report", "report.json", "--ragev-html", "report.html"]
+    iterations = heavy_iterations(heavy_ms) if {"heavy", "heavy-n2"} & set(kinds) else 0
     for _ in range(repeats):
         with _project_folder(project) as root:
             if not (root / "pytest.ini").exists():
                 _write_project(root, dataset, questions)
                 warm_up(root)
+            if iterations:
+                _write_heavy(root, dataset, iterations)
             # Interleaved: each repeat runs every kind once, in the same order.
             plan: list[tuple[str, list[str], Path | None]] = [
                 ("bare", ["-p", "no:cacheprovider", "-p", "no:ragev", "bare"], None),
@@ -310,6 +375,11 @@ def bench(questions: int, passages: int, repeats: int, xdist: bool,
                          # Two cores without xdist: pipeline calls in two threads.
                          ("threads", ["--ragev-config", "nocache.toml", "-n", "0",
                                       "--ragev-concurrency", "2"], None)]
+            # A CPU-bound pipeline heavier than the built-in one, without and with xdist.
+            heavy = ["-p", "no:cacheprovider", "--ragev-config", "../heavy.toml"]
+            plan += [("heavy", [*heavy, "-n", "0"], root / "heavy")]
+            if xdist:
+                plan += [("heavy-n2", [*heavy, "-n", "2"], root / "heavy")]
             for name, args, cwd in plan:
                 if name not in kinds:
                     continue
@@ -329,6 +399,40 @@ def bench(questions: int, passages: int, repeats: int, xdist: bool,
         print(f"{name:9}{med(name, 'wall'):8.1f}{med(name, 'cpu'):7.1f}{med(name, 'peak_mb'):9.0f}"
               f"{med(name, 'peak_sum_mb'):8.0f}{med(name, 'startup'):8.1f}"
               f"{med(name, 'first_item'):9.1f}{med(name, 'items'):8.1f}{med(name, 'end'):7.1f}")
+
+    def xdist_lines() -> None:
+        bare_cpu = med("bare", "cpu")
+        serial, parallel = med("serial", "items"), med("xdist", "items")
+        print(f"speed-up of the items, -n 2 / serial       {serial / parallel:5.2f}  "
+              f"(target >= 1.7; walls {med('serial', 'wall'):.1f} / {med('xdist', 'wall'):.1f} s)")
+        # What xdist costs by itself: its per-item CPU (controller and workers, over
+        # the serial run's) on items that do nothing, and the speed-up that leaves.
+        per_item_ms = (med("bare-n2", "cpu") - bare_cpu) / questions * 1000
+        bare_speedup = med("bare", "items") / med("bare-n2", "items")
+        print(f"  xdist's own cost: bare items -n 2 / serial {bare_speedup:5.2f}"
+              f"  ({per_item_ms:.2f} ms CPU an item over the serial bare run)")
+        # The most -n 2 can give on this machine: the serial run's CPU plus what xdist
+        # costs by itself, spread over every core with none ever idle. The second
+        # figure spreads the -n 2 run's own CPU (xdist's and the plugin's share of it).
+        cores = os.cpu_count() or 1
+        serial_wall, serial_cpu = med("serial", "wall"), med("serial", "cpu")
+        least_cpu = serial_cpu + med("bare-n2", "cpu") - bare_cpu
+        print(f"  ceiling on {cores} cores: serial wall / ((serial + xdist's own CPU) / {cores}) "
+              f"{serial_wall / (least_cpu / cores):5.2f}; with the -n 2 run's own CPU "
+              f"{serial_wall / (med('xdist', 'cpu') / cores):5.2f}; measured walls "
+              f"{serial_wall / med('xdist', 'wall'):5.2f}")
+        print(f"speed-up of the items, --ragev-concurrency 2 / serial "
+              f"{serial / med('threads', 'items'):5.2f}  (two threads, no xdist)")
+
+    def heavy_lines() -> None:
+        if "heavy" not in runs or "heavy-n2" not in runs:
+            return
+        serial, parallel = med("heavy", "items"), med("heavy-n2", "items")
+        per_question = med("heavy", "items") / questions * 1000
+        print(f"speed-up of the items, -n 2 / serial, a CPU-bound pipeline of {heavy_ms:g} ms "
+              f"({per_question:.1f} ms a serial item) {serial / parallel:5.2f}  (walls "
+              f"{med('heavy', 'wall'):.1f} / {med('heavy-n2', 'wall'):.1f} s)")
+
     if any(name not in runs for name in ("bare", "bare+cp", "constant", "cold", "rerun")):
         # Only some runs: the ratios among those.
         if "bare" in runs:
@@ -336,6 +440,11 @@ def bench(questions: int, passages: int, repeats: int, xdist: bool,
                 if name in runs:
                     print(f"ratio {name} / bare {med(name, 'wall') / med('bare', 'wall'):5.2f}"
                           f"  (cpu {med(name, 'cpu') / med('bare', 'cpu'):.2f})")
+        if "constant" in runs and "rerun" in runs:
+            print(f"ratio rerun / constant {med('rerun', 'wall') / med('constant', 'wall'):5.2f}")
+        if all(name in runs for name in ("bare", "serial", "xdist", "bare-n2", "threads")):
+            xdist_lines()
+        heavy_lines()
         return
     floor = {key: statistics.median(f[key] for f in floors) for key in floors[0]}
     print(f"bm25s floor: tokenize {floor['tokenize']:.1f} s (not in the floor), index "
@@ -354,18 +463,14 @@ def bench(questions: int, passages: int, repeats: int, xdist: bool,
           f"  (target <= 1.2; cpu {med('rerun', 'cpu') / bare_cpu:.2f}; against bare+cp "
           f"{med('rerun', 'wall') / med('bare+cp', 'wall'):.2f}, cpu "
           f"{med('rerun', 'cpu') / med('bare+cp', 'cpu'):.2f})")
+    # A cached rerun does all a constant-answer run does (records, gate, reports) and
+    # reads its answers too: what the cache adds is this ratio; the rest is the
+    # plugin's own overhead, which "constant / bare" shows.
+    cache_share = med("rerun", "wall") / med("constant", "wall")
+    print(f"  of which the cache: rerun / constant     {cache_share:5.2f}")
     if xdist:
-        serial, parallel = med("serial", "items"), med("xdist", "items")
-        print(f"speed-up of the items, -n 2 / serial       {serial / parallel:5.2f}  "
-              f"(target >= 1.7; walls {med('serial', 'wall'):.1f} / {med('xdist', 'wall'):.1f} s)")
-        # What xdist costs by itself: its per-item CPU (controller and workers, over
-        # the serial run's) on items that do nothing, and the speed-up that leaves.
-        per_item_ms = (med("bare-n2", "cpu") - bare_cpu) / questions * 1000
-        bare_speedup = med("bare", "items") / med("bare-n2", "items")
-        print(f"  xdist's own cost: bare items -n 2 / serial {bare_speedup:5.2f}"
-              f"  ({per_item_ms:.2f} ms CPU an item over the serial bare run)")
-        print(f"speed-up of the items, --ragev-concurrency 2 / serial "
-              f"{serial / med('threads', 'items'):5.2f}  (two threads, no xdist)")
+        xdist_lines()
+    heavy_lines()
     print(f"peak RSS cold (largest process)            {med('cold', 'peak_mb'):5.0f} MB"
           f"  (target <= {1000 if passages <= 300_000 else 2000} MB)")
 
@@ -536,8 +641,11 @@ def main() -> None:
                         help="QUESTIONSxPASSAGES, e.g. 30000x300000 100000x1000000")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--no-xdist", action="store_true", help="skip the -n 2 runs")
-    parser.add_argument("--runs", nargs="+", choices=RUN_KINDS, default=list(RUN_KINDS),
-                        metavar="NAME", help=f"run only these kinds ({', '.join(RUN_KINDS)})")
+    parser.add_argument("--runs", nargs="+", choices=RUN_KINDS, default=list(DEFAULT_RUNS),
+                        metavar="NAME", help=f"run only these kinds ({', '.join(RUN_KINDS)}; "
+                                             "the default: all but heavy and heavy-n2)")
+    parser.add_argument("--heavy-ms", type=float, default=10.0, metavar="MS",
+                        help="CPU a question of the heavy pipeline costs (default 10)")
     parser.add_argument("--project", type=Path, metavar="DIR",
                         help="keep the project (and its caches) in DIR: a cold run there "
                              "fills the caches later --runs rerun invocations read")
@@ -553,7 +661,7 @@ def main() -> None:
     for size in args.sizes:
         questions, passages = (int(part) for part in size.lower().split("x"))
         bench(questions, passages, args.repeats, not args.no_xdist, tuple(args.runs),
-              args.project)
+              args.project, args.heavy_ms)
 
 
 if __name__ == "__main__":
