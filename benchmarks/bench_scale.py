@@ -412,14 +412,19 @@ def bench(questions: int, passages: int, repeats: int, xdist: bool,
         print(f"  xdist's own cost: bare items -n 2 / serial {bare_speedup:5.2f}"
               f"  ({per_item_ms:.2f} ms CPU an item over the serial bare run)")
         # The most -n 2 can give on this machine: the serial run's CPU plus what xdist
-        # costs by itself, spread over every core with none ever idle. The second
-        # figure spreads the -n 2 run's own CPU (xdist's and the plugin's share of it).
-        cores = os.cpu_count() or 1
+        # costs by itself, spread over the cores with none ever idle (at most three
+        # busy: two workers and the controller), and never above 2 (two workers). The
+        # second figure spreads the -n 2 run's own CPU (xdist's and the plugin's share).
+        cores = min(os.cpu_count() or 1, 3)
         serial_wall, serial_cpu = med("serial", "wall"), med("serial", "cpu")
         least_cpu = serial_cpu + med("bare-n2", "cpu") - bare_cpu
+
+        def bound(cpu: float) -> float:
+            return min(2.0, serial_wall / (cpu / cores))
+
         print(f"  ceiling on {cores} cores: serial wall / ((serial + xdist's own CPU) / {cores}) "
-              f"{serial_wall / (least_cpu / cores):5.2f}; with the -n 2 run's own CPU "
-              f"{serial_wall / (med('xdist', 'cpu') / cores):5.2f}; measured walls "
+              f"{bound(least_cpu):5.2f}; with the -n 2 run's own CPU "
+              f"{bound(med('xdist', 'cpu')):5.2f}; measured walls "
               f"{serial_wall / med('xdist', 'wall'):5.2f}")
         print(f"speed-up of the items, --ragev-concurrency 2 / serial "
               f"{serial / med('threads', 'items'):5.2f}  (two threads, no xdist)")
