@@ -803,12 +803,12 @@ class TextScoreMemo:
         context = self._context
         if context is None or not jieba_unchanged():
             return [None] * len(inputs)
-        return [
-            pair_key(context, hypothesis, reference)
-            if wanted and hypothesis and reference and hypothesis != reference else None
-            for item, wanted in zip(inputs, answered, strict=True)
-            for hypothesis, reference in ((item.generated_text, item.generated_gt),)
-        ]
+        keys: list[bytes | None] = []
+        for item, wanted in zip(inputs, answered, strict=True):
+            hypothesis, reference = item.generated_text, item.generated_gt
+            keep = wanted and hypothesis and reference and hypothesis != reference
+            keys.append(pair_key(context, hypothesis, reference) if keep else None)
+        return keys
 
 
 def _custom_cases(plan: RunPlan, dataset: Dataset) -> dict[int, QAPair] | None:

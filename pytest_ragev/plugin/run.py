@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import getpass
 import os
 import secrets
@@ -158,8 +159,6 @@ class ActiveRun:
         self.finisher = Finisher(self, self.inputs)
         self._answerer: Answerer | None = None
         self._scorer: RecordScorer | None = None
-        self._text_memo: TextScoreMemo | None = None
-        self._text_memo_made = False
         # The running means of the progress report, and how many records they count.
         self._running: RunningMeans | None = None
         self._running_seen = 0
@@ -296,16 +295,13 @@ class ActiveRun:
         return bool(self.plan.item_thresholds) or option.verbose > 0 or bool(
             getattr(option, "xmlpath", None))
 
-    @property
+    @functools.cached_property
     def text_memo(self) -> TextScoreMemo | None:
         """The text metrics of pairs scored before, kept in the answer cache's database
         (``None`` without caches)."""
-        if not self._text_memo_made:
-            store = self.defaults.text_score_store()
-            self._text_memo = None if store is None else TextScoreMemo(
-                store, profile=self.plan.profile, tokenizer=self.plan.tokenizer)
-            self._text_memo_made = True
-        return self._text_memo
+        store = self.defaults.text_score_store()
+        return None if store is None else TextScoreMemo(
+            store, profile=self.plan.profile, tokenizer=self.plan.tokenizer)
 
     @property
     def scorer(self) -> RecordScorer:

@@ -285,20 +285,19 @@ def _spill(sink: Any, text: bytearray, spilled: int) -> tuple[Any, bytearray, in
     ``(sink, empty text, bytes in the file)``. When the file cannot take it (a full
     ``TMPDIR``), what it holds is taken back: ``(None, every byte so far, 0)``, and the
     table goes on in memory, as without a temporary file."""
-    view = memoryview(text)
     try:
-        done = 0
-        while done < len(view):
-            done += sink.write(view[done:])  # a short write goes on where it stopped
+        with memoryview(text) as view:  # released after: the buffer can change again
+            done = 0
+            while done < len(view):
+                done += sink.write(view[done:])  # a short write goes on where it stopped
     except OSError:
-        failed = True
-    else:
-        failed = False
-    finally:
-        view.release()  # the buffer can be emptied or grown again
-    if failed:
         sink.seek(0)
-        held = bytearray(sink.read(spilled))
+        held = bytearray()
+        while len(held) < spilled:  # one read returns at most some 2 GB
+            block = sink.read(min(spilled - len(held), _SPILL_BLOCK))
+            if not block:
+                break
+            held += block
         sink.close()
         return None, held + text, 0
     spilled += len(text)
