@@ -108,61 +108,46 @@ TIMING_PLUGIN = textwrap.dedent(
     """
 )
 
-#: A conftest pipeline that spends a fixed amount of pure-Python CPU on each question
-#: (``ITERATIONS`` is filled in from :func:`heavy_iterations`): how far ``-n 2`` scales
-#: when a question costs more than the built-in pipeline's 1-2 ms.
-HEAVY_CONFTEST = textwrap.dedent(
+#: The heavy pipeline's work: pure-Python CPU, ``iterations`` turns of a loop.
+WORK = textwrap.dedent(
     """
-    import pytest
-    from pytest_ragev import Answer
-
-    ITERATIONS = {iterations}
-
     def work(iterations):
         total = 0
         for i in range(iterations):
             total += i * i % 7
         return total
-
-    @pytest.hookimpl
-    def pytest_ragev_build_knowledge_base(corpus, settings):
-        return object()
-
-    @pytest.hookimpl
-    def pytest_ragev_answer(case, kb, settings):
-        work(ITERATIONS)
-        return Answer(retrieved=list(case.pids), text=case.answer or "")
     """
 )
 
 
+def answering_conftest(iterations: int = 0) -> str:
+    """A conftest pipeline that answers each question with its reference passages and
+    answer at once (the ``constant`` runs); with ``iterations``, after that many turns of
+    :data:`WORK` (the ``heavy`` runs: how far ``-n 2`` scales when a question costs more
+    than the built-in pipeline's 1-2 ms)."""
+    spend = f"    work({iterations})\n" if iterations else ""
+    return (
+        "import pytest\nfrom pytest_ragev import Answer\n"
+        + (WORK if iterations else "")
+        + "\n@pytest.hookimpl\ndef pytest_ragev_build_knowledge_base(corpus, settings):\n"
+        "    return object()\n\n"
+        "@pytest.hookimpl\ndef pytest_ragev_answer(case, kb, settings):\n"
+        + spend
+        + '    return Answer(retrieved=list(case.pids), text=case.answer or "")\n'
+    )
+
+
 def heavy_iterations(milliseconds: float) -> int:
-    """How many iterations of the heavy pipeline's loop cost ``milliseconds`` of CPU
-    here (the median of five timings of 200,000)."""
+    """How many turns of :data:`WORK`'s loop cost ``milliseconds`` of CPU here (the
+    median of five timings of 200,000)."""
     namespace: dict[str, Any] = {}
-    exec(HEAVY_CONFTEST.split("@pytest.hookimpl")[0].replace("{iterations}", "0"), namespace)
+    exec(WORK, namespace)
     timings = []
     for _ in range(5):
         started = time.process_time()
         namespace["work"](200_000)
         timings.append(time.process_time() - started)
     return max(1, round(200_000 * milliseconds / 1000 / statistics.median(timings)))
-
-
-CONSTANT_CONFTEST = textwrap.dedent(
-    """
-    import pytest
-    from pytest_ragev import Answer
-
-    @pytest.hookimpl
-    def pytest_ragev_build_knowledge_base(corpus, settings):
-        return object()
-
-    @pytest.hookimpl
-    def pytest_ragev_answer(case, kb, settings):
-        return Answer(retrieved=list(case.pids), text=case.answer or "")
-    """
-)
 
 
 def make_dataset(questions: int, passages: int) -> Path:
@@ -203,7 +188,7 @@ def _write_project(root: Path, dataset: Path, questions: int) -> None:
             encoding="utf-8")
     constant = root / "constant"
     constant.mkdir()
-    (constant / "conftest.py").write_text(CONSTANT_CONFTEST, encoding="utf-8")
+    (constant / "conftest.py").write_text(answering_conftest(), encoding="utf-8")
     bare = root / "bare"
     bare.mkdir()
     (bare / "test_bare.py").write_text(
@@ -221,8 +206,7 @@ def _write_heavy(root: Path, dataset: Path, iterations: int) -> None:
         encoding="utf-8")
     heavy = root / "heavy"
     heavy.mkdir(exist_ok=True)
-    (heavy / "conftest.py").write_text(
-        HEAVY_CONFTEST.replace("{iterations}", str(iterations)), encoding="utf-8")
+    (heavy / "conftest.py").write_text(answering_conftest(iterations), encoding="utf-8")
 
 
 def _environment(root: Path) -> dict[str, str]:
