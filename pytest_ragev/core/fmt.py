@@ -6,7 +6,7 @@ Markdown summary and the HTML report reads the same everywhere.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 _MINUS = "−"  # U+2212: figures line up and read as numbers, not dashes
 
@@ -36,6 +36,29 @@ def ci(low: float | None, high: float | None) -> str:
     if low is None or high is None:
         return "n/a"
     return f"[{num(low)}, {num(high)}]"
+
+
+def percent(share: float | None) -> str:
+    """``52%``, ``<1%``, ``>99%``: a share as every report writes it."""
+    if share is None:
+        return "n/a"
+    if 0 < share < 0.005:
+        return "<1%"
+    if 0.995 < share < 1:
+        return ">99%"
+    return f"{share:.0%}"
+
+
+#: Items a one-line message lists before "… (N more)".
+LISTED = 20
+
+
+def listed(items: Sequence[object], limit: int = LISTED) -> str:
+    """``1, 2, 3, … (48 more)``: at most ``limit`` items, for one-line messages and
+    the reports' lists of question ids."""
+    shown = ", ".join(str(item) for item in items[:limit])
+    rest = len(items) - limit
+    return shown + (f", … ({rest} more)" if rest > 0 else "")
 
 
 def shorten(text: str, limit: int) -> str:

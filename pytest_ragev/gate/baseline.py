@@ -65,7 +65,7 @@ from typing import Any
 
 from pytest_ragev.core.digest import text_digest
 from pytest_ragev.core.errors import BaselineError
-from pytest_ragev.core.fmt import shorten
+from pytest_ragev.core.fmt import listed, shorten
 from pytest_ragev.core.gcpause import paused_gc
 from pytest_ragev.core.io import atomic_write_bytes, dumps_json, encoded_blocks, iter_json
 from pytest_ragev.core.results import (
@@ -103,7 +103,6 @@ AnswerChars = int | str
 
 _FIX = "re-baseline on this version with --ragev-update-baseline"
 _DIGEST = re.compile(r"[0-9a-f]{16}")
-_MAX_LISTED = 20
 
 #: The earlier tokenizers a run's text metrics stay comparable with on some texts:
 #: identity -> whether a text may get other tokens from it than from the run's
@@ -178,7 +177,7 @@ class Snapshot:
         known = dict(hashes or {})
         unhashed = sorted(recorded - known.keys())
         if unhashed:
-            raise ValueError(f"questions without a hash: {id_list(unhashed)}")
+            raise ValueError(f"questions without a hash: {listed(unhashed)}")
         return cls(
             plugin_version=plugin_version,
             profile=base.profile,
@@ -933,12 +932,6 @@ class Overlap:
     added: list[int]
     removed: list[int]
     changed: list[int] = field(default_factory=list)
-
-
-def id_list(ids: Sequence[int]) -> str:
-    """``1, 2, 3, … (n more)``: at most 20 ids, for one-line messages."""
-    shown = ", ".join(str(i) for i in ids[:_MAX_LISTED])
-    return shown + (f", … ({len(ids) - _MAX_LISTED} more)" if len(ids) > _MAX_LISTED else "")
 
 
 def missing_variants_line(

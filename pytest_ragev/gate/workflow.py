@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pytest_ragev.core.errors import BaselineError
+from pytest_ragev.core.fmt import listed
 from pytest_ragev.core.io import WRITE_ERRORS, write_error_cause, write_error_fix
 from pytest_ragev.core.results import RunResult
 from pytest_ragev.gate.baseline import (
@@ -40,7 +41,6 @@ from pytest_ragev.gate.baseline import (
     check_compatible,
     compressed,
     corpus_change,
-    id_list,
     load_snapshot,
     merge_snapshot,
     missing_variants_line,
@@ -166,7 +166,7 @@ def _subset_notes(runs: Sequence[RunResult], path: Path, inputs: GateInputs) -> 
             notes.append(
                 f"ragev: warning: {path} now holds {len(ran)} of {len(inputs.every_qid)} "
                 f"questions for {_label(run.variant)} (the others were deselected or not run, "
-                f"and are not gated until recorded): {id_list(missing)}"
+                f"and are not gated until recorded): {listed(missing)}"
             )
     if inputs.limit and inputs.source_fingerprint is not None:
         notes.append(

@@ -11,18 +11,26 @@ from pathlib import Path
 from pytest_ragev.core.errors import ConfigError
 from pytest_ragev.core.types import PipelineSettings
 from pytest_ragev.pipelines.builtin import BuiltinPipeline
+from pytest_ragev.pipelines.concurrency import (
+    IO_BOUND_CONCURRENCY,
+    PipelineKind,
+    default_concurrency,
+    is_io_bound,
+    pipeline_kind,
+)
 from pytest_ragev.pipelines.protocol import Pipeline, Preflight
-from pytest_ragev.pipelines.remote import FactoryPipeline, HttpRagPipeline, build_remote_pipeline
+from pytest_ragev.pipelines.remote import build_remote_pipeline
 
-__all__ = ["Pipeline", "Preflight", "build_pipeline", "is_io_bound"]
-
-
-def is_io_bound(pipe: Pipeline) -> bool:
-    """Whether ``pipe`` mostly waits on a service (an ``http`` pipeline, a factory, the
-    built-in one with a remote chat model): such pipelines run more calls at once."""
-    if isinstance(pipe, HttpRagPipeline | FactoryPipeline):
-        return True
-    return isinstance(pipe, BuiltinPipeline) and pipe.io_bound
+__all__ = [
+    "IO_BOUND_CONCURRENCY",
+    "Pipeline",
+    "PipelineKind",
+    "Preflight",
+    "build_pipeline",
+    "default_concurrency",
+    "is_io_bound",
+    "pipeline_kind",
+]
 
 
 def build_pipeline(settings: PipelineSettings, *, source: Path | str | None = None) -> Pipeline:

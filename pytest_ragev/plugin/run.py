@@ -14,10 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import getpass
 import os
-import secrets
-import time
 import warnings
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -30,12 +27,12 @@ from pytest_ragev.config import RagevConfig, RunOptions
 from pytest_ragev.core.attribution import PassageIndex
 from pytest_ragev.core.errors import CacheWarning, RagevError, name_variant
 from pytest_ragev.core.record import QuestionKey, Record, nonfinite_warning
+from pytest_ragev.core.task import make_task_id, task_user
 from pytest_ragev.core.types import METRIC_NAMES, STATUS_RUNNING, CustomMetric, QAPair
 from pytest_ragev.dataset import SPILL_TEXT_BYTES, Dataset, load_dataset
 from pytest_ragev.evaluation import (
     AnsweredBy,
     EvalInputs,
-    PipelineKind,
     RecordScorer,
     RunFacts,
     RunningMeans,
@@ -43,7 +40,7 @@ from pytest_ragev.evaluation import (
     TextScoreMemo,
     run_params,
 )
-from pytest_ragev.pipelines import Pipeline, Preflight, is_io_bound
+from pytest_ragev.pipelines import Pipeline, PipelineKind, Preflight, is_io_bound, pipeline_kind
 from pytest_ragev.pipelines.builtin import BuiltinPipeline
 from pytest_ragev.pipelines.builtin.config import unread_knobs
 from pytest_ragev.plugin.answering import Answerer
@@ -60,35 +57,6 @@ from pytest_ragev.report import progress_report
 #: The names under which the run's plugin objects are registered (and unregistered).
 PLUGIN_NAMES = ("ragev-defaults", "ragev-records", "ragev-xdist", "ragev-finish",
                 "ragev-item-status", "ragev-knobs")
-
-
-#: Set it to a name to put that name in the task id (CI: the person who pushed).
-TASK_USER_ENV = "RAGEV_TASK_USER"
-
-
-def task_user(asked: bool, environ: Mapping[str, str] | None = None) -> str | None:
-    """The name the task id carries: ``$RAGEV_TASK_USER``, else the OS user when
-    ``[report] task_user = true``, else none (a report shared outside the machine does
-    not say who ran it)."""
-    named = (os.environ if environ is None else environ).get(TASK_USER_ENV, "").strip()
-    if named:
-        return named
-    if not asked:
-        return None
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "unknown"
-
-
-def make_task_id(dataset_id: str, user: str | None = None) -> str:
-    """``evaluation_{unix_ms}_{8 hex}_{dataset_id}``; with ``user``, the seed's
-    ``evaluation_{user}_{unix_ms}_{8 hex}_{dataset_id}``."""
-    stamp = f"{int(time.time() * 1000)}_{secrets.token_hex(4)}_{dataset_id}"
-    if user is None:
-        return f"evaluation_{stamp}"
-    user = "".join(ch if ch.isalnum() or ch in "-." else "-" for ch in user) or "unknown"
-    return f"evaluation_{user}_{stamp}"
 
 
 def _usage(error: RagevError) -> pytest.UsageError:
@@ -375,16 +343,8 @@ class ActiveRun:
                 for variant in self.plan.variants]
 
     def _pipeline_kind(self) -> PipelineKind:
-        """What the default concurrency is chosen for: every configuration waits on a
-        service, every one is the built-in pipeline offline, or else the project's code
-        (conftest hooks, or a mix)."""
-        pipes = [pipe for _, pipe in self._configured_pipelines()]
-        if pipes and all(is_io_bound(pipe) for pipe in pipes):
-            return "service"
-        if pipes and all(isinstance(pipe, BuiltinPipeline) and not is_io_bound(pipe)
-                         for pipe in pipes):
-            return "builtin"
-        return "project"
+        """What the default concurrency is chosen for (``pipelines.pipeline_kind``)."""
+        return pipeline_kind([pipe for _, pipe in self._configured_pipelines()])
 
     def _answer_is_cached(self, variant: str | None, case: QAPair) -> bool:
         settings = self.plan.settings(variant)

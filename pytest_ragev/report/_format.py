@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from pytest_ragev.core.fmt import seconds
+from pytest_ragev.core.fmt import percent, seconds
 from pytest_ragev.core.results import RunResult
-from pytest_ragev.evaluation import chunk_share, percent, usage
+from pytest_ragev.evaluation import chunk_share, usage
 from pytest_ragev.gate.rules import CORRECTION_NAMES
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ def correction_note(comparison: Comparison) -> str:
 
 #: Question ids a Markdown or HTML report lists per kind before "… (N more)"; the JSON
 #: report has them all.
-_IDS_SHOWN = 50
+IDS_SHOWN = 50
 
 
 def question_changes(comparison: Comparison) -> list[tuple[str, list[int]]]:
@@ -94,13 +94,6 @@ def question_changes(comparison: Comparison) -> list[tuple[str, list[int]]]:
     kinds = [("added", comparison.added), ("removed", comparison.removed),
              ("changed", comparison.changed)]
     return [(kind, list(ids)) for kind, ids in kinds if ids]
-
-
-def id_text(ids: list[int]) -> str:
-    """``61, 62, … (48 more)``: at most 50 ids."""
-    shown = ", ".join(str(i) for i in ids[:_IDS_SHOWN])
-    rest = len(ids) - _IDS_SHOWN
-    return shown + (f", … ({rest} more)" if rest > 0 else "")
 
 
 #: What each kind of question change means, for the reports' legend.

@@ -242,7 +242,7 @@ def _question_changes(comparison: Comparison) -> str:
     items = "".join(
         f'<li class="{kind}"><b>{len(ids)} {kind}</b> '
         f'<span class="muted">({_e(_format.CHANGE_MEANINGS[kind])})</span>: '
-        f'<span class="ids">{_e(_format.id_text(ids))}</span></li>'
+        f'<span class="ids">{_e(fmt.listed(ids, _format.IDS_SHOWN))}</span></li>'
         for kind, ids in kinds
     )
     return f'<ul class="qchanges">Not compared: {items}</ul>'

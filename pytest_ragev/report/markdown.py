@@ -78,7 +78,7 @@ def _question_changes(comparison: Comparison) -> list[str]:
     kinds = _format.question_changes(comparison)
     if not kinds:
         return []
-    parts = [f"{len(ids)} {kind} ({_format.id_text(ids)})" for kind, ids in kinds]
+    parts = [f"{len(ids)} {kind} ({fmt.listed(ids, _format.IDS_SHOWN)})" for kind, ids in kinds]
     legend = "; ".join(f"{kind}: {_format.CHANGE_MEANINGS[kind]}" for kind, _ in kinds)
     return ["", f"Not compared: {', '.join(parts)}. ({legend}.)"]
 

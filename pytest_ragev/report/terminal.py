@@ -17,7 +17,6 @@ from pytest_ragev.evaluation import (
     QuestionError,
     chunk_share,
     count_kinds,
-    percent,
     usage,
 )
 from pytest_ragev.gate import Comparison, QuestionDiff, VariantTable
@@ -321,7 +320,7 @@ def terminal_lines(
     chunks = chunk_share([s for run in outcome.runs for s in run.samples])
     if chunks.chunks:
         counts.append(f"unattributed chunks {chunks.unattributed}/{chunks.chunks} "
-                      f"({percent(chunks.share)})")
+                      f"({fmt.percent(chunks.share)})")
     if facts.cache_hits or facts.cache_misses:
         counts.append(f"answer cache {facts.cache_hits} hits / {facts.cache_misses} misses")
     yield "ragev: " + ", ".join(counts), {}

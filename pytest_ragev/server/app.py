@@ -34,6 +34,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from pytest_ragev.core.errors import RagevError
 from pytest_ragev.core.redact import is_secret_key
 from pytest_ragev.core.tables import suggest
+from pytest_ragev.core.task import make_task_id
 from pytest_ragev.report.reader import runs_from_report
 from pytest_ragev.server import dashboard
 from pytest_ragev.server.catalog import Catalog, FieldError
@@ -476,12 +477,6 @@ def summary_json(row: dict[str, Any]) -> dict[str, Any]:
             "verdict": row["verdict"]}
 
 
-def make_task_id(tenant: int, dataset_id: str) -> tuple[str, int]:
-    """``evaluation_{tenant}_{unix_ms}_{8 hex}_{dataset}`` as the original names tasks."""
-    now_ms = int(time.time() * 1000)
-    return f"evaluation_{tenant}_{now_ms}_{secrets.token_hex(4)}_{dataset_id}", now_ms
-
-
 def _field_of(loc: tuple[Any, ...]) -> str:
     # ("body", "variant", "list[str]", 0) -> "variant": the request's own field name.
     parts = [str(p) for p in loc if p not in ("body", "query", "header", "path")]
@@ -582,7 +577,8 @@ def create_app(settings: ServerSettings) -> FastAPI:
             raise ApiError(400, exc.message, field=exc.field) from None
         except RagevError as exc:
             raise ApiError(400, f"the server's catalog is invalid: {exc}") from None
-        task_id, created_ms = make_task_id(principal.tenant, plan.dataset_id)
+        created_ms = int(time.time() * 1000)
+        task_id = make_task_id(plan.dataset_id, principal.tenant, now_ms=created_ms)
         row = {
             "id": task_id, "tenant_id": principal.tenant, "dataset_id": plan.dataset_id,
             "config": plan.config, "knowledge_base_id": plan.knowledge_base_id,

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from pytest_ragev import Answer, Chunk, CustomMetric, MetricCase
 from pytest_ragev.config import RunOptions, load_config
@@ -27,7 +24,6 @@ from pytest_ragev.evaluation import (
     errors_line,
     evaluate,
     lowest_questions,
-    quantile,
     run_params,
     usage,
 )
@@ -112,12 +108,6 @@ def test_unattributed_chunks_are_counted_and_warned_about(tmp_path: Path) -> Non
     ids = run(plan, dataset, answer_all(dataset, lambda c: Answer(retrieved=list(c.pids),
                                                                   text=c.answer)))
     assert ids.chunks.chunks == 0 and ids.chunks.share is None and not ids.warnings
-
-
-@given(st.lists(st.floats(min_value=0, max_value=1e4), min_size=1, max_size=40),
-       st.sampled_from([0.0, 0.5, 0.95, 1.0]))
-def test_quantile_is_numpys_linear_percentile(values: list[float], q: float) -> None:
-    assert quantile(values, q) == pytest.approx(float(np.percentile(values, q * 100)))
 
 
 def test_usage_reads_latency_and_tokens_from_the_meta(tmp_path: Path) -> None:

@@ -1,0 +1,78 @@
+"""The evaluation of a run: settings resolved once, records scored, the decision made.
+
+:mod:`.plan` resolves the settings (:class:`RunPlan`), :mod:`.scoring` scores records
+(:func:`score_records`, :class:`RecordScorer`, :class:`TextScoreMemo`,
+:func:`build_run`), :mod:`.evaluate` turns a session's records into an :class:`Outcome`
+(:func:`evaluate`), which :mod:`.outcome` defines with its parts; :mod:`.usage` adds up
+the latency and tokens the answers reported.
+"""
+
+from __future__ import annotations
+
+from pytest_ragev.evaluation.evaluate import (
+    PASSAGE_CHARS,
+    AnsweredBy,
+    EvalInputs,
+    Phase,
+    evaluate,
+    run_params,
+)
+from pytest_ragev.evaluation.outcome import (
+    LOWEST_BY,
+    NAMED_ERRORS,
+    PERFECT,
+    ChunkShare,
+    LowestQuestions,
+    Outcome,
+    QuestionError,
+    RunFacts,
+    chunk_share,
+    count_kinds,
+    error_kind,
+    errors_line,
+    lowest_questions,
+)
+from pytest_ragev.evaluation.plan import RunPlan, Tokenizer
+from pytest_ragev.evaluation.scoring import (
+    RecordScorer,
+    RunningMeans,
+    TextScoreMemo,
+    TextScoreStore,
+    build_run,
+    score_records,
+)
+from pytest_ragev.evaluation.usage import LATENCY_KEY, TOKEN_KEYS, Usage, usage
+
+__all__ = [
+    "LATENCY_KEY",
+    "LOWEST_BY",
+    "NAMED_ERRORS",
+    "PASSAGE_CHARS",
+    "PERFECT",
+    "TOKEN_KEYS",
+    "AnsweredBy",
+    "ChunkShare",
+    "EvalInputs",
+    "LowestQuestions",
+    "Outcome",
+    "Phase",
+    "QuestionError",
+    "RecordScorer",
+    "RunFacts",
+    "RunPlan",
+    "RunningMeans",
+    "TextScoreMemo",
+    "TextScoreStore",
+    "Tokenizer",
+    "Usage",
+    "build_run",
+    "chunk_share",
+    "count_kinds",
+    "error_kind",
+    "errors_line",
+    "evaluate",
+    "lowest_questions",
+    "run_params",
+    "score_records",
+    "usage",
+]

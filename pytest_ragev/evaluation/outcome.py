@@ -1,0 +1,238 @@
+"""What a run decided, as one value every report renders: :class:`Outcome`.
+
+With the pieces it is made of: :class:`RunFacts` (what the shell saw during the run),
+:class:`QuestionError` (a question that raised), :class:`ChunkShare` (retrieved texts
+that matched no passage) and :class:`LowestQuestions` (the weakest questions).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_ragev.core.fmt import percent
+from pytest_ragev.core.paths import relative_text
+from pytest_ragev.core.record import Record
+from pytest_ragev.core.results import RunResult
+from pytest_ragev.gate.thresholds import ThresholdResult
+from pytest_ragev.gate.workflow import GateOutcome
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What happened during the run, as the shell saw it.
+
+    ``interrupted`` says how a run that did not finish was stopped (``"interrupted by
+    SIGTERM"``, ``"stopped early (...)"``, ``"interrupted"``); ``None`` when it finished.
+    """
+
+    task_id: str = ""
+    start_time: str = ""
+    total: int = 0
+    finished: int = 0
+    interrupted: str | None = None
+    duplicates: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
+    #: pytest's rootdir: paths in the reports are shown relative to it when they lie under it.
+    rootdir: str = ""
+    #: Lines the shell found worth a warning before any question ran (unread knobs).
+    warnings: tuple[str, ...] = ()
+
+
+
+@dataclass(frozen=True)
+class QuestionError:
+    """A question whose pipeline raised (or whose item failed): the Errors section's row."""
+
+    qid: int
+    question: str
+    error: str
+    variant: str | None = None
+
+    @property
+    def kind(self) -> str:
+        """The error's type: the exception class of ``"TimeoutError: ..."``."""
+        return error_kind(self.error)
+
+    @property
+    def label(self) -> str:
+        """``q7``, or ``q7 [k10]`` for a variant's question."""
+        return f"q{self.qid}" if self.variant is None else f"q{self.qid} [{self.variant}]"
+
+
+# "TimeoutError: ...", "requests.exceptions.ConnectionError: ...", "KnowledgeBaseFailed: ...".
+_KIND = re.compile(r"^([A-Za-z_][\w.]*)(?::|$)")
+_CRASH = re.compile(r"^worker '[^']*' crashed")
+
+
+def error_kind(line: str) -> str:
+    """The type of an error line: its exception class (without the module), ``worker
+    crashed`` for a dead xdist worker, ``other`` for a line that names no class."""
+    if _CRASH.match(line):
+        return "worker crashed"
+    match = _KIND.match(line.strip())
+    return match.group(1).rsplit(".", 1)[-1] if match else "other"
+
+
+def count_kinds(errors: Sequence[QuestionError]) -> list[tuple[str, int]]:
+    """``[("TimeoutError", 3), ("RuntimeError", 1)]``: most frequent first, then by name."""
+    counts = Counter(error.kind for error in errors)
+    return sorted(counts.items(), key=lambda pair: (-pair[1], pair[0]))
+
+
+@dataclass(frozen=True)
+class ChunkShare:
+    """Retrieved chunk texts of a run and how many matched no corpus passage.
+
+    ``chunks`` counts the retrieved items attributed by their text (chunk texts, chunk
+    objects without a passage id): a pipeline that returns ids has none. ``first`` is
+    the first unattributed chunk, in qid order.
+    """
+
+    chunks: int = 0
+    unattributed: int = 0
+    first: str | None = None
+
+    @property
+    def share(self) -> float | None:
+        """``unattributed / chunks``; ``None`` when no chunk was attributed by text."""
+        return self.unattributed / self.chunks if self.chunks else None
+
+    @property
+    def text(self) -> str:
+        """``46/89 retrieved chunks (52%) matched no corpus passage``."""
+        return (f"{self.unattributed}/{self.chunks} retrieved chunks ({percent(self.share)}) "
+                "matched no corpus passage")
+
+    def warning(self) -> str | None:
+        """The summary's warning when some chunk matched no passage, else ``None``."""
+        if not self.unattributed:
+            return None
+        first = f' (first: "{self.first}")' if self.first else ""
+        return f"{self.text}{first}; return passage ids or Chunk(text, passage_id)"
+
+
+def chunk_share(samples: Sequence[Record]) -> ChunkShare:
+    """The attribution counts of ``samples`` added up."""
+    first = next((s.unattributed_example for s in samples if s.unattributed_example), None)
+    return ChunkShare(
+        chunks=sum(s.chunks for s in samples),
+        unattributed=sum(s.unattributed for s in samples),
+        first=first,
+    )
+
+
+#: Below this a value is not perfect: the weknora profile's ROUGE-L F adds an epsilon that
+#: leaves an exact match at 0.999999995.
+PERFECT = 1.0 - 1e-6
+
+#: The metrics whose lowest-scoring questions every report lists without a baseline.
+LOWEST_BY = ("recall", "rougel")
+
+
+@dataclass(frozen=True)
+class LowestQuestions:
+    """The lowest-scoring questions of one run on one metric, lowest first (ties by qid).
+
+    Questions at the metric's best value (1 for the twelve) are left out: they are not
+    weak. ``n`` is how many questions the metric applies to.
+    """
+
+    metric: str
+    samples: tuple[Record, ...]
+    n: int
+    variant: str | None = None
+
+
+def lowest_questions(run: RunResult, metric: str, limit: int) -> LowestQuestions:
+    """The ``limit`` questions of ``run`` that score lowest on ``metric``."""
+    scored = [s for s in run.samples if metric in s.metrics]
+    weak = sorted((s for s in scored if s.metrics[metric] < PERFECT),
+                  key=lambda s: (s.metrics[metric], s.qid))
+    return LowestQuestions(metric=metric, samples=tuple(weak[:max(limit, 0)]), n=len(scored),
+                           variant=run.variant)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the run decided: the runs, every check, the lines to print and report.
+
+    ``error_list`` names every question that raised (``errors`` counts them);
+    ``lowest`` holds the base run's lowest-scoring questions by :data:`LOWEST_BY`, and
+    ``passages`` the corpus texts of the passages those and the regressed questions
+    name, so a report can show them. ``baseline_shown`` and ``report_html`` are the
+    baseline and HTML report paths as reports write them (relative to the rootdir or
+    the config folder when they lie under it: ``path_roots``; :meth:`relative` does the
+    same to a line).
+    """
+
+    runs: tuple[RunResult, ...]
+    facts: RunFacts
+    thresholds: tuple[ThresholdResult, ...] = ()
+    gate: GateOutcome = field(default_factory=GateOutcome)
+    failures: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    errors: int = 0
+    fallbacks: int = 0
+    #: Set when the run stopped early: says how far it got (it fails the verdict).
+    interrupted: str | None = None
+    error_list: tuple[QuestionError, ...] = ()
+    lowest: tuple[LowestQuestions, ...] = ()
+    passages: Mapping[int, str] = field(default_factory=dict)
+    baseline_shown: str | None = None
+    report_html: str | None = None
+    path_roots: tuple[Path, ...] = ()
+    #: qid -> content hash of each question (``dataset.question_hash``), which the JSON
+    #: report records per sample so that saved files pair questions after a dataset
+    #: edit; empty when no baseline and no JSON report needed them.
+    question_hashes: Mapping[int, str] = field(default_factory=dict)
+
+    def relative(self, line: str) -> str:
+        """``line`` with the absolute paths under the rootdir or the config folder made
+        relative, as every report, the terminal and the JUnit verdict write it."""
+        return relative_text(line, self.path_roots)
+
+    @property
+    def failed(self) -> bool:
+        """A failed check, a question that raised, or a run that did not finish."""
+        return bool(self.failures) or self.errors > 0 or self.interrupted is not None
+
+    def verdict_failures(self) -> list[str]:
+        """The failed checks, the line naming the questions that raised, then the
+        interruption line."""
+        line = errors_line(self.error_list)
+        return [*self.failures, *([line] if line else []),
+                *([self.interrupted] if self.interrupted else [])]
+
+    @property
+    def base(self) -> RunResult | None:
+        """The first run: the base configuration's, or the first variant's when only
+        variants ran."""
+        return self.runs[0] if self.runs else None
+
+    @property
+    def chunks(self) -> ChunkShare:
+        """The attribution counts of every run together."""
+        return chunk_share([s for run in self.runs for s in run.samples])
+
+
+#: Questions a verdict line names before "and N more".
+NAMED_ERRORS = 10
+
+
+def errors_line(errors: Sequence[QuestionError]) -> str | None:
+    """``ragev: 3 questions raised an error: q1, q4, q5 [k10] (TimeoutError 2, ValueError 1)``."""
+    if not errors:
+        return None
+    names = ", ".join(e.label for e in errors[:NAMED_ERRORS])
+    if len(errors) > NAMED_ERRORS:
+        names += f" and {len(errors) - NAMED_ERRORS} more"
+    kinds = ", ".join(f"{kind} {count}" for kind, count in count_kinds(errors))
+    noun = "question raised an error" if len(errors) == 1 else "questions raised an error"
+    return f"ragev: {len(errors)} {noun}: {names} ({kinds})"
+

@@ -1,0 +1,143 @@
+"""The run's settings, resolved once: :class:`RunPlan`.
+
+Built when a run is activated, from the config file, the command line and the hooks'
+custom metrics and tokenizer: the selected variants, the profile, the report and
+baseline paths, the ``[thresholds]`` checks and the ``[gate]`` rules. Everything that
+can be validated before a question runs is validated here (one-line
+:class:`~pytest_ragev.core.errors.ConfigError`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_ragev.config import RagevConfig, RunOptions, select_variants, variant_settings
+from pytest_ragev.core.errors import ConfigError
+from pytest_ragev.core.results import Direction
+from pytest_ragev.core.types import METRIC_NAMES, CustomMetric, PipelineSettings
+from pytest_ragev.gate.rules import GateRules
+from pytest_ragev.gate.thresholds import MaxValue, MinValue, thresholds_from_table
+from pytest_ragev.metrics import TokenizerChoice, custom_tokenizer, resolve_tokenizer
+from pytest_ragev.pipelines.concurrency import PipelineKind, default_concurrency
+
+#: A tokenizer for the generation metrics: text -> sentences of tokens.
+Tokenizer = Callable[[str], list[list[str]]]
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """The run's settings, resolved once: CLI > ini > config file > default.
+
+    Build it with :meth:`build`, which validates everything that can be validated
+    before a question runs and raises a one-line :class:`ConfigError` otherwise.
+    """
+
+    config: RagevConfig
+    options: RunOptions
+    variants: tuple[str | None, ...]
+    custom_metrics: tuple[CustomMetric, ...] = ()
+    rules: GateRules = field(default_factory=GateRules)
+    thresholds: tuple[MinValue | MaxValue, ...] = ()
+    item_thresholds: tuple[MinValue | MaxValue, ...] = ()
+    tokenizer: TokenizerChoice = field(default_factory=lambda: resolve_tokenizer(
+        "default", source="ragev.toml"))
+
+    @classmethod
+    def build(
+        cls, config: RagevConfig, options: RunOptions,
+        custom_metrics: Sequence[CustomMetric] = (),
+        hooked_tokenizer: Tokenizer | None = None,
+    ) -> RunPlan:
+        """The plan of ``config`` run with ``options`` and the hooks' custom metrics.
+
+        ``hooked_tokenizer`` is what a ``pytest_ragev_tokenizer`` hook returned: it wins
+        over ``[metrics] tokenizer``.
+        """
+        custom = tuple(custom_metrics)
+        if hooked_tokenizer is not None:
+            tokenizer = custom_tokenizer(hooked_tokenizer, spec="pytest_ragev_tokenizer hook")
+        else:
+            tokenizer = resolve_tokenizer(config.tokenizer, source=config.source,
+                                          base_dir=config.source.parent)
+        names = [*METRIC_NAMES, *(m.name for m in custom)]
+        rules = GateRules.from_config(config, metric_names=names)
+        if options.no_baseline and options.update_baseline:
+            raise ConfigError(
+                "--ragev-no-baseline and --ragev-update-baseline contradict each other: "
+                "drop --ragev-no-baseline to write the baseline"
+            )
+        directions: dict[str, Direction] = {name: "higher" for name in METRIC_NAMES}
+        directions.update({m.name: m.direction for m in custom})
+        thresholds = thresholds_from_table(
+            config.thresholds, source=str(config.source), directions=directions
+        )
+        item_thresholds = thresholds_from_table(
+            config.item_thresholds, source=str(config.source), directions=directions,
+            where="[item_thresholds]",
+        )
+        for metric in custom:
+            value = config.thresholds.get(metric.name)
+            if value is not None and metric.out_of_bounds(value):
+                raise ConfigError(
+                    f"{config.source}: [thresholds] {metric.name} = {value:g} lies outside the "
+                    f"values custom metric {metric.name!r} can take ({metric.range_text}); "
+                    "use a number in that range or widen CustomMetric(bounds=...)"
+                )
+        return cls(
+            config=config, options=options, variants=select_variants(config, options.variants),
+            custom_metrics=custom, rules=rules, thresholds=tuple(thresholds),
+            item_thresholds=tuple(item_thresholds), tokenizer=tokenizer,
+        )
+
+    @property
+    def profile(self) -> str:
+        """The metric profile: ``--ragev-profile``, else ``[metrics] profile``."""
+        return self.options.profile or self.config.profile
+
+    @property
+    def concurrency(self) -> int:
+        """Pipeline calls in flight at once (``1`` is strictly serial), for the project's
+        own pipeline code; see :meth:`concurrency_for`."""
+        return self.concurrency_for("project")
+
+    def concurrency_for(self, kind: PipelineKind) -> int:
+        """Calls in flight: ``--ragev-concurrency``, else ``[run] concurrency``, else
+        :func:`default_concurrency` for the kind of pipeline."""
+        value = self.options.concurrency or self.config.concurrency
+        return value if value is not None else default_concurrency(kind)
+
+    @property
+    def report_json(self) -> Path | None:
+        return self.options.report_json or self.config.report_json
+
+    @property
+    def report_markdown(self) -> Path | None:
+        return self.options.report_markdown or self.config.report_markdown
+
+    @property
+    def report_html(self) -> Path | None:
+        return self.options.report_html or self.config.report_html
+
+    @property
+    def baseline_path(self) -> Path | None:
+        """The baseline to gate against; ``None`` without one or with ``--ragev-no-baseline``."""
+        if self.options.no_baseline:
+            return None
+        return self.options.baseline or self.config.baseline_path
+
+    @property
+    def configured(self) -> tuple[str | None, ...]:
+        """Every configuration of the config file: the base one, then the variants."""
+        return (None, *(v.name for v in self.config.variants))
+
+    @property
+    def metric_names(self) -> tuple[str, ...]:
+        """The twelve metrics, then the custom ones, in report order."""
+        return (*METRIC_NAMES, *(m.name for m in self.custom_metrics))
+
+    def settings(self, variant: str | None) -> PipelineSettings:
+        """The pipeline settings of the base configuration (``None``) or of a variant."""
+        return variant_settings(self.config, variant)
+
