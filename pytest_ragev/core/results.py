@@ -18,12 +18,6 @@ from pytest_ragev.core.types import METRIC_NAMES
 #: Whether a larger value of a metric is better (all twelve built-ins) or worse.
 Direction = Literal["higher", "lower"]
 
-#: The tokenizer of a run that records none: baselines and reports written before the
-#: tokenizer identity was recorded were tokenized by WeKnora's word rule, version 1 of
-#: the built-in rules (docs/metrics.md, "What changed against WeKnora's tokenizer").
-LEGACY_TOKENIZER = "default/1"
-
-
 #: One question's outcome: the scored :class:`~pytest_ragev.core.record.Record`.
 SampleResult = Record
 
@@ -77,9 +71,8 @@ class RunResult:
     samples: list[SampleResult]
     summary: dict[str, MetricSummary]
     variant: str | None = None
-    #: The identity of the text metrics' tokenizer (``default/3 jieba==0.42.1``); empty
-    #: when not recorded (a baseline or report written before it was: then it is
-    #: :data:`LEGACY_TOKENIZER`, see :attr:`tokenizer_identity`).
+    #: The identity of the text metrics' tokenizer (``default/3 jieba==0.42.1``); runs
+    #: are compared only when theirs are equal (empty: a run built without one).
     tokenizer: str = ""
 
     def summary_of(self, metric: str) -> MetricSummary:
@@ -87,12 +80,6 @@ class RunResult:
         run has no such metric, so a missing metric reads as "no value", never as zero."""
         summary = self.summary.get(metric)
         return summary if summary is not None else MetricSummary(name=metric, mean=None, n=0)
-
-    @property
-    def tokenizer_identity(self) -> str:
-        """The tokenizer the text metrics were computed with: :attr:`tokenizer`, or
-        :data:`LEGACY_TOKENIZER` when the run does not record one."""
-        return self.tokenizer or LEGACY_TOKENIZER
 
     def scores(self, metric: str) -> dict[int, float]:
         """Per-question values of ``metric``, keyed by qid (questions it applies to only)."""

@@ -33,7 +33,7 @@ from pytest_ragev.evaluation.plan import RunPlan
 from pytest_ragev.evaluation.scoring import TextScoreMemo, build_run
 from pytest_ragev.gate.thresholds import check_question, check_thresholds
 from pytest_ragev.gate.workflow import GateInputs, GateOutcome, run_gate
-from pytest_ragev.metrics import audit_tokens, earlier_tokenizers
+from pytest_ragev.metrics import audit_tokens
 
 #: Told the name of each end-of-run phase as it starts (``"scoring 100000 answers"``,
 #: ``"gate"``, ``"baseline write"``), so the shell can print a progress line for it.
@@ -174,7 +174,6 @@ def evaluate(inputs: EvalInputs, *, phase: Phase = _no_phase) -> Outcome:
         corpus_fingerprint=(corpus_fingerprint(dataset.corpus)
                             if plan.baseline_path is not None else None),
         no_baseline=plan.options.no_baseline,
-        tokenizer_upgrades=earlier_tokenizers(plan.tokenizer.identity),
         answer_chars=plan.config.baseline_answer_chars,
     ), phase=phase)
     phase("verdict")

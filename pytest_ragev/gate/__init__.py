@@ -2,24 +2,16 @@
 
 Decisions over :class:`~pytest_ragev.core.results.RunResult` values: no pytest, no
 session. :mod:`.rules` parses ``[gate]``, :mod:`.stats` holds the paired statistics,
-:mod:`.thresholds` the absolute floors, :mod:`.compare` judges a run against its
-baseline run, :mod:`.diffs` lists the most regressed questions and the variants
-table, :mod:`.baseline` reads and writes snapshots, and :mod:`.workflow` runs the
-whole baseline life cycle for one session (:func:`run_gate`).
+:mod:`.thresholds` the absolute floors, :mod:`.compare` judges a metric of a run
+against its baseline run, :mod:`.diffs` lists the most regressed questions and the
+variants table, :mod:`.pairing` decides whether a run can be compared with a recorded
+one and compares them (:func:`judge_against`: the one comparison path, which ``ragev
+report compare`` takes too), :mod:`.snapshot` is the baseline file's format, and
+:mod:`.workflow` runs the whole baseline life cycle for one session (:func:`run_gate`).
 """
 
 from __future__ import annotations
 
-from pytest_ragev.gate.baseline import (
-    CorpusChange,
-    Overlap,
-    Snapshot,
-    check_compatible,
-    load_snapshot,
-    merge_snapshot,
-    obtained_path,
-    write_snapshot,
-)
 from pytest_ragev.gate.compare import (
     Comparison,
     MetricComparison,
@@ -38,6 +30,14 @@ from pytest_ragev.gate.diffs import (
     question_diff,
     top_regressions,
 )
+from pytest_ragev.gate.pairing import (
+    CorpusChange,
+    Judgement,
+    Overlap,
+    Recorded,
+    judge_against,
+    pair_questions,
+)
 from pytest_ragev.gate.rules import (
     CORRECTION_NAMES,
     CORRECTIONS,
@@ -46,6 +46,13 @@ from pytest_ragev.gate.rules import (
     GateRules,
     MetricRule,
     Mode,
+)
+from pytest_ragev.gate.snapshot import (
+    Snapshot,
+    load_snapshot,
+    merge_snapshot,
+    obtained_path,
+    write_snapshot,
 )
 from pytest_ragev.gate.stats import (
     PairedStats,
@@ -64,7 +71,7 @@ from pytest_ragev.gate.thresholds import (
     check_thresholds,
     thresholds_from_table,
 )
-from pytest_ragev.gate.workflow import GateInputs, GateOutcome, run_gate
+from pytest_ragev.gate.workflow import GateInputs, GateOutcome, judged, run_gate
 
 __all__ = [
     "CORRECTIONS",
@@ -76,6 +83,7 @@ __all__ = [
     "GateInputs",
     "GateOutcome",
     "GateRules",
+    "Judgement",
     "MaxValue",
     "MetricComparison",
     "MetricDelta",
@@ -85,13 +93,13 @@ __all__ = [
     "Overlap",
     "PairedStats",
     "QuestionDiff",
+    "Recorded",
     "Snapshot",
     "Status",
     "ThresholdResult",
     "VariantCell",
     "VariantRow",
     "VariantTable",
-    "check_compatible",
     "check_question",
     "check_thresholds",
     "compare",
@@ -99,10 +107,13 @@ __all__ = [
     "decision_band",
     "holm",
     "judge",
+    "judge_against",
+    "judged",
     "load_snapshot",
     "maxt_columns",
     "merge_snapshot",
     "obtained_path",
+    "pair_questions",
     "paired_stats",
     "power_lines",
     "question_diff",

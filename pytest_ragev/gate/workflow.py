@@ -32,25 +32,19 @@ from pytest_ragev.core.errors import BaselineError
 from pytest_ragev.core.fmt import listed
 from pytest_ragev.core.io import WRITE_ERRORS, write_error_cause, write_error_fix
 from pytest_ragev.core.results import RunResult
-from pytest_ragev.gate.baseline import (
+from pytest_ragev.gate.compare import Comparison
+from pytest_ragev.gate.diffs import QuestionDiff, VariantTable, compare_variants
+from pytest_ragev.gate.pairing import CorpusChange, Judgement, judge_against
+from pytest_ragev.gate.rules import GateRules
+from pytest_ragev.gate.snapshot import (
     AnswerChars,
-    CorpusChange,
-    Overlap,
     Snapshot,
-    TokenizerUpgrades,
-    check_compatible,
     compressed,
-    corpus_change,
     load_snapshot,
     merge_snapshot,
-    missing_variants_line,
     obtained_path,
-    profile_mismatch,
     write_snapshot,
 )
-from pytest_ragev.gate.compare import Comparison, compare, paired_table, power_lines
-from pytest_ragev.gate.diffs import QuestionDiff, VariantTable, compare_variants, top_regressions
-from pytest_ragev.gate.rules import GateRules
 
 
 @dataclass(frozen=True)
@@ -65,11 +59,8 @@ class GateInputs:
     ``corpus_fingerprint`` identifies its corpus: a baseline records both, so a later
     run on an edited dataset compares the unchanged questions. ``no_baseline``
     (``--ragev-no-baseline``) switches the baseline gate off for the run.
-    ``tokenizer_upgrades`` names the earlier versions of the run's tokenizer rules a
-    baseline may have been made with, each with the test of a text they may tokenize
-    differently (empty: a baseline made with any other tokenizer is not compared).
     ``answer_chars`` is ``[baseline] answer_chars``: how much of a long answer a written
-    baseline keeps (:func:`~pytest_ragev.gate.baseline.answer_limit`).
+    baseline keeps (:func:`~pytest_ragev.gate.snapshot.answer_limit`).
     """
 
     rules: GateRules = field(default_factory=GateRules)
@@ -84,7 +75,6 @@ class GateInputs:
     hashes: Mapping[int, str] = field(default_factory=dict)
     corpus_fingerprint: str | None = None
     no_baseline: bool = False
-    tokenizer_upgrades: TokenizerUpgrades = field(default_factory=dict)
     answer_chars: AnswerChars = "auto"
 
 
@@ -312,7 +302,6 @@ def _update(
     merged = merge_snapshot(existing, runs, plugin_version=inputs.plugin_version,
                             keep=inputs.configured, hashes=inputs.hashes,
                             corpus_fingerprint=inputs.corpus_fingerprint,
-                            upgrades=inputs.tokenizer_upgrades,
                             answer_chars=inputs.answer_chars)
     phase("baseline write")
     size, failed = _write(path, merged.snapshot)
@@ -336,35 +325,21 @@ def _update(
     return replace(outcome, notes=(*notes, *([stale] if stale else [])))
 
 
-def _pairings(
-    baseline: Snapshot, runs: Sequence[RunResult], inputs: GateInputs
-) -> tuple[list[tuple[RunResult, Overlap]], list[str], str | None]:
-    """Which runs can be compared and how their questions pair with the baseline's.
-
-    Returns the runs with their overlaps, the variants the baseline lacks, and the
-    reason the baseline cannot be used at all (``None`` when it can).
-    """
-    for run in runs:
-        profile = profile_mismatch(baseline, run, inputs.tokenizer_upgrades)
-        if profile is not None:
-            return [], [], profile
-    missing = [str(run.variant) for run in runs if baseline.run_for(run.variant) is None]
-    if missing and inputs.rules.require_all_variants:
-        return [], missing, missing_variants_line(
-            baseline, missing, required=True, because=" and [gate] require_all_variants = true"
-        )
-    pairs = []
-    for run in runs:
-        if run.variant in missing:
-            continue
-        try:
-            overlap = check_compatible(baseline, run, inputs.hashes,
-                                       strict=inputs.rules.strict_dataset,
-                                       upgrades=inputs.tokenizer_upgrades)
-        except BaselineError as exc:
-            return [], missing, str(exc)
-        pairs.append((run, overlap))
-    return pairs, missing, None
+def judged(
+    judgement: Judgement, *, rules: GateRules, baseline_path: Path | None,
+    variant_table: VariantTable | None = None,
+) -> GateOutcome:
+    """The gate's outcome of a comparison (:func:`~pytest_ragev.gate.pairing.judge_against`):
+    what the plugin's gate and ``ragev report compare`` both report."""
+    outcome = GateOutcome(rules=rules, variant_table=variant_table, baseline_path=baseline_path)
+    if judgement.not_compared is not None:
+        return _not_compared(outcome, judgement.not_compared)
+    return replace(
+        outcome, baseline_runs=dict(judgement.recorded_runs),
+        comparisons=judgement.comparisons, regressions=judgement.regressions,
+        failures=judgement.failures, notes=judgement.notes,
+        new_variants=judgement.new_variants, corpus_change=judgement.corpus_change,
+    )
 
 
 def _compare(
@@ -375,59 +350,24 @@ def _compare(
         baseline = load_snapshot(path)
     except BaselineError as exc:
         return _not_compared(outcome, str(exc))
-    pairs, missing, reason = _pairings(baseline, runs, inputs)
-    if reason is not None:
-        return _not_compared(outcome, reason)
-    notes: list[str] = []
-    if not baseline.has_hashes:
-        notes.append(
-            f"ragev: {path} has schema_version {baseline.schema_version} (no per-question "
-            "hashes), so any dataset edit voids it; rerun with --ragev-update-baseline to "
-            "upgrade it"
-        )
-    change = corpus_change(baseline, runs[0], inputs.corpus_fingerprint) if any(
-        baseline.fingerprint != run.fingerprint for run in runs) else None
-    if change is not None:
-        notes.append(change.line)
-    if missing:
-        notes.append(missing_variants_line(baseline, missing, required=False))
-    baseline_runs: dict[str | None, RunResult] = {}
-    comparisons: list[Comparison] = []
-    regressions: list[QuestionDiff] = []
-    failures: list[str] = []
-    for run, overlap in pairs:
-        before = baseline.run_for(run.variant)
-        assert before is not None  # _pairings left out the runs the file lacks
-        baseline_runs[run.variant] = before
-        # Paired once: the comparison and the ranking of the questions read the same table.
-        table = paired_table(before, run, skip=overlap.changed)
-        comparison = compare(before, run, inputs.rules, changed=overlap.changed, table=table)
-        comparisons.append(comparison)
-        failures += comparison.failure_lines
-        regressions += top_regressions(before, run, inputs.rules.top_regressions,
-                                       skip=overlap.changed, table=table)
-    notes += power_lines(comparisons, inputs.rules)
-    write_error = None
-    if missing or any(not c.passed for c in comparisons):
-        obtained = obtained_path(path)
-        merged = merge_snapshot(baseline, runs, plugin_version=inputs.plugin_version,
-                                keep=inputs.configured, hashes=inputs.hashes,
-                                corpus_fingerprint=inputs.corpus_fingerprint,
-                                upgrades=inputs.tokenizer_upgrades,
-                                answer_chars=inputs.answer_chars)
-        phase("baseline write")
-        _, write_error = _write(obtained, merged.snapshot, what="run's snapshot")
-        if write_error is None:
-            notes.append(
-                f"ragev: this run's snapshot written to {obtained}; diff it against {path}")
-        else:
-            failures.append(write_error)
-    else:
+    judgement = judge_against(baseline.recorded(), runs, inputs.rules, hashes=inputs.hashes,
+                              corpus_fingerprint=inputs.corpus_fingerprint)
+    gate = judged(judgement, rules=inputs.rules, baseline_path=path,
+                  variant_table=outcome.variant_table)
+    if judgement.not_compared is not None:
+        return gate
+    if judgement.passed and not judgement.new_variants:
         stale = _remove_stale(path)
-        if stale:
-            notes.append(stale)
-    return replace(
-        outcome, baseline_runs=baseline_runs, comparisons=tuple(comparisons),
-        regressions=tuple(regressions), failures=tuple(failures), notes=tuple(notes),
-        new_variants=tuple(missing), corpus_change=change, write_error=write_error,
-    )
+        return gate if stale is None else replace(gate, notes=(*gate.notes, stale))
+    # A regression, or variants the file lacks: this run's snapshot beside the baseline.
+    obtained = obtained_path(path)
+    merged = merge_snapshot(baseline, runs, plugin_version=inputs.plugin_version,
+                            keep=inputs.configured, hashes=inputs.hashes,
+                            corpus_fingerprint=inputs.corpus_fingerprint,
+                            answer_chars=inputs.answer_chars)
+    phase("baseline write")
+    _, write_error = _write(obtained, merged.snapshot, what="run's snapshot")
+    if write_error is not None:
+        return _write_failed(gate, write_error)
+    return replace(gate, notes=(
+        *gate.notes, f"ragev: this run's snapshot written to {obtained}; diff it against {path}"))

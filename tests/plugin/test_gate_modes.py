@@ -123,7 +123,7 @@ def test_other_metric_profile_is_not_compared_and_every_report_is_written(
         "ragev: mini (base configuration), 5 questions, profile standard",
         "  recall*1.000*5*",
         "ragev: gate not compared: *metric profile 'weknora'*'standard'*not comparable*"
-        "--ragev-update-baseline",
+        "--ragev-update-baseline, or set [[]metrics[]] profile back",
         "ragev: verdict FAILED (gate not compared, exit status 4)",
     ])
     report = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))["data"]

@@ -7,9 +7,7 @@ import importlib.util
 import re
 from pathlib import Path
 
-import pytest
-
-from tests.plugin.conftest import DEPRECATED, PUBLIC
+from tests.plugin.conftest import PUBLIC
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
@@ -42,13 +40,12 @@ def _named_in_docs() -> dict[str, list[str]]:
     return named
 
 
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_every_module_the_docs_name_is_allowed_and_has_what_they_name() -> None:
     named = _named_in_docs()
     # docs/baselines.md's Python API: the pattern finds what it must.
-    assert "pytest_ragev.gate.baseline" in named
+    assert "pytest_ragev.gate" in named
     missing = {where[0]: dotted for dotted, where in named.items()
-               if _module_of(dotted) not in PUBLIC | DEPRECATED}
+               if _module_of(dotted) not in PUBLIC}
     assert not missing, f"the docs name modules the guard of tests/plugin refuses: {missing}"
     for dotted, where in named.items():
         module = _module_of(dotted)
@@ -59,5 +56,5 @@ def test_every_module_the_docs_name_is_allowed_and_has_what_they_name() -> None:
 
 
 def test_every_allowed_module_exists() -> None:
-    for module in sorted(PUBLIC | DEPRECATED):
+    for module in sorted(PUBLIC):
         assert importlib.util.find_spec(module) is not None, module

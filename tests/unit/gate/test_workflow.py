@@ -19,7 +19,7 @@ from pytest_ragev.gate import (
     run_gate,
     write_snapshot,
 )
-from pytest_ragev.gate.baseline import Snapshot
+from pytest_ragev.gate.snapshot import Snapshot
 
 RULES = GateRules(resamples=2_000)
 QIDS = tuple(range(1, 31))
@@ -52,14 +52,14 @@ def run(
 
 
 def inputs(path: Path | None, **kw: object) -> GateInputs:
-    base = {"rules": RULES, "baseline_path": path, "configured": (None,), "plugin_version": "0.1.0",
+    base = {"rules": RULES, "baseline_path": path, "configured": (None,), "plugin_version": "0.2.0",
             "every_qid": QIDS, "hashes": HASHES, "corpus_fingerprint": "c" * 64}
     base.update(kw)
     return GateInputs(**base)  # type: ignore[arg-type]
 
 
 def snap(*runs: RunResult) -> Snapshot:
-    return Snapshot.from_runs(runs, plugin_version="0.1.0", hashes=HASHES,
+    return Snapshot.from_runs(runs, plugin_version="0.2.0", hashes=HASHES,
                               corpus_fingerprint="c" * 64)
 
 
@@ -270,28 +270,21 @@ def test_another_metric_profile_is_not_compared(tmp_path: Path) -> None:
     assert outcome.failures[0].startswith("ragev: gate not compared: ")
 
 
-def test_a_schema_1_baseline_says_how_to_upgrade(tmp_path: Path) -> None:
+def test_a_baseline_of_an_earlier_pytest_ragev_is_not_compared_until_rewritten(
+    tmp_path: Path
+) -> None:
     path = tmp_path / "ragev-baseline.json"
     data = snap(run(0.8)).to_data()
-    data["schema_version"] = 1
-    del data["dataset"]["corpus_fingerprint"]
-    for question in data["base"]["questions"]:
-        del question["hash"]
-        question["retrieved_ids"] = question.pop("retrieval_ids")
-        question["relevant_ids"] = question.pop("retrieval_gt")[0]
+    data["schema_version"] = 2
     path.write_text(json.dumps(data), encoding="utf-8")
     outcome = run_gate([run(0.8)], inputs(path))
-    assert outcome.passed and outcome.comparisons
-    assert outcome.notes[0] == (
-        f"ragev: {path} has schema_version 1 (no per-question hashes), so any dataset edit "
-        "voids it; rerun with --ragev-update-baseline to upgrade it"
-    )
-    edited = run_gate([run(0.8, fingerprint="e" * 64)], inputs(path))
-    assert edited.not_compared is not None
-    assert "rerun with --ragev-update-baseline to upgrade it" in edited.not_compared
-    # The upgrade: an update writes schema 2 with every hash.
+    assert outcome.not_compared == (
+        f"{path} was made by an earlier pytest-ragev (schema_version 2); rewrite it with "
+        "--ragev-update-baseline")
+    assert outcome.failures == (f"ragev: gate not compared: {outcome.not_compared}",)
+    # The rewrite: a complete update replaces the file it cannot read.
     run_gate([run(0.8)], inputs(path, update=True))
-    assert load_snapshot(path).has_hashes
+    assert run_gate([run(0.8)], inputs(path)).passed
 
 
 # ------------------------------------------------------------- variants the baseline lacks

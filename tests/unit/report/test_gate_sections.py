@@ -6,7 +6,7 @@ import json
 
 from pytest_ragev.evaluation import Outcome, RunFacts
 from pytest_ragev.gate import GateRules, compare, compare_variants
-from pytest_ragev.gate.baseline import CorpusChange
+from pytest_ragev.gate.pairing import CorpusChange
 from pytest_ragev.gate.workflow import GateOutcome, not_compared_line
 from pytest_ragev.report import ReportModel, final_report, render_html, render_markdown
 from pytest_ragev.report.terminal import terminal_lines
