@@ -35,12 +35,9 @@ import pyarrow as pa
 
 from pytest_ragev.core.errors import DatasetError
 from pytest_ragev.core.types import QAPair
-from pytest_ragev.dataset._load import (
-    corpus_digest,
-    python_strings,
-    read_dataset_folder,
-    reordered,
-)
+from pytest_ragev.dataset._arrow import python_strings
+from pytest_ragev.dataset._fingerprint import corpus_digest
+from pytest_ragev.dataset._load import read_dataset_folder, reordered
 from pytest_ragev.dataset._spill import SPILL_TEXT_BYTES, MappedTexts, spill
 from pytest_ragev.dataset._write import write_dataset_folder
 

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import functools
 import gc
-import hashlib
 import queue
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn, TypeAlias, cast
+from typing import Any, NoReturn, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -26,18 +24,26 @@ import pyarrow.parquet as pq
 from pytest_ragev.core.errors import DatasetError
 from pytest_ragev.core.gcpause import paused_gc
 from pytest_ragev.core.types import QAPair
+from pytest_ragev.dataset._arrow import (
+    IntArray,
+    TextArray,
+    is_utf8,
+    one_chunk,
+    python_strings,
+    take_indices,
+)
+from pytest_ragev.dataset._fingerprint import (
+    IdOrderFeed,
+    combine_digests,
+    links_digest,
+    table_digest,
+)
 
-#: Bumped whenever the canonical byte layout below changes (old fingerprints become stale).
-_FINGERPRINT_VERSION = b"pytest-ragev dataset fingerprint v1\n"
 _INT64_MAX = np.iinfo(np.int64).max
 #: An integer id held in a string (once trimmed): optional sign, ASCII digits. Also the
 #: rule of the converters (``convert``), so they keep the ids the loader would read.
 INTEGER_ID = r"^[+-]?[0-9]+$"
 _TEXT_HINT = "store texts as strings"
-
-IntArray: TypeAlias = npt.NDArray[np.int64]
-#: A text column (string or large_string), as Parquet's row groups delivered it.
-TextArray: TypeAlias = "pa.ChunkedArray[Any]"
 
 
 @dataclass(frozen=True)
@@ -126,7 +132,7 @@ def read_dataset_folder(folder: Path) -> LoadedDataset:
             # soon as they are there (a shuffled corpus is hashed as this thread feeds it
             # id-order blocks, see _assemble_loaded).
             sorted_digest_work = pool.submit(
-                lambda: _digest("corpus", sorted_corpus_ids, text_work.result())
+                lambda: table_digest("corpus", sorted_corpus_ids, text_work.result())
             )
         try:
             # Hundreds of thousands of new tuples would trigger repeated full cyclic-GC
@@ -216,9 +222,9 @@ def _assemble_loaded(
         qas_aids=qas_aids,
     )
     parts = [
-        _digest("queries", queries.ids, queries.sorted_texts()),
-        _digest("answers", answers.ids, answers.sorted_texts()),
-        _links_digest(rel_qids, rel_pids, rel_grades, qas_qids[qas_order], qas_aids[qas_order]),
+        table_digest("queries", queries.ids, queries.sorted_texts()),
+        table_digest("answers", answers.ids, answers.sorted_texts()),
+        links_digest(rel_qids, rel_pids, rel_grades, qas_qids[qas_order], qas_aids[qas_order]),
     ]
     referenced = np.bincount(rel_corpus_pos, minlength=len(sorted_corpus_ids))
     without_answer = np.ones(len(queries.ids), dtype=bool)
@@ -227,7 +233,7 @@ def _assemble_loaded(
     # the worker still decodes: the texts are then on the critical path.
     feed = (
         None if corpus_order is None
-        else _IdOrderFeed.prepare("corpus", sorted_corpus_ids, corpus_order, rel_corpus_pos)
+        else IdOrderFeed.prepare("corpus", sorted_corpus_ids, corpus_order, rel_corpus_pos)
     )
     if collect_young:
         # The young-generation pass over the new pairs, which the next allocation after the
@@ -260,7 +266,7 @@ def _assemble_loaded(
         corpus_texts=file_texts,
         corpus_order=corpus_order,
         answer_count=len(answers.ids),
-        fingerprint=_combine_digests([corpus_part, *parts]),
+        fingerprint=combine_digests([corpus_part, *parts]),
         corpus_fingerprint=corpus_part.hex(),
         relevant_qrels=len(rel_pids),
         referenced_passages=int(np.count_nonzero(referenced)),
@@ -516,16 +522,8 @@ def check_utf8(texts: TextArray, path: Path, column: str) -> None:
     pass over the text bytes in C++ (about 0.1 s per 500 MB, without the GIL); finding
     the row is a bisection, on the error path only.
     """
-    if not all(_is_utf8(chunk) for chunk in texts.chunks):
+    if not all(is_utf8(chunk) for chunk in texts.chunks):
         raise_not_utf8(texts, path, column)
-
-
-def _is_utf8(array: pa.Array[Any]) -> bool:
-    try:
-        array.validate(full=True)
-    except pa.ArrowInvalid:
-        return False
-    return True
 
 
 def raise_not_utf8(texts: TextArray, path: Path, column: str) -> NoReturn:
@@ -533,13 +531,13 @@ def raise_not_utf8(texts: TextArray, path: Path, column: str) -> NoReturn:
     offset = 0
     detail = ""
     for chunk in texts.chunks:
-        if _is_utf8(chunk):
+        if is_utf8(chunk):
             offset += len(chunk)
             continue
         low, high = 0, len(chunk)
         while high - low > 1:  # chunk[low:high] holds the first invalid row
             middle = (low + high) // 2
-            if _is_utf8(chunk.slice(low, middle - low)):
+            if is_utf8(chunk.slice(low, middle - low)):
                 low = middle
             else:
                 high = middle
@@ -647,190 +645,6 @@ def _positions(values: IntArray, sorted_ids: IntArray, path: Path, column: str,
     return clipped
 
 
-# --- fingerprint ---------------------------------------------------------------------------
-
-
-def _digest(name: str, ids: IntArray, texts: TextArray) -> bytes:
-    """The sha256 of an ``id``/``text`` table's canonical bytes (``ids`` ascending, ``texts``
-    in the same order).
-
-    Canonical bytes: the name, the row count, the sorted ids as little-endian int64, every
-    text's UTF-8 byte length, then all text bytes in id order. Parquet metadata, row order,
-    compression, id storage type and ignored columns do not enter; any text or id does.
-    Whole Arrow buffers are hashed, never one row at a time.
-    """
-    digest = hashlib.sha256()
-    _hash_ints(digest, name, ids)
-    _hash_texts(digest, texts)
-    return digest.digest()
-
-
-def corpus_digest(ids: IntArray, texts: TextArray) -> str:
-    """The corpus part of the fingerprint (hex) for ``ids`` (ascending) and their ``texts``.
-
-    The loader hashes a file this way (:class:`_IdOrderFeed`); this is the same for a
-    corpus held in memory, so both give one key for one content.
-    """
-    return _digest("corpus", ids, texts).hex()
-
-
-#: Rows per block when hashing a shuffled table in id order (a few MiB of text per block).
-_DIGEST_BLOCK_ROWS = 1 << 15
-
-
-@dataclass(frozen=True)
-class _IdOrderFeed:
-    """The digest of a shuffled table, computed from id-order blocks (see :meth:`prepare`).
-
-    The same digest as :func:`_digest` of the texts in id order, without a reordered copy:
-    this thread gathers one block at a time into id order (:meth:`put_blocks`) while the
-    worker hashes the previous one (:meth:`hash_blocks`). Both steps release the GIL for their
-    bulk (Arrow's take, sha256), so on two cores the pass costs about the hashing alone.
-    The passages the pairs need are picked out of the same fresh blocks, which is cheaper
-    than a second random gather over the whole table.
-    """
-
-    #: sha256 with the name, the row count and the sorted ids already hashed.
-    digest: Any
-    #: The permutation (sorted position -> file row) as an Arrow index array.
-    order: pa.Array[Any]
-    #: Sorted positions of the wanted passages, ascending, and where each came from in
-    #: the caller's array; ``block_bounds[k]:block_bounds[k + 1]`` are block ``k``'s.
-    passage_positions: npt.NDArray[np.intp]
-    passage_slots: npt.NDArray[np.intp]
-    block_bounds: list[int]
-
-    @classmethod
-    def prepare(
-        cls,
-        name: str,
-        sorted_ids: IntArray,
-        order: npt.NDArray[np.intp],
-        passage_positions: npt.NDArray[np.intp],
-    ) -> _IdOrderFeed:
-        """Plan the feed of a table with ``sorted_ids`` whose file rows are ``order``, and
-        of the texts at the sorted ``passage_positions``; everything that needs no text."""
-        digest = hashlib.sha256()
-        _hash_ints(digest, name, sorted_ids)
-        slots = np.argsort(passage_positions)
-        positions = passage_positions[slots]
-        block_starts = np.arange(0, len(order) + _DIGEST_BLOCK_ROWS, _DIGEST_BLOCK_ROWS)
-        return cls(
-            digest=digest,
-            order=take_indices(order),
-            passage_positions=positions,
-            passage_slots=slots,
-            block_bounds=np.searchsorted(positions, block_starts).tolist(),
-        )
-
-    def hash_blocks(
-        self, combined: pa.Array[Any], blocks: queue.Queue[pa.Array[Any] | None]
-    ) -> bytes:
-        """Hash the text lengths in id order, then the blocks from ``blocks`` up to ``None``."""
-        digest = self.digest
-        lengths = pc.binary_length(cast(Any, combined)).take(self.order)
-        digest.update(np.ascontiguousarray(lengths.cast(pa.int64()).to_numpy(), dtype="<i8"))
-        while (block := blocks.get()) is not None:
-            _hash_text_bytes(digest, pa.chunked_array([block]))
-        return cast(bytes, digest.digest())
-
-    def put_blocks(
-        self,
-        combined: pa.Array[Any],
-        blocks: queue.Queue[pa.Array[Any] | None],
-        hashing: Future[bytes],
-        *,
-        on_invalid: Callable[[], NoReturn],
-    ) -> list[str]:
-        """Put ``combined`` on ``blocks`` in id order, one block at a time, then ``None``;
-        returns the texts at the planned passage positions, in the caller's order.
-
-        Each block is checked to be UTF-8 while the worker hashes it; for a block that is
-        not, ``on_invalid`` raises the error (naming the first bad row of the file).
-        """
-        texts: Any = np.empty(len(self.passage_positions), dtype=object)
-        try:
-            for index, start in enumerate(range(0, len(self.order), _DIGEST_BLOCK_ROWS)):
-                block = combined.take(self.order.slice(start, _DIGEST_BLOCK_ROWS))
-                _put_unless_stopped(blocks, block, hashing)
-                if not _is_utf8(block):
-                    on_invalid()
-                first, last = self.block_bounds[index], self.block_bounds[index + 1]
-                if last > first:
-                    rows = take_indices(self.passage_positions[first:last] - start)
-                    texts[self.passage_slots[first:last]] = block.take(rows).to_numpy(
-                        zero_copy_only=False
-                    )
-        finally:
-            _put_unless_stopped(blocks, None, hashing)
-        return cast("list[str]", texts.tolist())
-
-
-def _put_unless_stopped(
-    blocks: queue.Queue[pa.Array[Any] | None], item: pa.Array[Any] | None, consumer: Future[Any]
-) -> None:
-    """``blocks.put(item)``, unless the consumer has ended (by an error) and never takes it."""
-    while True:
-        try:
-            blocks.put(item, timeout=0.05)
-            return
-        except queue.Full:
-            if consumer.done():
-                return
-
-
-def _links_digest(
-    rel_qids: IntArray,
-    rel_pids: IntArray,
-    rel_grades: npt.NDArray[np.float64],
-    qas_qids: IntArray,
-    qas_aids: IntArray,
-) -> bytes:
-    """sha256 of the relevant qrels (sorted by qid, pid; with grades) and the sorted qas."""
-    digest = hashlib.sha256()
-    _hash_ints(digest, "qrels.qid", rel_qids)
-    _hash_ints(digest, "qrels.pid", rel_pids)
-    digest.update(b"qrels.score\n")
-    digest.update(np.ascontiguousarray(rel_grades, dtype="<f8").tobytes())
-    _hash_ints(digest, "qas.qid", qas_qids)
-    _hash_ints(digest, "qas.aid", qas_aids)
-    return digest.digest()
-
-
-def _combine_digests(parts: list[bytes]) -> str:
-    """The dataset fingerprint: sha256 over the version tag and the part digests, in order
-    corpus, queries, answers, links."""
-    return hashlib.sha256(_FINGERPRINT_VERSION + b"".join(parts)).hexdigest()
-
-
-def _hash_ints(digest: Any, label: str, values: IntArray) -> None:
-    digest.update(f"{label}\n{len(values)}\n".encode())
-    digest.update(np.ascontiguousarray(values, dtype="<i8").tobytes())
-
-
-def _hash_texts(digest: Any, texts: TextArray) -> None:
-    # The byte length of every text, then all UTF-8 bytes back to back: independent of
-    # how Arrow chunked the column or whether its offsets are 32 or 64 bit.
-    lengths = pc.binary_length(cast(Any, texts)).cast(pa.int64()).to_numpy()
-    digest.update(np.ascontiguousarray(lengths, dtype="<i8").tobytes())
-    _hash_text_bytes(digest, texts)
-
-
-def _hash_text_bytes(digest: Any, texts: TextArray) -> None:
-    """All UTF-8 bytes of ``texts`` back to back, straight from the Arrow data buffers."""
-    for chunk in texts.chunks:
-        if len(chunk) == 0:
-            continue
-        _validity, offsets_buffer, data_buffer = chunk.buffers()[:3]
-        if data_buffer is None or offsets_buffer is None:
-            continue
-        offset_type = "<i8" if pa.types.is_large_string(chunk.type) else "<i4"
-        offsets = np.frombuffer(memoryview(offsets_buffer), dtype=offset_type)
-        start = int(offsets[chunk.offset])
-        end = int(offsets[chunk.offset + len(chunk)])
-        digest.update(memoryview(data_buffer)[start:end])
-
-
 # --- assembly ------------------------------------------------------------------------------
 
 
@@ -901,31 +715,6 @@ def _fill_passages(pairs: list[QAPair], bounds: list[int], passage_texts: list[s
         if end > start:
             # Same dict slot as the placeholder, so the instance dict keeps field order.
             pair.__dict__["passages"] = texts[start:end]
-
-
-def python_strings(texts: TextArray) -> list[str]:
-    """A text column as a Python list (the loader has already rejected nulls).
-
-    ``to_numpy`` builds the ``str`` objects in C++; ``to_pylist`` goes through one Arrow
-    scalar per row and is 1.5-2.5x slower.
-    """
-    if len(texts) == 0:
-        return []
-    return cast("list[str]", texts.to_numpy(zero_copy_only=False).tolist())
-
-
-def one_chunk(texts: TextArray) -> pa.Array[Any]:
-    """``texts`` as one Arrow array (no copy when it already is one chunk, as read)."""
-    # (pyarrow's stubs type combine_chunks as returning a ChunkedArray; it is an Array.)
-    combined: Any = texts.chunk(0) if texts.num_chunks == 1 else texts.combine_chunks()
-    return cast("pa.Array[Any]", combined)
-
-
-def take_indices(positions: npt.NDArray[np.intp]) -> pa.Array[Any]:
-    """``positions`` as an Arrow index array, 32-bit when every value fits."""
-    if len(positions) and int(positions.max()) < 2**31:
-        return pa.array(positions.astype(np.int32))
-    return pa.array(positions)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from pytest_ragev.dataset._load import one_chunk, take_indices
+from pytest_ragev.dataset._arrow import one_chunk, take_indices
 
 #: A corpus with at least this many bytes of text is mapped from a temporary file
 #: (about 100,000 passages of 300 characters); a smaller one stays in memory, where the

@@ -20,7 +20,7 @@ from pytest_ragev.dataset import (
     load_dataset,
     write_dataset,
 )
-from pytest_ragev.dataset._load import corpus_digest
+from pytest_ragev.dataset._fingerprint import corpus_digest
 
 _WORDS = ["Prüfung", "über", "Straße", "检索", "增强生成", "поиск", "ответ", "検索", "拡張",
           "검색", "증강", "retrieval", "answer", "—", "🙂"]

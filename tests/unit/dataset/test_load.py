@@ -413,9 +413,9 @@ def test_shuffled_corpus_serves_lookups_and_arrow_texts_in_id_order(tmp_path: Pa
 def test_fingerprint_hashed_in_blocks_matches_sorted_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pytest_ragev.dataset import _load as _dataset_load
+    from pytest_ragev.dataset import _fingerprint as _dataset_fingerprint
 
-    monkeypatch.setattr(_dataset_load, "_DIGEST_BLOCK_ROWS", 2)  # 5 passages, 3 blocks
+    monkeypatch.setattr(_dataset_fingerprint, "_DIGEST_BLOCK_ROWS", 2)  # 5 passages, 3 blocks
     in_order = load_dataset(_write_basic(tmp_path / "a")).fingerprint
     shuffled = dict(reversed(list(CORPUS.items())))
     assert load_dataset(_write_basic(tmp_path / "b", corpus=shuffled)).fingerprint == in_order
@@ -427,11 +427,11 @@ def test_fingerprint_hashed_in_blocks_matches_sorted_file(
 def test_shuffled_corpus_fed_in_blocks_loads_like_the_sorted_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gaps: bool
 ) -> None:
-    from pytest_ragev.dataset import _load as _dataset_load
+    from pytest_ragev.dataset import _fingerprint as _dataset_fingerprint
 
     # 2 rows per block: passages are picked out of several id-order blocks, some blocks
     # hold none, and one passage serves two questions.
-    monkeypatch.setattr(_dataset_load, "_DIGEST_BLOCK_ROWS", 2)
+    monkeypatch.setattr(_dataset_fingerprint, "_DIGEST_BLOCK_ROWS", 2)
     corpus = {pid * 7 if gaps else pid: text for pid, text in CORPUS.items()}
     qrels = [(qid, pid * 7 if gaps else pid) for qid, pid in [*QRELS, (1, 12)]]
     in_order = load_dataset(_write_basic(tmp_path / "a", corpus=corpus, qrels=qrels))
@@ -453,7 +453,7 @@ def test_failing_corpus_digest_is_raised_not_waited_for(
 ) -> None:
     import threading
 
-    from pytest_ragev.dataset import _load as _dataset_load
+    from pytest_ragev.dataset import _fingerprint as _dataset_fingerprint
 
     def broken(self: Any, combined: Any, blocks: Any) -> bytes:
         blocks.get()
@@ -461,8 +461,8 @@ def test_failing_corpus_digest_is_raised_not_waited_for(
 
     # One row per block: the feeder has more blocks than the queue holds once the hashing
     # worker has stopped taking them.
-    monkeypatch.setattr(_dataset_load, "_DIGEST_BLOCK_ROWS", 1)
-    monkeypatch.setattr(_dataset_load._IdOrderFeed, "hash_blocks", broken)
+    monkeypatch.setattr(_dataset_fingerprint, "_DIGEST_BLOCK_ROWS", 1)
+    monkeypatch.setattr(_dataset_fingerprint.IdOrderFeed, "hash_blocks", broken)
     folder = _write_basic(tmp_path / "d", corpus=dict(reversed(list(CORPUS.items()))))
     outcome: list[BaseException] = []
 
