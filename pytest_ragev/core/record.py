@@ -110,34 +110,14 @@ class Record:
         """This record with its metrics."""
         return replace(self, metrics=dict(metrics))
 
-    def to_json(self) -> dict[str, Any]:
-        """Every field as JSON-safe plain data (what crosses the xdist channel)."""
+    # The record's JSON forms live here, side by side: the channel form (every field:
+    # to_json_text / from_json), the report's sample (to_report_json, read back by
+    # from_json too) and the baseline's entry (to_baseline_entry; the baseline reads its
+    # committed file back through a checked reader, pytest_ragev.gate.snapshot).
+    def _channel(self) -> dict[str, Any]:
+        """Every field as the channel form names it, without copies (json writes tuples
+        as arrays and the int keys of grades as strings)."""
         return {
-            "qid": self.qid,
-            "question": self.question,
-            "retrieval_gt": [list(group) for group in self.retrieval_gt],
-            "retrieval_ids": list(self.retrieval_ids),
-            "generated_text": self.generated_text,
-            "generated_gt": self.generated_gt,
-            "metrics": dict(self.metrics),
-            "error": self.error,
-            "variant": self.variant,
-            "meta": dict(self.meta),
-            "grades": {str(pid): grade for pid, grade in self.grades.items()},
-            "has_answer": self.has_answer,
-            "cached": self.cached,
-            "retrieved": list(self.retrieved),
-            "chunks": self.chunks,
-            "unattributed": self.unattributed,
-            "unattributed_example": self.unattributed_example,
-            "nonfinite_meta": list(self.nonfinite_meta),
-        }
-
-    def to_json_text(self) -> str:
-        """:meth:`to_json` as compact JSON text (non-ASCII kept), without the copies."""
-        # json writes tuples as arrays and the int keys of grades as strings: the same
-        # document as json.dumps(self.to_json()), built without copying every field.
-        return _ENCODE({
             "qid": self.qid,
             "question": self.question,
             "retrieval_gt": self.retrieval_gt,
@@ -156,7 +136,17 @@ class Record:
             "unattributed": self.unattributed,
             "unattributed_example": self.unattributed_example,
             "nonfinite_meta": self.nonfinite_meta,
-        })
+        }
+
+    def to_json_text(self) -> str:
+        """Every field as compact JSON text (non-ASCII kept): what crosses the xdist
+        channel and ``--junitxml`` writes as the item's property."""
+        return _ENCODE(self._channel())
+
+    def to_json(self) -> dict[str, Any]:
+        """:meth:`to_json_text` as plain data."""
+        data: dict[str, Any] = json.loads(self.to_json_text())
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Record:
@@ -186,7 +176,9 @@ class Record:
         )
 
     def to_report_json(self) -> dict[str, Any]:
-        """The record as it appears in ``data.samples`` of the JSON report."""
+        """The record as it appears in ``data.samples`` of the JSON report: the channel
+        form's names, without what the run alone needs (grades, cache state, the
+        retrieved texts) and without empty optional fields."""
         return {
             "qid": self.qid,
             "question": self.question,
@@ -202,6 +194,33 @@ class Record:
             **({"chunks": self.chunks, "unattributed": self.unattributed}
                if self.chunks else {}),
         }
+
+    def to_baseline_entry(
+        self, content_hash: str, metric_names: Sequence[str], limit: int | None = None
+    ) -> dict[str, Any]:
+        """The record as a baseline file keeps it: the report's names for what the gate
+        reads, the question's content hash, the metrics ``metric_names`` in that order;
+        an answer longer than ``limit`` characters cut, with the digest and length of the
+        whole (an answer already cut stays as it was)."""
+        entry: dict[str, Any] = {
+            "qid": self.qid,
+            "hash": content_hash,
+            "question": self.question,
+            "metrics": {m: float(self.metrics[m]) for m in metric_names},
+            "retrieval_ids": list(self.retrieval_ids),
+            "retrieval_gt": [list(group) for group in self.retrieval_gt],
+        }
+        text = self.generated_text
+        if self.cut:
+            entry.update(generated_text=text, answer_digest=self.answer_digest,
+                         answer_chars=self.answer_chars)
+        elif limit is not None and len(text) > limit:
+            entry.update(generated_text=text[:limit], answer_digest=text_digest(text),
+                         answer_chars=len(text))
+        else:
+            entry["generated_text"] = text
+        entry["error"] = self.error
+        return entry
 
 
 def same_answer(before: Record, after: Record) -> bool:

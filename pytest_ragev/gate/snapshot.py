@@ -65,7 +65,6 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ragev.core.checked import Checked
-from pytest_ragev.core.digest import text_digest
 from pytest_ragev.core.errors import BaselineError
 from pytest_ragev.core.fmt import listed
 from pytest_ragev.core.gcpause import paused_gc
@@ -421,33 +420,6 @@ def _sorted_keys(value: Any) -> Any:
     return value
 
 
-def _question_to_data(
-    sample: SampleResult, names: Sequence[str], hashes: Mapping[int, str],
-    limit: int | None = None,
-) -> dict[str, Any]:
-    """One question entry: the record's vocabulary and its hash; an answer longer than
-    ``limit`` characters cut, with its digest and length."""
-    entry: dict[str, Any] = {
-        "qid": sample.qid,
-        "hash": hashes[sample.qid],
-        "question": sample.question,
-        "metrics": {m: float(sample.metrics[m]) for m in names},
-        "retrieval_ids": list(sample.retrieval_ids),
-        "retrieval_gt": [list(group) for group in sample.retrieval_gt],
-    }
-    text = sample.generated_text
-    if sample.cut:
-        entry.update(generated_text=text, answer_digest=sample.answer_digest,
-                     answer_chars=sample.answer_chars)
-    elif limit is not None and len(text) > limit:
-        entry.update(generated_text=text[:limit], answer_digest=text_digest(text),
-                     answer_chars=len(text))
-    else:
-        entry["generated_text"] = text
-    entry["error"] = sample.error
-    return entry
-
-
 def _run_to_data(
     run: RunResult, hashes: Mapping[int, str], limit: int | None = None
 ) -> dict[str, Any]:
@@ -456,7 +428,7 @@ def _run_to_data(
     for sample in sorted(run.samples, key=lambda s: s.qid):
         names = [m for m in order if m in sample.metrics]
         names += sorted(m for m in sample.metrics if m not in order)
-        questions.append(_question_to_data(sample, names, hashes, limit))
+        questions.append(sample.to_baseline_entry(hashes[sample.qid], names, limit))
     return {
         "settings_hash": run.params_hash,
         "settings": _sorted_keys(run.params),
