@@ -526,7 +526,6 @@ def end_of_run(questions: int, passages: int, repeats: int) -> list[dict[str, fl
     from pytest_ragev.pipelines.answer_cache import AnswerCache
     from pytest_ragev.report import (
         REPORT_RECORDS,
-        ReportModel,
         final_report,
         render_html,
         render_markdown,
@@ -574,10 +573,9 @@ def end_of_run(questions: int, passages: int, repeats: int) -> list[dict[str, fl
                                       final_report(outcome, dataset_id="scale", params=params),
                                       records=REPORT_RECORDS)
                     phase("markdown")
-                    model = ReportModel.from_outcome(outcome)
-                    atomic_write_text(root / "report.md", render_markdown(model))
+                    atomic_write_text(root / "report.md", render_markdown(outcome))
                     phase("html")
-                    atomic_write_text(root / "report.html", render_html(model))
+                    atomic_write_text(root / "report.html", render_html(outcome))
                     phase("end")
                 total = time.perf_counter() - started
                 sizes = {f"{name}_mb": (root / name).stat().st_size / 1e6

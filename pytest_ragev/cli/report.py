@@ -27,7 +27,6 @@ from pytest_ragev.evaluation import Outcome
 from pytest_ragev.gate import GateRules
 from pytest_ragev.report import (
     REPORT_RECORDS,
-    ReportModel,
     final_report,
     render_html,
     render_markdown,
@@ -94,19 +93,13 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _model(outcome: Outcome) -> ReportModel:
-    # A saved report records when its run started, not how long it took: without this
-    # the model would show the time since the start as the run's duration.
-    return replace(ReportModel.from_outcome(outcome), duration_s=None)
-
-
 def _render(args: argparse.Namespace, render: str) -> int:
     saved = read_saved(args.path)
-    model = _model(outcome_from_report(saved, rules=_rules(args.config, [saved])))
+    outcome = outcome_from_report(saved, rules=_rules(args.config, [saved]))
     if render == "html":
-        _write(args.output, render_html(model), "HTML report")
+        _write(args.output, render_html(outcome), "HTML report")
     else:
-        _write(args.output, render_markdown(model), "Markdown report")
+        _write(args.output, render_markdown(outcome), "Markdown report")
     return 0
 
 
@@ -176,11 +169,10 @@ def _write_outputs(outcome: Outcome, args: argparse.Namespace) -> None:
             print(f"wrote {args.json}")
     if args.markdown is None and args.html is None:
         return
-    model = _model(outcome)
     if args.markdown is not None:
-        _write(args.markdown, render_markdown(model), "Markdown report")
+        _write(args.markdown, render_markdown(outcome), "Markdown report")
     if args.html is not None:
-        _write(args.html, render_html(model), "HTML report")
+        _write(args.html, render_html(outcome), "HTML report")
 
 
 def _summary_options(parser: argparse.ArgumentParser) -> None:

@@ -193,7 +193,7 @@ def evaluate(inputs: EvalInputs, *, phase: Phase = _no_phase) -> Outcome:
          for text in (s.generated_text, s.generated_gt)],
         plan.tokenizer,
     ).warning()
-    return Outcome(
+    outcome = Outcome(
         runs=runs,
         facts=facts,
         thresholds=thresholds,
@@ -212,11 +212,11 @@ def evaluate(inputs: EvalInputs, *, phase: Phase = _no_phase) -> Outcome:
         baseline_shown=(None if gate.baseline_path is None
                         else shown_path(gate.baseline_path, roots)),
         report_html=None if plan.report_html is None else shown_path(plan.report_html, roots),
-        path_roots=roots,
         # Computed once, on first use: for the baseline, or for the JSON report's samples.
         question_hashes=(dataset.question_hashes if plan.baseline_path is not None
                          or plan.report_json is not None else {}),
     )
+    return outcome.shown(roots)
 
 
 #: Characters of a passage's text the per-question views carry.

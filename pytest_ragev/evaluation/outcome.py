@@ -10,13 +10,14 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pytest_ragev.core.fmt import percent
 from pytest_ragev.core.paths import relative_text
 from pytest_ragev.core.record import Record
 from pytest_ragev.core.results import RunResult
+from pytest_ragev.gate.compare import Comparison
 from pytest_ragev.gate.thresholds import ThresholdResult
 from pytest_ragev.gate.workflow import GateOutcome
 
@@ -41,7 +42,9 @@ class RunFacts:
     rootdir: str = ""
     #: Lines the shell found worth a warning before any question ran (unread knobs).
     warnings: tuple[str, ...] = ()
-
+    #: Seconds from the start of the run to the end of its answering (``None``: not
+    #: known, e.g. a saved report read back).
+    duration_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -161,13 +164,19 @@ def lowest_questions(run: RunResult, metric: str, limit: int) -> LowestQuestions
 class Outcome:
     """What the run decided: the runs, every check, the lines to print and report.
 
-    ``error_list`` names every question that raised (``errors`` counts them);
-    ``lowest`` holds the base run's lowest-scoring questions by :data:`LOWEST_BY`, and
-    ``passages`` the corpus texts of the passages those and the regressed questions
-    name, so a report can show them. ``baseline_shown`` and ``report_html`` are the
-    baseline and HTML report paths as reports write them (relative to the rootdir or
-    the config folder when they lie under it: ``path_roots``; :meth:`relative` does the
-    same to a line).
+    The one input of every report: the terminal summary, the JSON report, Markdown,
+    HTML and the JUnit properties all render an ``Outcome`` (a saved report or baseline
+    read back is one too: :func:`~pytest_ragev.report.reader.outcome_from_report`).
+    Its lines are as every report writes them: paths under the rootdir or the config
+    folder are relative (:func:`~pytest_ragev.evaluation.evaluate` makes them so).
+
+    ``runs`` holds the base run first, then the variants (only variants when the base
+    configuration did not run: see :attr:`base_ran`). ``error_list`` names every
+    question that raised (``errors`` counts them); ``lowest`` holds the base run's
+    lowest-scoring questions by :data:`LOWEST_BY`, and ``passages`` the corpus texts of
+    the passages those and the regressed questions name, so a report can show them.
+    ``baseline_shown`` and ``report_html`` are the baseline and HTML report paths as
+    reports write them.
     """
 
     runs: tuple[RunResult, ...]
@@ -186,21 +195,20 @@ class Outcome:
     passages: Mapping[int, str] = field(default_factory=dict)
     baseline_shown: str | None = None
     report_html: str | None = None
-    path_roots: tuple[Path, ...] = ()
     #: qid -> content hash of each question (``dataset.question_hash``), which the JSON
     #: report records per sample so that saved files pair questions after a dataset
     #: edit; empty when no baseline and no JSON report needed them.
     question_hashes: Mapping[int, str] = field(default_factory=dict)
 
-    def relative(self, line: str) -> str:
-        """``line`` with the absolute paths under the rootdir or the config folder made
-        relative, as every report, the terminal and the JUnit verdict write it."""
-        return relative_text(line, self.path_roots)
-
     @property
     def failed(self) -> bool:
         """A failed check, a question that raised, or a run that did not finish."""
         return bool(self.failures) or self.errors > 0 or self.interrupted is not None
+
+    @property
+    def passed(self) -> bool:
+        """The verdict: not :attr:`failed`."""
+        return not self.failed
 
     def verdict_failures(self) -> list[str]:
         """The failed checks, the line naming the questions that raised, then the
@@ -216,9 +224,52 @@ class Outcome:
         return self.runs[0] if self.runs else None
 
     @property
+    def base_ran(self) -> bool:
+        """Whether the base configuration ran (the first run is not a variant)."""
+        return bool(self.runs) and self.runs[0].variant is None
+
+    @property
+    def variants(self) -> list[RunResult]:
+        """The runs after the first: the variants when :attr:`base_ran`, else all
+        variants but the first."""
+        return list(self.runs[1:])
+
+    @property
+    def comparison(self) -> Comparison | None:
+        """The base run's comparison with its baseline run, if it was compared."""
+        return next((c for c in self.gate.comparisons if c.variant is None), None)
+
+    @property
+    def variant_comparisons(self) -> list[Comparison]:
+        """The variants' comparisons with their own baseline runs."""
+        return [c for c in self.gate.comparisons if c.variant is not None]
+
+    @property
+    def baseline(self) -> RunResult | None:
+        """The baseline's run of the base configuration, if it was compared."""
+        return self.gate.baseline_runs.get(None)
+
+    @property
     def chunks(self) -> ChunkShare:
         """The attribution counts of every run together."""
         return chunk_share([s for run in self.runs for s in run.samples])
+
+    def shown(self, roots: Sequence[Path]) -> Outcome:
+        """This outcome with the absolute paths under ``roots`` in its lines made
+        relative, as every report writes them (the gate names the files it read and
+        wrote by the paths it opened)."""
+
+        def lines(values: Sequence[str]) -> tuple[str, ...]:
+            return tuple(relative_text(line, roots) for line in values)
+
+        def line(value: str | None) -> str | None:
+            return None if value is None else relative_text(value, roots)
+
+        gate = replace(self.gate, failures=lines(self.gate.failures),
+                       notes=lines(self.gate.notes), not_compared=line(self.gate.not_compared),
+                       write_error=line(self.gate.write_error))
+        return replace(self, gate=gate, failures=lines(self.failures), notes=lines(self.notes),
+                       warnings=lines(self.warnings), interrupted=line(self.interrupted))
 
 
 #: Questions a verdict line names before "and N more".

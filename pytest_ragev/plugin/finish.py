@@ -36,7 +36,6 @@ from pytest_ragev.core.types import STATUS_FAILED
 from pytest_ragev.evaluation import EvalInputs, Outcome, evaluate
 from pytest_ragev.report import (
     REPORT_RECORDS,
-    ReportModel,
     final_report,
     junit_properties,
     render_html,
@@ -279,9 +278,8 @@ class Finisher:
         run = self._run
         nodeid = run.node_ids.verdict()
         location = (run.node_ids.prefix, None, "ragev verdict")
-        # The paths as the reports write them (JUnit files travel to CI dashboards).
         # verdict_failures() names the questions that raised: said once.
-        lines = [outcome.relative(line) for line in outcome.verdict_failures()]
+        lines = outcome.verdict_failures()
         hook = run.config.hook
         hook.pytest_runtest_logstart(nodeid=nodeid, location=location)
         for when in ("setup", "call", "teardown"):
@@ -341,9 +339,8 @@ class Finisher:
         junit: Any = run.config.stash.get(xml_key, None)
         if md_path is None and not summary_env and html_path is None and junit is None:
             return
-        model = ReportModel.from_outcome(outcome)
         if md_path is not None or summary_env:
-            markdown = render_markdown(model)
+            markdown = render_markdown(outcome)
             if md_path is not None:
                 self._write("Markdown report", md_path, lambda: write_output(md_path, markdown))
             if summary_env:
@@ -351,9 +348,9 @@ class Finisher:
                             lambda: _append(summary_env, markdown + "\n"))
         if html_path is not None:
             self._write("HTML report", html_path,
-                        lambda: write_output(html_path, render_html(model)))
+                        lambda: write_output(html_path, render_html(outcome)))
         if junit is not None:
-            for name, value in junit_properties(model):
+            for name, value in junit_properties(outcome):
                 junit.add_global_property(name, value)
 
     def _write_json_report(self, path: Path, report: dict[str, Any]) -> None:

@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import functools
 import os
+import time
 import warnings
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -95,6 +96,7 @@ class ActiveRun:
         self.signals = SigtermGuard()
         self.task_id = ""
         self.start_time = datetime.now(UTC).isoformat(timespec="milliseconds")
+        self._started = time.monotonic()
         self._dataset: Dataset | None = None
         self._plan: RunPlan | None = None
         self._index: PassageIndex | None = None
@@ -507,7 +509,7 @@ class ActiveRun:
             finished=records.finished, interrupted=interrupted,
             duplicates=records.duplicates, cache_hits=records.cache_hits,
             cache_misses=records.cache_misses, rootdir=str(self.config.rootpath),
-            warnings=self._warnings,
+            warnings=self._warnings, duration_s=time.monotonic() - self._started,
         )
 
     def inputs(self, interrupted: str | None) -> EvalInputs:

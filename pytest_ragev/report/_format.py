@@ -10,35 +10,38 @@ from typing import TYPE_CHECKING
 
 from pytest_ragev.core.fmt import percent, seconds
 from pytest_ragev.core.results import RunResult
-from pytest_ragev.evaluation import chunk_share, usage
+from pytest_ragev.evaluation import Outcome, chunk_share, usage
 from pytest_ragev.gate.rules import CORRECTION_NAMES
 
 if TYPE_CHECKING:
     from pytest_ragev.gate.compare import Comparison
-    from pytest_ragev.report.model import ReportModel
 
-def run_facts(model: ReportModel, *, value: Callable[[str], str]) -> list[str]:
+#: What a report calls the tool, first in its title.
+TITLE = "pytest-ragev"
+
+
+def run_facts(outcome: Outcome, *, value: Callable[[str], str]) -> list[str]:
     """The headline facts of a report (task, dataset, profile, counts, duration, start).
 
     ``value`` renders a user-supplied value for the target format (escaping, code spans).
     """
     facts = []
-    base = model.base
-    if model.task_id:
-        facts.append(f"task {value(model.task_id)}")
+    base = outcome.base
+    if outcome.facts.task_id:
+        facts.append(f"task {value(outcome.facts.task_id)}")
     if base is not None:
         facts.append(f"dataset {value(base.dataset_id)} ({base.fingerprint[:12]})")
         facts.append(f"profile {value(base.profile)}")
         facts.append(f"{len(base.samples)} questions")
-    variants = sum(run.variant is not None for run in model.runs)
+    variants = sum(run.variant is not None for run in outcome.runs)
     if variants:
         facts.append(f"{variants} variant(s)")
     if base is not None:
         pipeline = pipeline_label(base)
         if pipeline:
             facts.append(f"pipeline {value(pipeline)}")
-    facts.append(f"{model.errors} error(s)")
-    facts.append(f"{model.fallbacks} fallback(s)")
+    facts.append(f"{outcome.errors} error(s)")
+    facts.append(f"{outcome.fallbacks} fallback(s)")
     if base is not None:
         share = chunk_share(base.samples)
         if share.chunks:
@@ -47,8 +50,8 @@ def run_facts(model: ReportModel, *, value: Callable[[str], str]) -> list[str]:
         figures = usage(base.samples)
         if figures.reported:
             facts.append(figures.text())
-    if model.duration_s is not None:
-        facts.append(seconds(model.duration_s))
+    if outcome.facts.duration_s is not None:
+        facts.append(seconds(outcome.facts.duration_s))
     return facts
 
 
@@ -62,15 +65,15 @@ def pipeline_label(run: RunResult) -> str | None:
     return str(label) if label else None
 
 
-def base_missing_note(model: ReportModel, *, value: Callable[[str], str]) -> str | None:
+def base_missing_note(outcome: Outcome, *, value: Callable[[str], str]) -> str | None:
     """``The base configuration did not run; variants in this run: k10, k20.`` for a
     session of variants only (``--ragev-variant`` without ``base``), else ``None``.
 
     ``value`` renders each variant name for the target format (escaping, code spans).
     """
-    if not model.runs or model.base_ran:
+    if not outcome.runs or outcome.base_ran:
         return None
-    names = ", ".join(value(str(run.variant)) for run in model.runs)
+    names = ", ".join(value(str(run.variant)) for run in outcome.runs)
     return f"The base configuration did not run; variants in this run: {names}."
 
 

@@ -14,7 +14,7 @@ from html import escape
 from pytest_ragev.core import fmt
 from pytest_ragev.core.record import Record
 from pytest_ragev.core.results import RunResult
-from pytest_ragev.evaluation import LowestQuestions, QuestionError, count_kinds
+from pytest_ragev.evaluation import LowestQuestions, Outcome, QuestionError, count_kinds
 from pytest_ragev.gate import (
     Comparison,
     QuestionDiff,
@@ -23,7 +23,6 @@ from pytest_ragev.gate import (
     VariantTable,
 )
 from pytest_ragev.report import _format, _svg
-from pytest_ragev.report.model import ReportModel
 
 BASELINE_COLOR = "#9aa5b1"
 CURRENT_COLOR = "#2f6fde"
@@ -189,25 +188,25 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], *, numeric: Seq
             f"<tbody>{''.join(body)}</tbody></table></div>")
 
 
-def _header(model: ReportModel) -> str:
-    badge = ('<span class="badge pass">passed</span>' if model.verdict.passed
+def _header(outcome: Outcome) -> str:
+    badge = ('<span class="badge pass">passed</span>' if outcome.passed
              else '<span class="badge fail">failed</span>')
-    facts = _format.run_facts(model, value=_e)
-    if model.started_at:
-        facts.append(f"started {_e(model.started_at)}")
-    if model.baseline_path:
-        facts.append(f"baseline {_e(model.baseline_path)}")
+    facts = _format.run_facts(outcome, value=_e)
+    if outcome.facts.start_time:
+        facts.append(f"started {_e(outcome.facts.start_time)}")
+    if outcome.baseline_shown:
+        facts.append(f"baseline {_e(outcome.baseline_shown)}")
     # Each fact stays on one line ("3.5 s", "87 questions"); the list wraps between facts.
     shown = " · ".join(f'<span class="fact">{fact}</span>' for fact in facts)
-    parts = [f"<h1>{_e(model.title)} {badge}</h1>", f'<p class="meta">{shown}</p>']
-    if model.verdict.failures:
-        items = "".join(f"<li>{_e(line)}</li>" for line in model.verdict.failures)
+    parts = [f"<h1>{_e(_format.TITLE)} {badge}</h1>", f'<p class="meta">{shown}</p>']
+    if outcome.verdict_failures():
+        items = "".join(f"<li>{_e(line)}</li>" for line in outcome.verdict_failures())
         parts.append(f'<ul class="failures">{items}</ul>')
-    if model.warnings:
-        items = "".join(f"<li>warning: {_e(line)}</li>" for line in model.warnings)
+    if outcome.warnings:
+        items = "".join(f"<li>warning: {_e(line)}</li>" for line in outcome.warnings)
         parts.append(f'<ul class="warnings">{items}</ul>')
-    if model.notes:
-        items = "".join(f"<li>{_e(line)}</li>" for line in model.notes)
+    if outcome.notes:
+        items = "".join(f"<li>{_e(line)}</li>" for line in outcome.notes)
         parts.append(f'<ul class="notes">{items}</ul>')
     return "".join(parts)
 
@@ -248,12 +247,12 @@ def _question_changes(comparison: Comparison) -> str:
     return f'<ul class="qchanges">Not compared: {items}</ul>'
 
 
-def _metrics_section(model: ReportModel) -> str:
+def _metrics_section(outcome: Outcome) -> str:
     parts = ["<h2>Metrics</h2>"]
-    comparison = model.comparison
-    if model.not_compared is not None:
+    comparison = outcome.comparison
+    if outcome.gate.not_compared is not None:
         parts.append(f'<p class="notcompared"><b>Gate not compared</b> with the baseline: '
-                     f"{_e(model.not_compared)}</p>")
+                     f"{_e(outcome.gate.not_compared)}</p>")
     if comparison is not None:
         parts.append(
             f'<p class="meta">Against the baseline on {len(comparison.common_qids)} shared '
@@ -264,49 +263,49 @@ def _metrics_section(model: ReportModel) -> str:
         )
         parts.append(_comparison_table(comparison))
         parts.append(_question_changes(comparison))
-    elif model.base is not None:
-        missing = _format.base_missing_note(model, value=_e)
+    elif outcome.base is not None:
+        missing = _format.base_missing_note(outcome, value=_e)
         if missing is not None:
             parts.append(f'<p class="meta">{missing}</p>')
-        if missing is None or not model.variant_comparisons:
-            parts.append(_summary_table(model.base))
-    for other in model.variant_comparisons:
+        if missing is None or not outcome.variant_comparisons:
+            parts.append(_summary_table(outcome.base))
+    for other in outcome.variant_comparisons:
         parts.append(f"<h3>Variant {_e(other.variant)} against its baseline</h3>")
         parts.append(_comparison_table(other))
         parts.append(_question_changes(other))
     return "".join(parts)
 
 
-def _chart_section(model: ReportModel) -> str:
-    base = model.base
+def _chart_section(outcome: Outcome) -> str:
+    base = outcome.base
     if base is None:
         return ""
     metrics = [m for m in base.summary]
-    for run in model.variants:
+    for run in outcome.variants:
         metrics += [m for m in run.summary if m not in metrics]
     series = []
-    baseline = model.baseline
+    baseline = outcome.baseline
     if baseline is not None:
         series.append(_svg.Series("baseline", BASELINE_COLOR,
                                   {m: s.mean for m, s in baseline.summary.items()}))
-    if not model.base_ran:
+    if not outcome.base_ran:
         label = str(base.variant)
     else:
         label = "current" if baseline is not None else "base"
     series.append(_svg.Series(label, CURRENT_COLOR, {m: s.mean for m, s in base.summary.items()}))
-    for index, run in enumerate(model.variants):
+    for index, run in enumerate(outcome.variants):
         series.append(_svg.Series(str(run.variant), VARIANT_COLORS[index % len(VARIANT_COLORS)],
                                   {m: s.mean for m, s in run.summary.items()}))
     return "<h2>Means per metric</h2>" + _svg.bar_chart(metrics, series)
 
 
-def _histogram_section(model: ReportModel) -> str:
-    base, baseline = model.base, model.baseline
+def _histogram_section(outcome: Outcome) -> str:
+    base, baseline = outcome.base, outcome.baseline
     if base is None or baseline is None:
         return ""
     charts = []
     # Only the compared questions: an edited question's change says nothing of the pipeline.
-    compared = set(model.comparison.common_qids) if model.comparison is not None else None
+    compared = set(outcome.comparison.common_qids) if outcome.comparison is not None else None
     unchanged: dict[int, list[str]] = {}  # shared questions -> metrics none of them moved on
     for name, summary in base.summary.items():
         before, after = baseline.scores(name), base.scores(name)
@@ -552,21 +551,21 @@ def _questions_section(run: RunResult | None) -> str:
     )
 
 
-def render_html(model: ReportModel) -> str:
+def render_html(outcome: Outcome) -> str:
     """The report as one HTML document (inline CSS and script, no external resources)."""
-    verdict = "passed" if model.verdict.passed else "failed"
-    title = f"{model.title}: {verdict}"
+    verdict = "passed" if outcome.passed else "failed"
+    title = f"{_format.TITLE}: {verdict}"
     body = "".join([
-        _header(model),
-        _errors_section(model.error_list),
-        _metrics_section(model),
-        _chart_section(model),
-        _histogram_section(model),
-        _thresholds_section(model.thresholds),
-        _variants_section(model.variant_table),
-        _regressions_section(model.regressions),
-        "" if model.comparisons else _lowest_section(model.lowest, model.passages),
-        _questions_section(model.base),
+        _header(outcome),
+        _errors_section(outcome.error_list),
+        _metrics_section(outcome),
+        _chart_section(outcome),
+        _histogram_section(outcome),
+        _thresholds_section(outcome.thresholds),
+        _variants_section(outcome.gate.variant_table),
+        _regressions_section(outcome.gate.regressions),
+        "" if outcome.gate.comparisons else _lowest_section(outcome.lowest, outcome.passages),
+        _questions_section(outcome.base),
     ])
     return (
         "<!DOCTYPE html>\n"

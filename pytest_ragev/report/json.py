@@ -132,7 +132,7 @@ def final_report(
         "samples": _samples(base, outcome.question_hashes) if base is not None else [],
         "verdict": {
             "passed": not outcome.failed,
-            "failures": [outcome.relative(line) for line in outcome.verdict_failures()],
+            "failures": outcome.verdict_failures(),
             "errors": outcome.errors,
             "fallbacks": outcome.fallbacks,
         },
@@ -147,7 +147,7 @@ def final_report(
         # so a saved report renders them again (``ragev report html``).
         data["passages"] = {str(pid): text for pid, text in sorted(outcome.passages.items())}
     if outcome.warnings:
-        data["warnings"] = [outcome.relative(line) for line in outcome.warnings]
+        data["warnings"] = list(outcome.warnings)
     if gate.comparisons or gate.not_compared is not None or gate.new_variants:
         change = gate.corpus_change
         data["baseline"] = {

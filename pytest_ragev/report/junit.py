@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from pytest_ragev.core.results import RunResult
-from pytest_ragev.evaluation import chunk_share, count_kinds, usage
+from pytest_ragev.evaluation import Outcome, chunk_share, count_kinds, usage
 from pytest_ragev.report._format import pipeline_label
-from pytest_ragev.report.model import ReportModel
 
 
 def _run_label(run: RunResult) -> str:
     return "base" if run.variant is None else run.variant
 
 
-def junit_properties(model: ReportModel) -> list[tuple[str, str]]:
+def junit_properties(outcome: Outcome) -> list[tuple[str, str]]:
     """``(name, value)`` pairs for ``record_testsuite_property``.
 
     ``ragev.verdict``, counts (``ragev.errors.<type>`` per error type), the base run's
@@ -24,16 +23,16 @@ def junit_properties(model: ReportModel) -> list[tuple[str, str]]:
     decimals.
     """
     props: list[tuple[str, str]] = [
-        ("ragev.verdict", "passed" if model.verdict.passed else "failed"),
-        ("ragev.failures", str(len(model.verdict.failures))),
-        ("ragev.errors", str(model.errors)),
-        ("ragev.fallbacks", str(model.fallbacks)),
+        ("ragev.verdict", "passed" if outcome.passed else "failed"),
+        ("ragev.failures", str(len(outcome.verdict_failures()))),
+        ("ragev.errors", str(outcome.errors)),
+        ("ragev.fallbacks", str(outcome.fallbacks)),
     ]
-    for kind, count in count_kinds(model.error_list):
+    for kind, count in count_kinds(outcome.error_list):
         props.append((f"ragev.errors.{kind.replace(' ', '_')}", str(count)))
-    if model.task_id:
-        props.append(("ragev.task_id", model.task_id))
-    base = model.base
+    if outcome.facts.task_id:
+        props.append(("ragev.task_id", outcome.facts.task_id))
+    base = outcome.base
     if base is not None:
         props.append(("ragev.dataset", base.dataset_id))
         props.append(("ragev.questions", str(len(base.samples))))
@@ -54,13 +53,13 @@ def junit_properties(model: ReportModel) -> list[tuple[str, str]]:
             props.append(("ragev.tokens.total", str(figures.total_tokens)))
         for name, item in base.summary.items():
             props.append((f"ragev.{name}", _plain(item.mean)))
-    if model.comparison is not None:
-        for comparison in model.comparison.metrics:
+    if outcome.comparison is not None:
+        for comparison in outcome.comparison.metrics:
             key = f"ragev.{comparison.metric}"
             props.append((f"{key}.baseline", _plain(comparison.baseline_mean)))
             props.append((f"{key}.delta", _plain(comparison.delta)))
             props.append((f"{key}.status", comparison.status))
-    for run in model.variants:
+    for run in outcome.variants:
         for name, item in run.summary.items():
             props.append((f"ragev.{_run_label(run)}.{name}", _plain(item.mean)))
     return props

@@ -6,10 +6,9 @@ import html
 from collections.abc import Sequence
 
 from pytest_ragev.core import fmt
-from pytest_ragev.evaluation import LowestQuestions, QuestionError, count_kinds
+from pytest_ragev.evaluation import LowestQuestions, Outcome, QuestionError, count_kinds
 from pytest_ragev.gate import Comparison, QuestionDiff, ThresholdResult
 from pytest_ragev.report import _format
-from pytest_ragev.report.model import ReportModel
 from pytest_ragev.report.terminal import variant_cell
 
 _TEXT_LIMIT = 160
@@ -36,23 +35,23 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str) -> 
     return lines
 
 
-def _headline(model: ReportModel) -> list[str]:
-    mark = "✅ passed" if model.verdict.passed else "❌ failed"
-    lines = [f"## {model.title}: {mark}", ""]
-    facts = _format.run_facts(model, value=code)
-    if model.started_at:
-        facts.append(f"started {model.started_at}")
+def _headline(outcome: Outcome) -> list[str]:
+    mark = "✅ passed" if outcome.passed else "❌ failed"
+    lines = [f"## {_format.TITLE}: {mark}", ""]
+    facts = _format.run_facts(outcome, value=code)
+    if outcome.facts.start_time:
+        facts.append(f"started {outcome.facts.start_time}")
     lines.append(" · ".join(facts))
-    if model.baseline_path:
-        lines += ["", f"Baseline: {code(model.baseline_path)}"]
+    if outcome.baseline_shown:
+        lines += ["", f"Baseline: {code(outcome.baseline_shown)}"]
     return lines
 
 
-def _failures(model: ReportModel) -> list[str]:
-    if not model.verdict.failures:
+def _failures(outcome: Outcome) -> list[str]:
+    if not outcome.verdict_failures():
         return []
     lines = ["", "### Failures", ""]
-    lines += [f"- {code(line)}" for line in model.verdict.failures]
+    lines += [f"- {code(line)}" for line in outcome.verdict_failures()]
     return lines
 
 
@@ -83,28 +82,29 @@ def _question_changes(comparison: Comparison) -> list[str]:
     return ["", f"Not compared: {', '.join(parts)}. ({legend}.)"]
 
 
-def _metrics(model: ReportModel) -> list[str]:
+def _metrics(outcome: Outcome) -> list[str]:
     lines = ["", "### Metrics", ""]
-    if model.comparison is not None:
-        header, rows = _comparison_rows(model.comparison)
+    if outcome.comparison is not None:
+        header, rows = _comparison_rows(outcome.comparison)
         lines += _table(header, rows, "lrrrlrrl")
         lines += [
             "",
             "Means over the questions both runs share; Δ = current − baseline; p is the "
             "one-sided paired permutation p-value in the direction of the change."
-            + _format.correction_note(model.comparison),
+            + _format.correction_note(outcome.comparison),
         ]
-        lines += _question_changes(model.comparison)
+        lines += _question_changes(outcome.comparison)
         return lines
-    if model.not_compared is not None:
-        lines += [f"**Gate not compared** with the baseline: {cell(model.not_compared, 400)}", ""]
-    base = model.base
+    if outcome.gate.not_compared is not None:
+        reason = cell(outcome.gate.not_compared, 400)
+        lines += [f"**Gate not compared** with the baseline: {reason}", ""]
+    base = outcome.base
     if base is None:
         return [*lines, "No run."]
-    missing = _format.base_missing_note(model, value=code)
+    missing = _format.base_missing_note(outcome, value=code)
     if missing is not None:
         lines.append(missing)
-        if model.variant_comparisons:
+        if outcome.variant_comparisons:
             return lines
         lines += ["", f"Means of variant {code(str(base.variant))}:", ""]
     rows = [[name, fmt.num(item.mean), str(item.n)] for name, item in base.summary.items()]
@@ -135,10 +135,10 @@ def _thresholds(results: Sequence[ThresholdResult]) -> list[str]:
                                              rows, "lrrrl")]
 
 
-def _variants(model: ReportModel) -> list[str]:
+def _variants(outcome: Outcome) -> list[str]:
     """Metric x configuration, as in the terminal and the HTML report: twelve metric
     columns would make GitHub scroll the step summary sideways."""
-    variants = model.variant_table
+    variants = outcome.gate.variant_table
     if variants is None or not variants.rows:
         return []
     header = ["metric", "(base)", *(cell(str(row.name)) for row in variants.rows)]
@@ -230,18 +230,18 @@ def _lowest(views: Sequence[LowestQuestions]) -> list[str]:
     return lines
 
 
-def render_markdown(model: ReportModel) -> str:
+def render_markdown(outcome: Outcome) -> str:
     """The whole summary as GitHub-flavoured Markdown (ends with a newline)."""
     lines = [
-        *_headline(model),
-        *_failures(model),
-        *_errors(model.error_list),
-        *_notes(model.notes, model.warnings),
-        *_metrics(model),
-        *_variant_comparisons(model.variant_comparisons),
-        *_thresholds(model.thresholds),
-        *_variants(model),
-        *_regressions(model.regressions),
-        *(_lowest(model.lowest) if not model.comparisons else []),
+        *_headline(outcome),
+        *_failures(outcome),
+        *_errors(outcome.error_list),
+        *_notes(outcome.notes, outcome.warnings),
+        *_metrics(outcome),
+        *_variant_comparisons(outcome.variant_comparisons),
+        *_thresholds(outcome.thresholds),
+        *_variants(outcome),
+        *_regressions(outcome.gate.regressions),
+        *(_lowest(outcome.lowest) if not outcome.gate.comparisons else []),
     ]
     return "\n".join(lines) + "\n"

@@ -344,13 +344,12 @@ def terminal_lines(
     elif not gate.comparisons:
         for line in weakest_pointer(outcome):
             yield line, {}
-    # Paths as every report writes them: relative to the rootdir or the config folder.
     for warning in outcome.warnings:
-        yield outcome.relative(f"ragev: warning: {warning}"), {"yellow": True}
+        yield f"ragev: warning: {warning}", {"yellow": True}
     for note in outcome.notes:
-        yield outcome.relative(note), {"yellow": True}
+        yield note, {"yellow": True}
     for failure in outcome.verdict_failures():
-        yield outcome.relative(failure), {"red": True, "bold": True}
+        yield failure, {"red": True, "bold": True}
     if not outcome.failed:
         yield "ragev: verdict passed", {"green": True, "bold": True}
         return

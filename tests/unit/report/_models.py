@@ -3,18 +3,27 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping, Sequence
 
 from pytest_ragev.core.results import MetricSummary, RunResult, SampleResult
+from pytest_ragev.evaluation import (
+    LowestQuestions,
+    Outcome,
+    QuestionError,
+    RunFacts,
+)
 from pytest_ragev.gate import (
+    Comparison,
+    GateOutcome,
     GateRules,
+    QuestionDiff,
+    ThresholdResult,
+    VariantTable,
     check_thresholds,
     compare,
     compare_variants,
     thresholds_from_table,
     top_regressions,
-)
-from pytest_ragev.report import (
-    ReportModel,
 )
 
 METRICS = ("recall", "ndcg10", "bleu4")
@@ -59,7 +68,45 @@ def make_run(
 RULES = GateRules(resamples=2000, correction="holm")
 
 
-def full_model() -> ReportModel:
+def report_outcome(
+    *,
+    runs: Sequence[RunResult],
+    failures: Sequence[str] = (),
+    thresholds: Sequence[ThresholdResult] = (),
+    comparisons: Sequence[Comparison] = (),
+    baseline_runs: Mapping[str | None, RunResult] | None = None,
+    variant_table: VariantTable | None = None,
+    regressions: Sequence[QuestionDiff] = (),
+    errors: int = 0,
+    fallbacks: int = 0,
+    task_id: str = "",
+    start_time: str = "",
+    duration_s: float | None = None,
+    baseline_path: str | None = None,
+    notes: Sequence[str] = (),
+    not_compared: str | None = None,
+    new_variants: Sequence[str] = (),
+    warnings: Sequence[str] = (),
+    error_list: Sequence[QuestionError] = (),
+    lowest: Sequence[LowestQuestions] = (),
+    passages: Mapping[int, str] | None = None,
+) -> Outcome:
+    """An outcome with the given sections, as evaluate() would make it."""
+    gate = GateOutcome(rules=RULES, comparisons=tuple(comparisons),
+                       baseline_runs=dict(baseline_runs or {}), variant_table=variant_table,
+                       regressions=tuple(regressions), not_compared=not_compared,
+                       new_variants=tuple(new_variants))
+    return Outcome(
+        runs=tuple(runs),
+        facts=RunFacts(task_id=task_id, start_time=start_time, duration_s=duration_s),
+        thresholds=tuple(thresholds), gate=gate, failures=tuple(failures), notes=tuple(notes),
+        warnings=tuple(warnings), errors=errors, fallbacks=fallbacks,
+        error_list=tuple(error_list), lowest=tuple(lowest), passages=dict(passages or {}),
+        baseline_shown=baseline_path,
+    )
+
+
+def full_model() -> Outcome:
     baseline = make_run(1)
     current = make_run(2, shift=-0.1)
     variants = [make_run(3, shift=0.02, variant="k10", top_k=10),
@@ -69,9 +116,8 @@ def full_model() -> ReportModel:
                                    directions=dict.fromkeys(METRICS, "higher"))
     thresholds = check_thresholds(current, checks)
     failures = [*(t.reason for t in thresholds if t.reason), *comparison.failure_lines]
-    return ReportModel.build(
+    return report_outcome(
         runs=[current, *variants],
-        passed=not failures,
         failures=failures,
         thresholds=thresholds,
         comparisons=[comparison],

@@ -1,13 +1,13 @@
-"""The shared report model of the renderer tests."""
+"""The shared outcome the renderer tests render."""
 
 from __future__ import annotations
 
 import pytest
 
-from pytest_ragev.report import ReportModel
+from pytest_ragev.evaluation import Outcome
 from tests.unit.report._models import full_model
 
 
 @pytest.fixture(scope="module")
-def model() -> ReportModel:
+def model() -> Outcome:
     return full_model()

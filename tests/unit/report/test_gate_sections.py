@@ -8,7 +8,7 @@ from pytest_ragev.evaluation import Outcome, RunFacts
 from pytest_ragev.gate import GateRules, compare, compare_variants
 from pytest_ragev.gate.pairing import CorpusChange
 from pytest_ragev.gate.workflow import GateOutcome, not_compared_line
-from pytest_ragev.report import ReportModel, final_report, render_html, render_markdown
+from pytest_ragev.report import final_report, render_html, render_markdown
 from pytest_ragev.report.terminal import terminal_lines
 from tests.unit.report._models import make_run
 
@@ -94,7 +94,7 @@ def test_not_compared_in_the_json_markdown_and_html_reports() -> None:
     block = data["data"]["baseline"]
     assert block["compared"] is False and block["comparisons"] == []
     assert block["not_compared"].startswith("ragev-baseline.json was computed")
-    model = ReportModel.from_outcome(outcome)
+    model = outcome
     markdown = render_markdown(model)
     assert "**Gate not compared** with the baseline: ragev-baseline.json" in markdown
     assert "| recall |" in markdown  # the run's own metrics
@@ -117,7 +117,7 @@ def test_added_removed_and_changed_ids_in_the_reports() -> None:
     assert data["comparisons"][0]["removed"] == [60] and data["comparisons"][0]["added"] == []
     assert data["new_variants"] == ["k20"]
     assert data["corpus_changed"] == {"passages_before": 140, "passages_after": 142}
-    model = ReportModel.from_outcome(outcome)
+    model = outcome
     markdown = render_markdown(model)
     assert ("Not compared: 1 removed (60), 2 changed (3, 9). (removed: in the baseline, not in "
             "this run; changed: question, relevant passages or reference answer edited since "

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 
+from pytest_ragev.evaluation import Outcome
 from pytest_ragev.gate import (
     compare,
     top_regressions,
 )
 from pytest_ragev.report import (
-    ReportModel,
     _svg,
     render_html,
 )
 from tests.unit.report._html import find, parse, rows, text, tree
-from tests.unit.report._models import EVIL, METRICS, RULES, make_run
+from tests.unit.report._models import EVIL, METRICS, RULES, make_run, report_outcome
 
 
-def test_html_has_its_charts(model: ReportModel) -> None:
+def test_html_has_its_charts(model: Outcome) -> None:
     page = render_html(model)
     doc = parse(page)
     svgs = [attrs for tag, attrs in doc.tags if tag == "svg"]
@@ -37,7 +37,7 @@ def test_html_has_its_charts(model: ReportModel) -> None:
 
 
 # Elements without an end tag here (rect's <title> child is closed on its own).
-def test_html_variants_table_has_metrics_as_rows(model: ReportModel) -> None:
+def test_html_variants_table_has_metrics_as_rows(model: Outcome) -> None:
     page = tree(render_html(model))
     [table] = find(page, "table", "variants")
     body = rows(table)
@@ -52,7 +52,7 @@ def test_html_variants_table_has_metrics_as_rows(model: ReportModel) -> None:
     assert len(find(page, "table")) == len(find(page, "div", "scroll"))
 
 
-def test_html_histograms_have_a_count_axis(model: ReportModel) -> None:
+def test_html_histograms_have_a_count_axis(model: Outcome) -> None:
     page = tree(render_html(model))
     charts = find(page, "svg", "histogram")
     assert charts
@@ -77,8 +77,8 @@ def test_html_says_no_change_and_unchanged_answers() -> None:
         for s, b in zip(current.samples, baseline.samples, strict=True)
     ]
     current = dataclasses.replace(current, samples=samples)
-    model = ReportModel.build(
-        runs=[current], passed=False, comparisons=[compare(baseline, current, RULES)],
+    model = report_outcome(
+        runs=[current], comparisons=[compare(baseline, current, RULES)],
         baseline_runs={None: baseline}, regressions=top_regressions(baseline, current, 3),
         duration_s=3.5,
     )
@@ -99,7 +99,7 @@ def test_html_says_no_change_and_unchanged_answers() -> None:
     assert "3.5 s" in facts and "60 questions" in facts
 
 
-def test_html_is_self_contained_and_escaped(model: ReportModel) -> None:
+def test_html_is_self_contained_and_escaped(model: Outcome) -> None:
     page = render_html(model)
     doc = parse(page)
     assert not [t for t, _ in doc.tags if t in ("link", "img", "iframe")]
@@ -118,7 +118,7 @@ def test_html_is_self_contained_and_escaped(model: ReportModel) -> None:
 
 
 def test_html_without_baseline_has_no_histograms() -> None:
-    page = render_html(ReportModel.build(runs=[make_run(1)], passed=True))
+    page = render_html(report_outcome(runs=[make_run(1)]))
     doc = parse(page)
     classes = [a.get("class") or "" for t, a in doc.tags if t == "svg"]
     assert classes == ["chart bars"]

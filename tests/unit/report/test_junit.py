@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+from pytest_ragev.evaluation import Outcome
 from pytest_ragev.report import (
-    ReportModel,
     junit_properties,
 )
-from tests.unit.report._models import make_run
+from tests.unit.report._models import make_run, report_outcome
 
 
-def test_junit_properties(model: ReportModel) -> None:
+def test_junit_properties(model: Outcome) -> None:
     props = dict(junit_properties(model))
     assert props["ragev.verdict"] == "failed"
     assert props["ragev.errors"] == "2" and props["ragev.fallbacks"] == "1"
@@ -22,5 +22,5 @@ def test_junit_properties(model: ReportModel) -> None:
     assert "ragev.k10.recall" in props
     names = [name for name, _ in junit_properties(model)]
     assert len(names) == len(set(names))
-    passed = dict(junit_properties(ReportModel.build(runs=[make_run(1)], passed=True)))
+    passed = dict(junit_properties(report_outcome(runs=[make_run(1)])))
     assert passed["ragev.verdict"] == "passed" and passed["ragev.failures"] == "0"

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import itertools
 
+from pytest_ragev.evaluation import Outcome
 from pytest_ragev.report import (
-    ReportModel,
     render_markdown,
 )
-from tests.unit.report._models import METRICS, make_run
+from tests.unit.report._models import METRICS, make_run, report_outcome
 
 
-def test_markdown_sections(model: ReportModel) -> None:
+def test_markdown_sections(model: Outcome) -> None:
     text = render_markdown(model)
     assert text.startswith("## pytest-ragev: ❌ failed\n")
     assert "task `evaluation_ci_1_abcd_samples`" in text and "2 error(s)" in text
@@ -26,7 +26,7 @@ def test_markdown_sections(model: ReportModel) -> None:
     assert "> ragev: 2 question(s) not in the baseline" in text
 
 
-def test_markdown_variants_table_has_metrics_as_rows(model: ReportModel) -> None:
+def test_markdown_variants_table_has_metrics_as_rows(model: Outcome) -> None:
     lines = render_markdown(model).splitlines()
     start = lines.index("### Variants") + 2
     table = list(itertools.takewhile(lambda line: line.startswith("|"), lines[start:]))
@@ -37,7 +37,7 @@ def test_markdown_variants_table_has_metrics_as_rows(model: ReportModel) -> None
     assert all(len(row) == len(header) for row in body)
     assert "`pipeline.top_k`" in body[-1][2]
 
-def test_markdown_escapes_user_text(model: ReportModel) -> None:
+def test_markdown_escapes_user_text(model: Outcome) -> None:
     text = render_markdown(model)
     assert "<script>" not in text
     assert "&lt;script&gt;" in text
@@ -50,7 +50,7 @@ def test_markdown_escapes_user_text(model: ReportModel) -> None:
 
 def test_markdown_without_baseline_lists_means() -> None:
     run = make_run(1)
-    text = render_markdown(ReportModel.build(runs=[run], passed=True))
+    text = render_markdown(report_outcome(runs=[run]))
     assert text.startswith("## pytest-ragev: ✅ passed")
     assert "| metric | mean | n |" in text and "| recall |" in text
     assert "### Failures" not in text and "### Variants" not in text

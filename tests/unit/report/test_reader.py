@@ -139,7 +139,7 @@ def test_samples_and_means_read_back(recalls: list[float]) -> None:
 
 def summary(outcome: Outcome) -> list[tuple[str, dict[str, bool]]]:
     """The terminal summary without the notes (a report does not keep them)."""
-    notes = {outcome.relative(note) for note in outcome.notes}  # as the terminal shows them
+    notes = set(outcome.notes)
     return [line for line in terminal_lines(outcome, verbose=1, full=True)
             if line[0] not in notes]
 

@@ -19,7 +19,6 @@ from pytest_ragev.evaluation import (
 from pytest_ragev.gate import GateRules, compare, top_regressions
 from pytest_ragev.gate.workflow import GateOutcome
 from pytest_ragev.report import (
-    ReportModel,
     final_report,
     junit_properties,
     render_html,
@@ -28,7 +27,7 @@ from pytest_ragev.report import (
 )
 from pytest_ragev.report.terminal import REGRESSIONS_SHOWN, drill_down, render_errors
 from tests.unit.report._html import find, rows, text, tree
-from tests.unit.report._models import EVIL, make_run
+from tests.unit.report._models import EVIL, make_run, report_outcome
 
 QUESTIONS = {
     1: "长城有多长？",
@@ -139,7 +138,7 @@ def test_after_a_regression_the_top_three_and_a_pointer_show_without_v() -> None
 
 
 def test_markdown_has_the_errors_and_the_weakest_questions() -> None:
-    page = render_markdown(ReportModel.from_outcome(outcome_of()))
+    page = render_markdown(outcome_of())
     assert "### Errors (3)" in page and "`TimeoutError` 2 · `ValueError` 1" in page
     assert "| q3 | Какова длина Волги? | TimeoutError: 模型超时 after 30 s |" in page
     # User text is escaped: no markup, and its "|" does not split the cell.
@@ -151,12 +150,12 @@ def test_markdown_has_the_errors_and_the_weakest_questions() -> None:
     assert "| 1 | 0.000 | 长城有多长？ | 参考答案 1 | [91, 1✓] | 答案 1 |" in page
     # With a baseline, the regressed questions are the per-question view.
     gate, _ = regression_gate()
-    compared = ReportModel.from_outcome(outcome_of(gate=gate))
+    compared = outcome_of(gate=gate)
     assert "Lowest-scoring" not in render_markdown(compared)
 
 
 def test_html_errors_weakest_questions_and_their_passages() -> None:
-    page = render_html(ReportModel.from_outcome(outcome_of()))
+    page = render_html(outcome_of())
     doc = tree(page)
     [errors] = find(doc, "table", "errors")
     assert rows(errors)[1] == ["q3", "Какова длина Волги?", "TimeoutError",
@@ -174,7 +173,7 @@ def test_html_errors_weakest_questions_and_their_passages() -> None:
 
 
 def test_html_questions_table_is_sortable_and_filterable() -> None:
-    page = render_html(ReportModel.from_outcome(outcome_of()))
+    page = render_html(outcome_of())
     doc = tree(page)
     [table] = find(doc, "table", "sortable")
     assert table["attrs"]["id"] == "questions"  # type: ignore[index]
@@ -211,13 +210,13 @@ def test_json_report_has_errors_attribution_usage_and_the_weakest_questions() ->
 
 
 def test_junit_has_error_types_chunks_latency_and_tokens() -> None:
-    props = dict(junit_properties(ReportModel.from_outcome(outcome_of())))
+    props = dict(junit_properties(outcome_of()))
     assert props["ragev.errors.TimeoutError"] == "2" and props["ragev.errors.ValueError"] == "1"
     assert props["ragev.pipeline"] == "conftest hooks (conftest.py)"
     assert (props["ragev.chunks"], props["ragev.unattributed_chunks"]) == ("6", "3")
     assert props["ragev.latency_p50_s"] == "0.200000"
     assert props["ragev.tokens.total"] == "321"
-    plain = dict(junit_properties(ReportModel.build(runs=[make_run(1)], passed=True)))
+    plain = dict(junit_properties(report_outcome(runs=[make_run(1)])))
     assert not [name for name in plain if name.startswith(("ragev.chunks", "ragev.latency"))]
 
 
@@ -231,7 +230,7 @@ def test_html_errors_table_is_capped_and_says_so(monkeypatch: pytest.MonkeyPatch
     from pytest_ragev.report import html
 
     monkeypatch.setattr(html, "ERRORS_SHOWN", 2)
-    page = render_html(ReportModel.from_outcome(outcome_of()))
+    page = render_html(outcome_of())
     [errors] = find(tree(page), "table", "errors")
     assert len(rows(errors)) == 3  # the header and two questions
     assert ("The first 2 of 3 are listed; the JSON report (--ragev-report) lists every one."
@@ -239,4 +238,4 @@ def test_html_errors_table_is_capped_and_says_so(monkeypatch: pytest.MonkeyPatch
     # The counts per type still cover all three.
     assert "TimeoutError <b>2</b>" in page
     monkeypatch.setattr(html, "ERRORS_SHOWN", 3)
-    assert "are listed" not in render_html(ReportModel.from_outcome(outcome_of()))
+    assert "are listed" not in render_html(outcome_of())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pytest_ragev.evaluation import Outcome, RunFacts
 from pytest_ragev.gate import check_thresholds, thresholds_from_table
-from pytest_ragev.report import ReportModel, terminal_lines
+from pytest_ragev.report import terminal_lines
 from pytest_ragev.report.terminal import (
     render_comparison,
     render_question_diffs,
@@ -14,8 +14,8 @@ from pytest_ragev.report.terminal import (
 from tests.unit.report._models import make_run
 
 
-def test_terminal_renderers(model: ReportModel) -> None:
-    assert model.comparison is not None and model.variant_table is not None
+def test_terminal_renderers(model: Outcome) -> None:
+    assert model.comparison is not None and model.gate.variant_table is not None
     lines = render_comparison(model.comparison)
     assert lines[0] == "ragev: base configuration against the baseline, 60 shared questions:"
     assert lines[1].split() == ["metric", "baseline", "current", "Δ", "90%", "CI", "p", "n",
@@ -24,13 +24,13 @@ def test_terminal_renderers(model: ReportModel) -> None:
     # Columns line up: every row as long as the header once trailing status is dropped.
     assert len({line.index(" 60 ") for line in lines[2:]}) == 1
 
-    diff_lines = render_question_diffs(model.regressions)
+    diff_lines = render_question_diffs(model.gate.regressions)
     assert diff_lines[0].startswith("ragev: 10 most regressed question(s)")
     assert any("retrieved [10*, 11*, 7] → [15, 10*]" in line for line in diff_lines)
     assert any(line.strip().startswith("answer    'answer 1' → ") for line in diff_lines)
 
-    table_lines = render_variant_table(model.variant_table)
-    table = model.variant_table
+    table_lines = render_variant_table(model.gate.variant_table)
+    table = model.gate.variant_table
     names = [str(r.name) for r in table.rows]
     assert table_lines[1].split()[:2] == ["metric", "(base)"]
     assert all(name in table_lines[1] for name in names)
