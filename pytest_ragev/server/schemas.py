@@ -2,7 +2,9 @@
 
 Request models are strict (``"5"`` is not a number) and forbid unknown fields, so a
 typo is a 400 naming the field instead of a silently ignored option. Response models
-describe the shapes for ``/openapi.json``; handlers send plain JSON of these shapes.
+describe the shapes for ``/openapi.json``; handlers send plain JSON of these shapes,
+built from a stored task row by :func:`task_json`, :func:`request_json` and
+:func:`summary_json`.
 """
 
 from __future__ import annotations
@@ -140,3 +142,29 @@ class ErrorBody(BaseModel):
 class ErrorEnvelope(BaseModel):
     success: Literal[False] = False
     error: ErrorBody
+
+
+# ------------------------------------------------- the shapes above, from a task row
+def task_json(row: dict[str, Any]) -> dict[str, Any]:
+    """A :class:`Task` of the store's task row ``row``."""
+    return {
+        "id": row["id"], "tenant_id": row["tenant_id"], "dataset_id": row["dataset_id"],
+        "start_time": row["start_time"], "status": row["status"], "err_msg": row["err_msg"],
+        "total": row["total"], "finished": row["finished"], "end_time": row["end_time"],
+        "duration": row["duration"],
+    }
+
+
+def request_json(row: dict[str, Any]) -> dict[str, Any]:
+    """The :class:`Request` a task was created with."""
+    return {
+        "config": row["config"], "knowledge_base_id": row["knowledge_base_id"],
+        "chat_id": row["chat_id"], "rerank_id": row["rerank_id"],
+        "variant": row["variants"] or [], "limit": row["limit_n"], "profile": row["profile"],
+    }
+
+
+def summary_json(row: dict[str, Any]) -> dict[str, Any]:
+    """A :class:`Summary`: one row of the list endpoint."""
+    return {"task": task_json(row), "metric": row["metric"], "request": request_json(row),
+            "verdict": row["verdict"]}
