@@ -34,19 +34,18 @@ from pytest_ragev.server.schemas import (
     CreateEvaluation,
     DetailEnvelope,
     ListEnvelope,
+    NameQuery,
     PageEnvelope,
+    PageQuery,
+    StatusQuery,
     TaskEnvelope,
+    TaskIdQuery,
     request_json,
     task_json,
 )
 from pytest_ragev.server.store import TaskFilter, now_iso
 
 router = APIRouter(route_class=AuthFirstRoute)
-
-TaskId = Annotated[str, Query(min_length=1, max_length=300)]
-PageNumber = Annotated[int, Query(ge=1, le=1_000_000)]
-#: A dataset or config name in a filter.
-Name = Annotated[str | None, Query(max_length=200)]
 
 
 # The original's routes end in a slash (`/api/v1/evaluation/`); both spellings answer,
@@ -87,7 +86,7 @@ async def create(body: CreateEvaluation, principal: RunAccess, service: ServiceD
 @router.get("/api/v1/evaluation", response_model=DetailEnvelope,
             responses=documented_errors(400, 401, 404),
             tags=["evaluation"], summary="an evaluation task's status, params and metrics")
-async def detail(principal: ReadAccess, service: ServiceDep, task_id: TaskId) -> Response:
+async def detail(principal: ReadAccess, service: ServiceDep, task_id: TaskIdQuery) -> Response:
     row = service.own_task(principal, task_id)
     data = {
         "task": task_json(row), "params": row["params"], "metric": row["metric"],
@@ -104,11 +103,11 @@ async def detail(principal: ReadAccess, service: ServiceDep, task_id: TaskId) ->
 async def listing(
     principal: ReadAccess,
     service: ServiceDep,
-    page: PageNumber = 1,
+    page: PageQuery = 1,
     page_size: Annotated[int, Query(ge=1, le=1000)] = 20,
-    status: Annotated[int | None, Query(ge=0, le=3)] = None,
-    dataset_id: Name = None,
-    config: Name = None,
+    status: StatusQuery = None,
+    dataset_id: NameQuery = None,
+    config: NameQuery = None,
 ) -> Response:
     where = TaskFilter(principal.tenant, status, dataset_id or None, config or None)
     total, items = service.store.summaries_json(where, offset=(page - 1) * page_size,
@@ -140,10 +139,10 @@ async def cancel(body: CancelEvaluation, principal: RunAccess, service: ServiceD
 async def samples(
     principal: ReadAccess,
     service: ServiceDep,
-    task_id: TaskId,
-    page: PageNumber = 1,
+    task_id: TaskIdQuery,
+    page: PageQuery = 1,
     page_size: Annotated[int, Query(ge=1, le=500)] = 50,
-    variant: Name = None,
+    variant: NameQuery = None,
 ) -> Response:
     row = service.own_task(principal, task_id)
     if variant:

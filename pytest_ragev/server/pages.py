@@ -24,7 +24,13 @@ from pytest_ragev.server import dashboard
 from pytest_ragev.server.dependencies import AuthFirstRoute, ServiceDep, SettingsDep
 from pytest_ragev.server.envelope import ApiError, error_response
 from pytest_ragev.server.keys import Principal, split_key, verify
-from pytest_ragev.server.schemas import summary_json
+from pytest_ragev.server.schemas import (
+    NameQuery,
+    PageQuery,
+    StatusQuery,
+    TaskIdQuery,
+    summary_json,
+)
 from pytest_ragev.server.service import SESSION_COOKIE
 from pytest_ragev.server.store import TaskFilter
 
@@ -81,9 +87,6 @@ async def current_login(request: Request, service: ServiceDep) -> Principal | No
 
 
 Login = Annotated[Principal | None, Depends(current_login)]
-#: A dataset or config name in a filter.
-Name = Annotated[str | None, Query(max_length=200)]
-TaskId = Annotated[str, Query(min_length=1, max_length=300)]
 
 
 def html(text: str, status: int = 200) -> HTMLResponse:
@@ -102,10 +105,10 @@ async def home(
     request: Request,
     principal: Login,
     service: ServiceDep,
-    page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
-    dataset_id: Name = None,
-    config: Name = None,
-    status: Annotated[int | None, Query(ge=0, le=3)] = None,
+    page: PageQuery = 1,
+    dataset_id: NameQuery = None,
+    config: NameQuery = None,
+    status: StatusQuery = None,
 ) -> Response:
     """The runs list, newest first, filtered by dataset, config and status."""
     if principal is None:
@@ -198,7 +201,7 @@ async def run_report(principal: Login, settings: SettingsDep, service: ServiceDe
 
 @router.get("/trends")
 async def trends(request: Request, principal: Login, service: ServiceDep,
-                 dataset_id: Name = None, config: Name = None) -> Response:
+                 dataset_id: NameQuery = None, config: NameQuery = None) -> Response:
     """Each metric over the finished runs, per dataset and config (one pair if named)."""
     if principal is None:
         return login_redirect(request)
@@ -211,7 +214,7 @@ async def trends(request: Request, principal: Login, service: ServiceDep,
 
 @router.get("/compare")
 async def compare_page(request: Request, principal: Login, service: ServiceDep,
-                       a: TaskId, b: TaskId) -> Response:
+                       a: TaskIdQuery, b: TaskIdQuery) -> Response:
     """Run ``b`` against run ``a``: the gate's paired comparison of their reports."""
     if principal is None:
         return login_redirect(request)

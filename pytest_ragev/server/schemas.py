@@ -9,9 +9,20 @@ built from a stored task row by :func:`task_json`, :func:`request_json` and
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
+from fastapi import Query
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+# ------------------------------------------ query parameters the routes share
+#: A task id in a query (``task_id``, the compare page's ``a`` and ``b``).
+TaskIdQuery = Annotated[str, Query(min_length=1, max_length=300)]
+#: A page number of a list.
+PageQuery = Annotated[int, Query(ge=1, le=1_000_000)]
+#: A task status filter (0 pending, 1 running, 2 success, 3 failed).
+StatusQuery = Annotated[int | None, Query(ge=0, le=3)]
+#: A dataset or config name in a filter, or a variant name.
+NameQuery = Annotated[str | None, Query(max_length=200)]
 
 
 class CreateEvaluation(BaseModel):
