@@ -1,5 +1,8 @@
 """Request and response bodies of the HTTP API (pydantic): validation and the OpenAPI document.
 
+The query parameters several routes share (:data:`TaskIdQuery`, :data:`PageQuery`,
+:data:`StatusQuery`, :data:`NameQuery`) are typed here once, with their limits.
+
 Request models are strict (``"5"`` is not a number) and forbid unknown fields, so a
 typo is a 400 naming the field instead of a silently ignored option. Response models
 describe the shapes for ``/openapi.json``; handlers send plain JSON of these shapes,
