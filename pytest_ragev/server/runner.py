@@ -36,9 +36,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import tomli_w
+
 from pytest_ragev.core.io import atomic_write_text
 from pytest_ragev.core.types import GENERATION_METRICS, RETRIEVAL_METRICS
-from pytest_ragev.server import tomlw
 from pytest_ragev.server.catalog import Catalog, FieldError
 from pytest_ragev.server.settings import ServerSettings
 from pytest_ragev.server.store import Store, now_iso
@@ -274,10 +275,10 @@ class Runner:
         for stale in ("report.json", "records.jsonl"):
             (folder / stale).unlink(missing_ok=True)
         atomic_write_text(folder / "pytest.ini", "[pytest]\n")
-        atomic_write_text(folder / "config.toml", tomlw.dumps(plan.redacted_document))
+        write_task_config(folder / "config.toml", plan.redacted_document)
         derived = plan.folder / _task_config_name(task_id)
         try:
-            atomic_write_text(derived, tomlw.dumps(plan.document))
+            write_task_config(derived, plan.document)
         except (OSError, TypeError) as exc:
             self._fail(row, f"could not write the task's config beside {plan.knowledge_base_id}"
                             f".toml: {exc}")
@@ -495,6 +496,12 @@ class Runner:
         fields["end_time"] = now_iso()
         fields["duration"] = round(max(0, now_ms - int(row["created_ms"])) / 1000.0, 3)
         self.store.update_task(task_id, **fields)
+
+
+def write_task_config(path: Path, document: Mapping[str, Any]) -> None:
+    """Write a task's config as TOML, atomically; the plugin's ``tomllib`` reads it back
+    equal. :class:`TypeError` for a value TOML cannot hold (``None``, an object)."""
+    atomic_write_text(path, tomli_w.dumps(document))
 
 
 def _task_config_name(task_id: str) -> str:

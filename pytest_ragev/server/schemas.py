@@ -1,15 +1,31 @@
 """Request and response bodies of the HTTP API (pydantic): validation and the OpenAPI document.
 
+The query parameters several routes share (:data:`TaskIdQuery`, :data:`PageQuery`,
+:data:`StatusQuery`, :data:`NameQuery`) are typed here once, with their limits.
+
 Request models are strict (``"5"`` is not a number) and forbid unknown fields, so a
 typo is a 400 naming the field instead of a silently ignored option. Response models
-describe the shapes for ``/openapi.json``; handlers send plain JSON of these shapes.
+describe the shapes for ``/openapi.json``; handlers send plain JSON of these shapes,
+built from a stored task row by :func:`task_json`, :func:`request_json` and
+:func:`summary_json`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
+from fastapi import Query
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+# ------------------------------------------ query parameters the routes share
+#: A task id in a query (``task_id``, the compare page's ``a`` and ``b``).
+TaskIdQuery = Annotated[str, Query(min_length=1, max_length=300)]
+#: A page number of a list.
+PageQuery = Annotated[int, Query(ge=1, le=1_000_000)]
+#: A task status filter (0 pending, 1 running, 2 success, 3 failed).
+StatusQuery = Annotated[int | None, Query(ge=0, le=3)]
+#: A dataset or config name in a filter, or a variant name.
+NameQuery = Annotated[str | None, Query(max_length=200)]
 
 
 class CreateEvaluation(BaseModel):
@@ -140,3 +156,29 @@ class ErrorBody(BaseModel):
 class ErrorEnvelope(BaseModel):
     success: Literal[False] = False
     error: ErrorBody
+
+
+# ------------------------------------------------- the shapes above, from a task row
+def task_json(row: dict[str, Any]) -> dict[str, Any]:
+    """A :class:`Task` of the store's task row ``row``."""
+    return {
+        "id": row["id"], "tenant_id": row["tenant_id"], "dataset_id": row["dataset_id"],
+        "start_time": row["start_time"], "status": row["status"], "err_msg": row["err_msg"],
+        "total": row["total"], "finished": row["finished"], "end_time": row["end_time"],
+        "duration": row["duration"],
+    }
+
+
+def request_json(row: dict[str, Any]) -> dict[str, Any]:
+    """The :class:`Request` a task was created with."""
+    return {
+        "config": row["config"], "knowledge_base_id": row["knowledge_base_id"],
+        "chat_id": row["chat_id"], "rerank_id": row["rerank_id"],
+        "variant": row["variants"] or [], "limit": row["limit_n"], "profile": row["profile"],
+    }
+
+
+def summary_json(row: dict[str, Any]) -> dict[str, Any]:
+    """A :class:`Summary`: one row of the list endpoint."""
+    return {"task": task_json(row), "metric": row["metric"], "request": request_json(row),
+            "verdict": row["verdict"]}

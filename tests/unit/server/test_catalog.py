@@ -6,10 +6,10 @@ import tomllib
 from pathlib import Path
 
 import pytest
+import tomli_w
 
 from pytest_ragev.dataset import write_dataset
 from pytest_ragev.server.catalog import Catalog, FieldError
-from pytest_ragev.server.tomlw import dumps
 from tests._data import ANSWERS, CORPUS, QAS, QRELS, QUERIES
 
 
@@ -53,7 +53,7 @@ def test_plan_runs_the_config_as_written_with_its_own_dataset(configs: Path) -> 
     assert "report" not in doc and doc["run"]["progress_interval"] == 1.0
     assert doc["variants"][0]["name"] == "k256"
     assert plan.folder == configs.resolve()
-    assert tomllib.loads(dumps(doc)) == doc
+    assert tomllib.loads(tomli_w.dumps(doc)) == doc
 
 
 def test_plan_copies_the_knowledge_base_pipeline_and_applies_models(configs: Path) -> None:
