@@ -130,8 +130,9 @@ def unread_knob_lines(
     """One warning per ``[pipeline]`` key that the project's code never read.
 
     Only configurations whose questions the project's code answered count (``who``
-    names that code, ``None`` for the plugin's own pipelines, which check their knobs
-    themselves), and only when at least one answer came from a call: a rerun served
+    names that code as the reports name it, ``conftest hooks (conftest.py)`` or
+    ``pkg.module:make``; ``None`` for the plugin's own pipelines, which check their
+    knobs themselves), and only when at least one answer came from a call: a rerun served
     from the cache ran no code. A key of the base table is warned about when no such
     configuration read it; a key a variant sets (``overrides``) when that variant did
     not read it.
@@ -142,13 +143,13 @@ def unread_knob_lines(
     lines: list[str] = []
     base = plain_options(settings(None).options)
     read_anywhere = frozenset().union(*(reads.reads(v) for v in ran))
-    names = ", ".join(dict.fromkeys(str(who(v)) for v in ran))
+    names = " or ".join(dict.fromkeys(str(who(v)) for v in ran))
     warned = set()
     for key, value in base.items():
         if key not in read_anywhere:
             warned.add(key)
-            lines.append(f"{source}: [pipeline] {key} = {_shown(key, value)} was read by no "
-                         f"code ({names}); remove it or read it")
+            lines.append(f"{source}: [pipeline] {key} = {_shown(key, value)} was never read "
+                         f"by {names}; remove it or read it")
     for variant in ran:
         if variant is None:
             continue
@@ -157,6 +158,6 @@ def unread_knob_lines(
             if key == "name" or key in done or key in warned:
                 continue
             lines.append(f"{source}: variant {variant!r}: pipeline.{key} = "
-                         f"{_shown(key, value)} was read by no code ({who(variant)}); "
+                         f"{_shown(key, value)} was never read by {who(variant)}; "
                          "remove it or read it")
     return lines

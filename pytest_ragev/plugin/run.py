@@ -31,7 +31,6 @@ from pytest_ragev.core.task import make_task_id, task_user
 from pytest_ragev.core.types import METRIC_NAMES, STATUS_RUNNING, CustomMetric, QAPair
 from pytest_ragev.dataset import SPILL_TEXT_BYTES, Dataset, load_dataset
 from pytest_ragev.evaluation import (
-    AnsweredBy,
     EvalInputs,
     RecordScorer,
     RunFacts,
@@ -45,7 +44,7 @@ from pytest_ragev.pipelines.builtin import BuiltinPipeline
 from pytest_ragev.pipelines.builtin.config import unread_knobs
 from pytest_ragev.plugin.answering import Answerer
 from pytest_ragev.plugin.collect import CollectionPlan, NodeIds
-from pytest_ragev.plugin.defaults import DefaultPipelineHooks, kb_progress_factory
+from pytest_ragev.plugin.defaults import ANSWER_HOOK, DefaultPipelineHooks, kb_progress_factory
 from pytest_ragev.plugin.finish import Finisher
 from pytest_ragev.plugin.knobs import KnobReadsExchange, unread_knob_lines
 from pytest_ragev.plugin.progress import ProgressFile, XdistProgress
@@ -337,7 +336,7 @@ class ActiveRun:
 
     def _configured_pipelines(self) -> list[tuple[str | None, Pipeline]]:
         """The selected configurations' pipelines, unless the project's hooks answer."""
-        if self._user_answers():
+        if self.defaults.project.implements(ANSWER_HOOK):
             return []
         return [(variant, self.defaults.pipeline(self.plan.settings(variant)))
                 for variant in self.plan.variants]
@@ -381,47 +380,6 @@ class ActiveRun:
                     f"{source}: {reason}; no question was asked (set [run] preflight = false "
                     "to skip this check)", source, variant))
 
-    def _user_answers(self) -> list[Any]:
-        """The ``pytest_ragev_answer`` implementations other than the built-in ones, in
-        the order pytest calls them."""
-        impls = self.config.hook.pytest_ragev_answer.get_hookimpls()
-        return [impl for impl in reversed(impls) if impl.plugin is not self.defaults]
-
-    def _hook_files(self) -> list[str]:
-        """The files (relative to the rootdir) or plugin names of the project's
-        ``pytest_ragev_answer`` implementations, in the order pytest calls them."""
-        where = []
-        for impl in self._user_answers():
-            path = getattr(impl.plugin, "__file__", None)
-            if path is None:
-                where.append(impl.plugin_name)
-                continue
-            try:
-                where.append(Path(path).resolve().relative_to(self.config.rootpath).as_posix())
-            except ValueError:
-                where.append(Path(path).name)
-        return where
-
-    def answered_by(self, variant: str | None) -> AnsweredBy:
-        """Which code answers ``variant``'s questions: the project's hooks or the
-        configured pipeline."""
-        where = self._hook_files()
-        if not where:
-            return AnsweredBy(self.plan.settings(variant).name)
-        conftests = all(Path(w).name == "conftest.py" for w in where)
-        return AnsweredBy(f"{'conftest hooks' if conftests else 'hooks'} ({', '.join(where)})",
-                          hooks=True)
-
-    def _project_code(self, variant: str | None) -> str | None:
-        """The project's code that answers ``variant`` (``conftest.py hooks``, a factory's
-        ``module:callable``), whose knob reads are recorded; ``None`` for the plugin's
-        own pipelines."""
-        where = self._hook_files()
-        if where:
-            return f"{', '.join(where)} hooks"
-        name = self.plan.settings(variant).name
-        return name if ":" in name else None
-
     def _unread_project_knobs(self) -> list[str]:
         """Knobs that the project's code (hooks, a factory) never read in this run."""
         return unread_knob_lines(
@@ -429,14 +387,14 @@ class ActiveRun:
             settings=self.plan.settings,
             overrides={v.name: v.pipeline for v in self.ragev.variants},
             reads=self.defaults.knob_reads,
-            who=self._project_code,
+            who=lambda variant: self.defaults.project.code(self.plan.settings(variant)),
             source=self.ragev.source.name,
         )
 
     def _unread_knobs(self) -> list[str]:
         """Knobs of the built-in pipeline that its mode never reads (a conftest's knobs
         are the conftest's business: nothing can be known about them)."""
-        if self._user_answers():
+        if self.defaults.project.implements(ANSWER_HOOK):
             return []
         lines: list[str] = []
         warned: set[str] = set()
@@ -496,7 +454,7 @@ class ActiveRun:
             settings = self.plan.settings(variant)
             self._params[variant] = run_params(
                 self.plan, self.dataset, self.defaults.snapshot(settings), variant,
-                answered_by=self.answered_by(variant),
+                answered_by=self.defaults.project.answered_by(settings),
             )
         return self._params[variant]
 
