@@ -1,4 +1,6 @@
-"""Knobs of the project's own pipeline that no code read, warned about once at the end.
+"""Knobs that change nothing, warned about: the built-in pipeline's its mode never
+reads (:func:`unused_builtin_knob_lines`, when the run starts), and those of the
+project's own pipeline that no code read (once, at the end).
 
 The conftest hooks and a factory pipeline (``name = "module:callable"``) receive
 ``settings.options`` as a :class:`~pytest_ragev.core.knobs.KnobOptions`, which records
@@ -19,6 +21,9 @@ import pytest
 from pytest_ragev.core.knobs import plain_options, tracked
 from pytest_ragev.core.redact import redact
 from pytest_ragev.core.types import PipelineSettings
+from pytest_ragev.pipelines import Pipeline
+from pytest_ragev.pipelines.builtin import BuiltinPipeline
+from pytest_ragev.pipelines.builtin.config import unread_knobs
 
 #: Where a worker puts its reads in ``config.workeroutput``.
 WORKER_OUTPUT_KEY = "ragev_knob_reads"
@@ -160,4 +165,30 @@ def unread_knob_lines(
             lines.append(f"{source}: variant {variant!r}: pipeline.{key} = "
                          f"{_shown(key, value)} was never read by {who(variant)}; "
                          "remove it or read it")
+    return lines
+
+
+def unused_builtin_knob_lines(
+    pipelines: Sequence[tuple[PipelineSettings, Pipeline]], *, source: str
+) -> list[str]:
+    """One warning per knob of the built-in pipeline that its mode never reads, for
+    ``pipelines`` (each configuration's settings and pipeline, the base first; other
+    pipelines are skipped). A conftest's knobs are the conftest's business: nothing
+    can be known about them, so a run the project's hooks answer passes none."""
+    lines: list[str] = []
+    warned: set[str] = set()
+    for settings, pipe in pipelines:
+        if not isinstance(pipe, BuiltinPipeline):
+            continue
+        variant = settings.variant
+        for key, why in unread_knobs(pipe.config, settings.options):
+            if key in warned:
+                continue  # the base configuration's line covers the variants that inherit it
+            if variant is None:
+                warned.add(key)
+                where = f"[pipeline] {key}"
+            else:
+                where = f"variant {variant!r}: pipeline.{key}"
+            lines.append(f"{source}: {where} = {settings.options[key]!r} has no effect: "
+                         f"{why}; remove it")
     return lines

@@ -6,7 +6,8 @@ the plugin installed imports none of this: no pyarrow, numpy or jieba.
 :class:`ActiveRun` is the composition root: it builds the components of
 :mod:`.answering`, :mod:`.records`, :mod:`.progress`, :mod:`.defaults` and
 :mod:`.finish`, registers the plugin objects among them and hands each the values it
-needs.
+needs. The checks it runs when the run becomes active are :mod:`.preflight`'s and
+:mod:`.knobs`'.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import os
 import warnings
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -25,10 +25,10 @@ import pytest
 
 from pytest_ragev.config import RagevConfig, RunOptions
 from pytest_ragev.core.attribution import PassageIndex
-from pytest_ragev.core.errors import CacheWarning, RagevError, name_variant
+from pytest_ragev.core.errors import CacheWarning, RagevError
 from pytest_ragev.core.record import QuestionKey, Record, nonfinite_warning
 from pytest_ragev.core.task import make_task_id, task_user
-from pytest_ragev.core.types import METRIC_NAMES, STATUS_RUNNING, CustomMetric, QAPair
+from pytest_ragev.core.types import STATUS_RUNNING, QAPair
 from pytest_ragev.dataset import SPILL_TEXT_BYTES, Dataset, load_dataset
 from pytest_ragev.evaluation import (
     EvalInputs,
@@ -39,14 +39,17 @@ from pytest_ragev.evaluation import (
     TextScoreMemo,
     run_params,
 )
-from pytest_ragev.pipelines import Pipeline, PipelineKind, Preflight, is_io_bound, pipeline_kind
-from pytest_ragev.pipelines.builtin import BuiltinPipeline
-from pytest_ragev.pipelines.builtin.config import unread_knobs
+from pytest_ragev.pipelines import Pipeline, PipelineKind, pipeline_kind
 from pytest_ragev.plugin.answering import Answerer
 from pytest_ragev.plugin.collect import CollectionPlan, NodeIds
 from pytest_ragev.plugin.defaults import ANSWER_HOOK, DefaultPipelineHooks, kb_progress_factory
 from pytest_ragev.plugin.finish import Finisher
-from pytest_ragev.plugin.knobs import KnobReadsExchange, unread_knob_lines
+from pytest_ragev.plugin.knobs import (
+    KnobReadsExchange,
+    unread_knob_lines,
+    unused_builtin_knob_lines,
+)
+from pytest_ragev.plugin.preflight import check_baseline_target, check_services, custom_metrics
 from pytest_ragev.plugin.progress import ProgressFile, XdistProgress
 from pytest_ragev.plugin.records import ItemStatus, RecordCollector, RecordHandoff
 from pytest_ragev.plugin.samples import SamplesFile
@@ -60,27 +63,6 @@ PLUGIN_NAMES = ("ragev-defaults", "ragev-records", "ragev-xdist", "ragev-finish"
 
 def _usage(error: RagevError) -> pytest.UsageError:
     return pytest.UsageError(str(error))
-
-
-def _check_baseline_target(path: Path | None, source: Path) -> None:
-    """``--ragev-update-baseline`` must be able to write its file: checked before any
-    question runs, not after all of them."""
-    if path is None:
-        raise pytest.UsageError(
-            "--ragev-update-baseline needs a baseline path; set [baseline] path in "
-            f"{source} or pass --ragev-baseline PATH"
-        )
-    if path.is_dir():
-        raise pytest.UsageError(
-            f"--ragev-update-baseline: the baseline path {path} is a folder; point "
-            "[baseline] path or --ragev-baseline at a file such as ragev-baseline.json"
-        )
-    folder = next((p for p in [path.parent, *path.parent.parents] if p.exists()), None)
-    if folder is None or not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
-        raise pytest.UsageError(
-            f"--ragev-update-baseline: cannot write {path} ({folder} is not a writable "
-            "folder); choose another [baseline] path or fix the folder's permissions"
-        )
 
 
 class ActiveRun:
@@ -169,28 +151,12 @@ class ActiveRun:
         """The run plan: settings resolved once, with the hooks' custom metrics."""
         if self._plan is None:
             try:
-                self._plan = RunPlan.build(self.ragev, self.options, self._custom_metrics(),
+                metrics = custom_metrics(self.config.hook.pytest_ragev_metrics())
+                self._plan = RunPlan.build(self.ragev, self.options, metrics,
                                            self.config.hook.pytest_ragev_tokenizer())
             except RagevError as exc:
                 raise _usage(exc) from None
         return self._plan
-
-    def _custom_metrics(self) -> tuple[CustomMetric, ...]:
-        found: list[CustomMetric] = []
-        for group in self.config.hook.pytest_ragev_metrics():
-            for metric in group or ():
-                if not isinstance(metric, CustomMetric):
-                    raise pytest.UsageError(
-                        f"pytest_ragev_metrics returned {metric!r}; return "
-                        "pytest_ragev.CustomMetric objects"
-                    )
-                if metric.name in METRIC_NAMES or metric.name in {m.name for m in found}:
-                    raise pytest.UsageError(
-                        f"pytest_ragev_metrics: metric name {metric.name!r} is used twice; "
-                        "give each custom metric its own name"
-                    )
-                found.append(metric)
-        return tuple(found)
 
     @property
     def passage_index(self) -> PassageIndex:
@@ -321,13 +287,19 @@ class ActiveRun:
         except RagevError as exc:
             raise _usage(exc) from None
         if plan.options.update_baseline and not self.is_worker:
-            _check_baseline_target(plan.baseline_path, self.ragev.source)
+            check_baseline_target(plan.baseline_path, self.ragev.source)
         if not self.is_worker:
             self.task_id = plan.options.task_id or make_task_id(
                 self.dataset.dataset_id, task_user(self.ragev.task_user))
-            self._warnings = tuple(self._unread_knobs())
+            pipelines = self._configured_pipelines()
+            self._warnings = tuple(unused_builtin_knob_lines(
+                [(plan.settings(variant), pipe) for variant, pipe in pipelines],
+                source=self.ragev.source.name))
             if not self.config.option.collectonly:
-                self._check_services()
+                pairs = self.dataset.pairs
+                check_services(pipelines, source=self.ragev.source,
+                               first=pairs[0] if self.ragev.preflight and pairs else None,
+                               cached=self._answer_is_cached)
                 if self.samples is not None:
                     problem = self.samples.open()
                     if problem is not None:
@@ -350,36 +322,6 @@ class ActiveRun:
         cache, key = self.defaults.answer_cache_entry(settings, case, self.dataset.fingerprint)
         return cache is not None and key is not None and cache.get(key) is not None
 
-    def _check_services(self) -> None:
-        """Before any question: the environment a remote pipeline needs is set, and (one
-        request per configuration, unless ``[run] preflight = false``) its service
-        answers and takes the key. Either failing is one usage error (exit 4)."""
-        source = self.ragev.source
-        # Only pipelines that call a service (not the built-in one offline, whose cache
-        # is better left unopened until the questions run).
-        checks = [(variant, pipe) for variant, pipe in self._configured_pipelines()
-                  if isinstance(pipe, Preflight) and is_io_bound(pipe)]
-        missing: list[str] = []
-        seen: set[str] = set()
-        for variant, pipe in checks:
-            for line in pipe.missing_environment():
-                if line not in seen:  # variants that inherit a key need it said once
-                    seen.add(line)
-                    missing.append(name_variant(f"{source}: {line}", source, variant))
-        if missing:
-            raise pytest.UsageError("; ".join(missing))
-        if not self.ragev.preflight or not self.dataset.pairs:
-            return
-        first = self.dataset.pairs[0]
-        for variant, pipe in checks:
-            if self._answer_is_cached(variant, first):
-                continue  # a rerun served from the cache may not need the service at all
-            reason = pipe.preflight(first)
-            if reason is not None:
-                raise pytest.UsageError(name_variant(
-                    f"{source}: {reason}; no question was asked (set [run] preflight = false "
-                    "to skip this check)", source, variant))
-
     def _unread_project_knobs(self) -> list[str]:
         """Knobs that the project's code (hooks, a factory) never read in this run."""
         return unread_knob_lines(
@@ -390,31 +332,6 @@ class ActiveRun:
             who=lambda variant: self.defaults.project.code(self.plan.settings(variant)),
             source=self.ragev.source.name,
         )
-
-    def _unread_knobs(self) -> list[str]:
-        """Knobs of the built-in pipeline that its mode never reads (a conftest's knobs
-        are the conftest's business: nothing can be known about them)."""
-        if self.defaults.project.implements(ANSWER_HOOK):
-            return []
-        lines: list[str] = []
-        warned: set[str] = set()
-        source = self.ragev.source.name
-        for variant in self.plan.variants:
-            settings = self.plan.settings(variant)
-            pipe = self.defaults.pipeline(settings)
-            if not isinstance(pipe, BuiltinPipeline):
-                continue
-            for key, why in unread_knobs(pipe.config, settings.options):
-                if key in warned:
-                    continue  # the base configuration's line covers the variants that inherit it
-                if variant is None:
-                    warned.add(key)
-                    where = f"[pipeline] {key}"
-                else:
-                    where = f"variant {variant!r}: pipeline.{key}"
-                lines.append(f"{source}: {where} = {settings.options[key]!r} has no effect: "
-                             f"{why}; remove it")
-        return lines
 
     def collection_plan(self) -> CollectionPlan:
         """What the collectors read."""
