@@ -6,8 +6,8 @@ the plugin installed imports none of this: no pyarrow, numpy or jieba.
 :class:`ActiveRun` is the composition root: it builds the components of
 :mod:`.answering`, :mod:`.records`, :mod:`.progress`, :mod:`.defaults` and
 :mod:`.finish`, registers the plugin objects among them and hands each the values it
-needs. The checks it runs when the run becomes active are :mod:`.preflight`'s and
-:mod:`.knobs`'.
+needs (none of them knows this module). The checks it runs when the run becomes active
+are :mod:`.preflight`'s and :mod:`.knobs`'.
 """
 
 from __future__ import annotations
@@ -105,7 +105,12 @@ class ActiveRun:
             on_record=self.samples.add if self.samples is not None else None,
             handoff=self.handoff,
         )
-        self.finisher = Finisher(self, self.inputs)
+        self.finisher = Finisher(
+            config=config, is_worker=self.is_worker, records=self.records,
+            progress=self.progress, signals=self.signals,
+            answerer=lambda: self._answerer, close_pipelines=self._close_pipelines,
+            node_ids=lambda: self.node_ids, inputs=self.inputs, params=self.params,
+        )
         self._answerer: Answerer | None = None
         self._scorer: RecordScorer | None = None
         # The running means of the progress report, and how many records they count.
@@ -343,23 +348,9 @@ class ActiveRun:
         )
 
     # -- what the end of the run reads
-    def expects_questions(self) -> bool:
-        return not self.config.option.collectonly and self.records.expects_questions
-
-    def answerer_usage_error(self) -> str | None:
-        """The usage error a question showed while it was answered, if any."""
-        return None if self._answerer is None else self._answerer.usage_error
-
-    def answerer_stopped_by(self) -> str | None:
-        """What stopped the answering early (``[run] deadline``), if anything did."""
-        return None if self._answerer is None else self._answerer.stopped_by
-
-    def close_knowledge_bases(self) -> None:
-        """Tear down the knowledge bases: every question has been answered."""
-        if self._answerer is not None:
-            self._answerer.close_knowledge_bases()
-
-    def answerer_close(self) -> None:
+    def _close_pipelines(self) -> None:
+        """Release every pipeline: through the answerer (its knowledge bases first)
+        when the run answered, else directly."""
         if self._answerer is not None:
             self._answerer.close()
         else:
