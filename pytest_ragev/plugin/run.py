@@ -116,7 +116,6 @@ class ActiveRun:
         # The running means of the progress report, and how many records they count.
         self._running: RunningMeans | None = None
         self._running_seen = 0
-        self.activated = False
 
     def register(self) -> None:
         """Register the run's plugin objects (the defaults first: hooks are checked on use)."""
@@ -284,7 +283,6 @@ class ActiveRun:
     # -- activation
     def activate(self, session: pytest.Session) -> None:
         """Load the dataset and validate every setting, before any question runs."""
-        self.activated = True
         self.records.bind(session)
         plan = self.plan
         try:
