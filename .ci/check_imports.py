@@ -7,7 +7,10 @@ Exit 1 with one line per violation:
 5. no import of another package's private ``_x`` module, and no import of a module's
    private ``_name`` from another module (make it public where it lives, or move it);
 6. nothing below the plugin shell imports the package face ``pytest_ragev`` itself;
-and no import circle between modules (module-level imports only, as Python runs them).
+and no import circle between modules, counting module-level and ``if TYPE_CHECKING:``
+imports alike: a type-only import is still a dependency a reader follows, and a circle
+of them is a tangle even when Python never runs it. Function-level imports stay out of
+the graph (rule 4 allows them only in ``plugin/__init__.py``, the lazy entry point).
 """
 
 from __future__ import annotations
@@ -115,12 +118,16 @@ def main() -> int:
                     problems.append(f"{line}: imports {target}, private to {owner} (rule 5)")
                 if target == "pytest_ragev" and not name.startswith(FACE_USERS):
                     problems.append(f"{line}: imports the package face (rule 6)")
-                if not (in_function or typing_only) and target != name:
+                if (typing_only or not in_function) and target != name:
                     graph[name].add(target)
             for private_name in private_names(node, name, is_package, set(modules)):
                 problems.append(f"{line}: imports {private_name}, private to its module "
                                 "(rule 5)")
-    problems += [f"import circle: {' -> '.join(cycle)}" for cycle in circles(graph)]
+    for component in circles(graph):
+        circle = shortest_cycle(graph, component)
+        rest = sorted(set(component) - set(circle))
+        tangled = f" (and through it: {', '.join(rest)})" if rest else ""
+        problems.append(f"import circle: {' -> '.join(circle)}{tangled}")
     for problem in problems:
         print(problem)
     return 1 if problems else 0
@@ -166,6 +173,29 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
         if node not in index:
             visit(node)
     return found
+
+
+def shortest_cycle(graph: dict[str, set[str]], component: list[str]) -> list[str]:
+    """A shortest circle through the component's first module, as the imports run:
+    ``[a, b, a]`` (breadth first, within the component)."""
+    start = component[0]
+    members = set(component)
+    came_from: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following: list[str] = []
+        for node in frontier:
+            for nxt in sorted(graph[node] & members):
+                if nxt == start:
+                    path = [node]
+                    while path[-1] != start:
+                        path.append(came_from[path[-1]])
+                    return [*reversed(path), start]
+                if nxt not in came_from:
+                    came_from[nxt] = node
+                    following.append(nxt)
+        frontier = following
+    return [*component, start]  # not reached: a component of two or more is a circle
 
 
 if __name__ == "__main__":

@@ -21,6 +21,10 @@ if TYPE_CHECKING:
     from pytest_ragev.config import RagevConfig, RunOptions
     from pytest_ragev.core.record import Record
     from pytest_ragev.plugin.run import ActiveRun
+    from pytest_ragev.plugin.session import RagevSession
+
+#: The name the session object registers under.
+SESSION_PLUGIN = "ragev-session"
 
 
 def _positive_int(flag: str, example: str) -> Callable[[str], int]:
@@ -241,8 +245,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     from pytest_ragev.config import RunOptions, load_config
     from pytest_ragev.core.errors import RagevError
-    from pytest_ragev.plugin.keys import session_key
-    from pytest_ragev.plugin.session import RagevSession
+    from pytest_ragev.plugin.session import RagevSession, session_key
 
     ini_file = None if from_cli else (config.inipath or config.rootpath / "pytest.ini")
     try:
@@ -271,18 +274,32 @@ def pytest_configure(config: pytest.Config) -> None:
         config.args = [str(ragev.source)]
     session = RagevSession(config, ragev, options, start_run=_start_run)
     config.stash[session_key] = session
-    config.pluginmanager.register(session, "ragev-session")
+    config.pluginmanager.register(session, SESSION_PLUGIN)
+
+
+def _session(config: pytest.Config) -> RagevSession | None:
+    """The run's session, or ``None`` in a run without a ragev config.
+
+    The plugin manager is asked first: a pytest run that merely has the plugin
+    installed never imports the session module (the config parser, the collectors:
+    some 40 ms) just to find its stash key empty.
+    """
+    if not config.pluginmanager.has_plugin(SESSION_PLUGIN):
+        return None
+    from pytest_ragev.plugin.session import session_key
+
+    return config.stash.get(session_key, None)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    from pytest_ragev.plugin.keys import session_key
-
-    session = config.stash.get(session_key, None)
+    session = _session(config)
     if session is None:
         return
+    from pytest_ragev.plugin.session import session_key
+
     del config.stash[session_key]
     session.thaw()  # never left frozen, even when the session did not finish
-    names = ["ragev-session"]
+    names = [SESSION_PLUGIN]
     if session.started is not None:
         from pytest_ragev.plugin.run import PLUGIN_NAMES
 
@@ -294,9 +311,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def _run_or_skip(request: pytest.FixtureRequest) -> ActiveRun:
-    from pytest_ragev.plugin.keys import session_key
-
-    session = request.config.stash.get(session_key, None)
+    session = _session(request.config)
     if session is None:
         pytest.skip("no ragev config: pass --ragev-config or set ragev_config in the ini file")
     return session.run

@@ -271,7 +271,7 @@ class Answerer:
         result = self._hook.pytest_ragev_answer(case=case, kb=kb,
                                                 settings=self._defaults.handed(settings))
         if result is None:
-            where = self._defaults.user_sources("pytest_ragev_answer")
+            where = self._defaults.project.names()
             if where:
                 # The built-in pipeline stands aside when a conftest answers: a None is
                 # this question's error, never an answer from another pipeline.

@@ -21,7 +21,6 @@ import pytest
 from pytest_ragev.core.errors import RagevError
 from pytest_ragev.core.record import QuestionKey
 from pytest_ragev.core.types import QAPair
-from pytest_ragev.plugin.keys import collection_key
 
 if TYPE_CHECKING:
     # Types only: the rendering classes pytest passes to repr_failure.
@@ -136,6 +135,10 @@ class CollectionPlan:
     cases: tuple[QAPair, ...]
     variants: tuple[str | None, ...]
     run_case: RunCase
+
+
+#: What the collectors and items read, made on first use (the session puts it here).
+collection_key: pytest.StashKey[Callable[[], CollectionPlan]] = pytest.StashKey()
 
 
 def _plan(config: pytest.Config) -> CollectionPlan:

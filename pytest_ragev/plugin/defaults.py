@@ -1,10 +1,11 @@
 """The built-in pipelines, plugged into the ``pytest_ragev_*`` hooks with ``trylast``.
 
 A user's ``conftest.py`` implementations run first and win (``firstresult``); these
-answer only when nobody else does. :class:`DefaultPipelineHooks` also knows which
-pipeline object serves a configuration, whether its answers may be cached, and where
-the caches live; the identities themselves are the pure functions of
-:mod:`pytest_ragev.pipelines.identity`.
+answer only when nobody else does. :class:`ProjectHooks` is the one place that finds
+the project's implementations and names them (which code answers a configuration);
+:class:`DefaultPipelineHooks` also knows which pipeline object serves a configuration,
+whether its answers may be cached, and where the caches live; the identities
+themselves are the pure functions of :mod:`pytest_ragev.pipelines.identity`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pytest
 from pytest_ragev.core.knobs import untracked
 from pytest_ragev.core.types import Answer, PipelineSettings, QAPair
 from pytest_ragev.dataset import corpus_fingerprint
+from pytest_ragev.evaluation import AnsweredBy
 from pytest_ragev.pipelines import Pipeline, build_pipeline
 from pytest_ragev.pipelines.answer_cache import AnswerCache, answer_cache_key
 from pytest_ragev.pipelines.builtin import BuiltinPipeline
@@ -35,12 +37,82 @@ from pytest_ragev.plugin.knobs import KnobReads
 
 #: The hooks whose implementations make a conftest pipeline's answers.
 USER_HOOKS = ("pytest_ragev_answer", "pytest_ragev_build_knowledge_base")
+#: The hook whose implementations answer the questions.
+ANSWER_HOOK = "pytest_ragev_answer"
 
 #: Corpora with at least this many passages show the KB-build progress.
 PROGRESS_MIN_PASSAGES = 20_000
 
 #: Makes the KB-build progress printer for a corpus of this many passages (or ``None``).
 ProgressFactory = Callable[[int], "Callable[[int, int], None] | None"]
+
+
+class ProjectHooks:
+    """The project's implementations of the plugin's hooks, found and named in one place.
+
+    Every implementation but the built-in one (``builtin``, the plugin object of
+    :class:`DefaultPipelineHooks`) is the project's: a ``conftest.py``'s, another
+    plugin's. Each is named by its file relative to ``root`` (the rootdir:
+    ``eval/conftest.py``), a file outside it by its name, a plugin without a file by
+    its plugin name. ``hook`` is pytest's hook relay.
+    """
+
+    def __init__(self, hook: Any, *, builtin: object, root: Path) -> None:
+        self._hook = hook
+        self._builtin = builtin
+        self._root = root
+
+    def implements(self, hook_name: str) -> bool:
+        """Whether the project implements ``hook_name``."""
+        caller = getattr(self._hook, hook_name)
+        return any(impl.plugin is not self._builtin for impl in caller.get_hookimpls())
+
+    def implementations(self, hook_name: str) -> list[Any]:
+        """The project's implementations of ``hook_name``, in the order pytest calls them."""
+        caller = getattr(self._hook, hook_name)
+        return [impl for impl in reversed(caller.get_hookimpls())
+                if impl.plugin is not self._builtin]
+
+    def names(self, hook_name: str = ANSWER_HOOK) -> list[str]:
+        """Where the project's implementations of ``hook_name`` live, in the order pytest
+        calls them: ``["eval/conftest.py"]``."""
+        found = []
+        for impl in self.implementations(hook_name):
+            path = getattr(impl.plugin, "__file__", None)
+            if path is None:
+                found.append(str(impl.plugin_name))
+                continue
+            try:
+                found.append(Path(path).resolve().relative_to(self._root).as_posix())
+            except ValueError:
+                found.append(Path(path).name)
+        return found
+
+    def files(self) -> list[Path]:
+        """The files of the project's implementations of :data:`USER_HOOKS` (the code
+        whose digest keys a conftest pipeline's cached answers)."""
+        return [Path(str(impl.plugin.__file__)) for name in USER_HOOKS
+                for impl in self.implementations(name)
+                if getattr(impl.plugin, "__file__", None)]
+
+    def answered_by(self, settings: PipelineSettings) -> AnsweredBy:
+        """Which code answers ``settings``' questions: the project's hooks (``conftest
+        hooks (eval/conftest.py)``) or the configured pipeline (``builtin``,
+        ``pkg.module:make``)."""
+        where = self.names(ANSWER_HOOK)
+        if not where:
+            return AnsweredBy(settings.name)
+        conftests = all(Path(w).name == "conftest.py" for w in where)
+        return AnsweredBy(f"{'conftest hooks' if conftests else 'hooks'} ({', '.join(where)})",
+                          hooks=True)
+
+    def code(self, settings: PipelineSettings) -> str | None:
+        """The project's code that answers ``settings``' questions, named as
+        :meth:`answered_by` names it (its hooks, a factory's ``module:callable``), whose
+        knob reads are recorded; ``None`` for the plugin's own pipelines, which check
+        their knobs themselves."""
+        answered = self.answered_by(settings)
+        return answered.label if answered.hooks or ":" in answered.label else None
 
 
 class DefaultPipelineHooks:
@@ -62,8 +134,9 @@ class DefaultPipelineHooks:
         progress: ProgressFactory,
         project_root: Path | None = None,
     ) -> None:
-        self._hook = hook
         self._project_root = project_root or source.parent
+        #: The project's own implementations of the hooks, and their names.
+        self.project = ProjectHooks(hook, builtin=self, root=self._project_root)
         self._code_memo: dict[str | None, str] = {}
         # The settings part of the answer-cache key, per variant: it hashes every resolved
         # knob, which cost 110 us a question on a cached 30k rerun when done per question.
@@ -87,24 +160,6 @@ class DefaultPipelineHooks:
         #: The [pipeline] keys the project's code read (conftest hooks, a factory).
         self.knob_reads = KnobReads()
         self._kb_knobs_marked: set[str | None] = set()
-
-    # -- which code answers
-    def user_implements(self, hook_name: str) -> bool:
-        """Whether a plugin other than this one (a conftest) implements ``hook_name``."""
-        caller = getattr(self._hook, hook_name)
-        return any(impl.plugin is not self for impl in caller.get_hookimpls())
-
-    def user_sources(self, hook_name: str) -> list[str]:
-        """The files (or plugin names) of the other implementations of ``hook_name``, in
-        the order pytest calls them."""
-        caller = getattr(self._hook, hook_name)
-        found = []
-        for impl in reversed(caller.get_hookimpls()):
-            if impl.plugin is self:
-                continue
-            path = getattr(impl.plugin, "__file__", None)
-            found.append(Path(path).name if path else str(impl.plugin_name))
-        return found
 
     def pipeline(self, settings: PipelineSettings) -> Pipeline:
         """The pipeline object of ``settings`` (built and validated once per configuration).
@@ -131,7 +186,7 @@ class DefaultPipelineHooks:
         if settings.variant in self._kb_knobs_marked:
             return
         self._kb_knobs_marked.add(settings.variant)
-        if self.user_implements("pytest_ragev_answer") and self._builtin_builds_kb(settings):
+        if self.project.implements(ANSWER_HOOK) and self._builtin_builds_kb(settings):
             pipe = self.pipeline(settings)
             if isinstance(pipe, BuiltinPipeline):
                 self.knob_reads.mark(settings.variant, (*pipe.config.kb_knobs(), "retrieval"))
@@ -142,23 +197,23 @@ class DefaultPipelineHooks:
         When a conftest answers the questions, the ``[pipeline]`` table holds the user's
         own knobs, which only their hooks understand: nothing to validate here.
         """
-        if self.user_implements("pytest_ragev_answer"):
+        if self.project.implements(ANSWER_HOOK):
             return
         for settings in all_settings:
             self.pipeline(settings)
 
     def snapshot(self, settings: PipelineSettings) -> dict[str, Any]:
         """The resolved knobs: the built-in pipeline's (with defaults) or the table as written."""
-        if self.user_implements("pytest_ragev_answer"):
+        if self.project.implements(ANSWER_HOOK):
             return dict(settings.options)
         return dict(self.pipeline(settings).snapshot())
 
     def _builtin_builds_kb(self, settings: PipelineSettings) -> bool:
-        if self.user_implements("pytest_ragev_build_knowledge_base"):
+        if self.project.implements("pytest_ragev_build_knowledge_base"):
             return False
         # A conftest answering for a pipeline of its own (name not "builtin"): a built-in
         # KB of its knobs would mean nothing. With name "builtin" it may use ours.
-        return settings.name == "builtin" or not self.user_implements("pytest_ragev_answer")
+        return settings.name == "builtin" or not self.project.implements(ANSWER_HOOK)
 
     def kb_identity(self, settings: PipelineSettings) -> str:
         """Configurations whose KB-affecting knobs are equal share one knowledge base
@@ -174,7 +229,7 @@ class DefaultPipelineHooks:
         self, settings: PipelineSettings, case: QAPair, dataset_fingerprint: str
     ) -> tuple[AnswerCache | None, str | None]:
         """The answer cache and the key of ``case``'s answer, or ``(None, None)``."""
-        user_answers = self.user_implements("pytest_ragev_answer")
+        user_answers = self.project.implements(ANSWER_HOOK)
         pipe = None if user_answers else self.pipeline(settings)
         remote_model = isinstance(pipe, BuiltinPipeline) and pipe.config.chat_model != "extractive"
         if not cache_enabled(settings, no_cache=self._no_cache, configured=self._cache_setting,
@@ -202,9 +257,7 @@ class DefaultPipelineHooks:
     def _code_digest(self, pipe: FactoryPipeline | None, memo_key: str | None) -> str:
         if memo_key not in self._code_memo:
             if pipe is None:
-                files = [Path(str(impl.plugin.__file__)) for name in USER_HOOKS
-                         for impl in getattr(self._hook, name).get_hookimpls()
-                         if impl.plugin is not self and getattr(impl.plugin, "__file__", None)]
+                files = self.project.files()
             else:
                 files = [pipe.source_file] if pipe.source_file is not None else []
             self._code_memo[memo_key] = project_code_digest(files, self._project_root)
@@ -262,7 +315,7 @@ class DefaultPipelineHooks:
     def pytest_ragev_answer(
         self, case: QAPair, kb: Any, settings: PipelineSettings
     ) -> Answer | None:
-        if self.user_implements("pytest_ragev_answer"):
+        if self.project.implements(ANSWER_HOOK):
             # pluggy calls this one only when every conftest implementation returned
             # None: that is the conftest's error for this question, not a cue for the
             # built-in pipeline to answer it (metrics from two pipelines, exit 0).

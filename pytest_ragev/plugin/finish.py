@@ -11,9 +11,9 @@ import dataclasses
 import os
 import time
 import traceback
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import pytest
 
@@ -33,7 +33,12 @@ from pytest_ragev.core.io import (
     write_output_json,
 )
 from pytest_ragev.core.types import STATUS_FAILED
-from pytest_ragev.evaluation import EvalInputs, Outcome, evaluate
+from pytest_ragev.evaluation import EvalInputs, Outcome, RunPlan, evaluate
+from pytest_ragev.plugin.answering import Answerer
+from pytest_ragev.plugin.collect import NodeIds
+from pytest_ragev.plugin.progress import ProgressFile
+from pytest_ragev.plugin.records import RecordCollector
+from pytest_ragev.plugin.signals import SigtermGuard
 from pytest_ragev.report import (
     REPORT_RECORDS,
     final_report,
@@ -42,9 +47,6 @@ from pytest_ragev.report import (
     render_markdown,
     terminal_lines,
 )
-
-if TYPE_CHECKING:
-    from pytest_ragev.plugin.run import ActiveRun
 
 
 def _unprefixed(message: str) -> str:
@@ -161,13 +163,43 @@ class Finisher:
     test, comes before pytest's final progress mark), or at session finish when the
     loop was interrupted; the exit status is set at session finish, once pytest has
     computed its own.
+
+    What it reads of the run, each given by the composition root: ``records`` (what
+    the test reports carried), ``progress`` (the report file while the run goes),
+    ``signals`` (held while the reports are written), ``answerer`` (the answering, if
+    it started: its knowledge bases are closed, its usage error or deadline said),
+    ``close_pipelines`` (releases every pipeline, answering or not), ``node_ids`` (the
+    verdict's node id), ``inputs`` (what :func:`evaluate` reads, given how the run was
+    interrupted) and ``params`` (a configuration's settings snapshot; ``None``: the
+    base). Files and the status are written on the controller only (``is_worker``).
     """
 
     def __init__(
-        self, run: ActiveRun, inputs: Callable[[str | None], EvalInputs]
+        self,
+        *,
+        config: pytest.Config,
+        is_worker: bool,
+        records: RecordCollector,
+        progress: ProgressFile,
+        signals: SigtermGuard,
+        answerer: Callable[[], Answerer | None],
+        close_pipelines: Callable[[], None],
+        node_ids: Callable[[], NodeIds],
+        inputs: Callable[[str | None], EvalInputs],
+        params: Callable[[str | None], Mapping[str, Any]],
     ) -> None:
-        self._run = run
+        self._config = config
+        self._is_worker = is_worker
+        self._records = records
+        self._progress = progress
+        self._signals = signals
+        self._answerer = answerer
+        self._close_pipelines = close_pipelines
+        self._node_ids = node_ids
         self._inputs = inputs
+        self._params = params
+        #: The plan the run was evaluated with (what the reports and the summary read).
+        self._plan: RunPlan | None = None
         self._concluded = False
         self.outcome: Outcome | None = None
         self.usage_error: str | None = None
@@ -180,46 +212,54 @@ class Finisher:
         # trylast: the innermost wrapper, so this runs before the terminal reporter writes
         # the final [100%]. An interrupted loop raises through here: concluded at finish.
         result = yield
-        if not self._run.is_worker and self._run.expects_questions():
+        if not self._is_worker and self._expects_questions():
             # Every question is answered: the knowledge bases go before the end of the
             # run builds the baseline and the reports (a built-in KB's mapped index is
             # as large as its corpus, and the scoring never reads it).
-            self._run.close_knowledge_bases()
+            answerer = self._answerer()
+            if answerer is not None:
+                answerer.close_knowledge_bases()
             self._conclude(session, exitstatus=None)
         return result
+
+    def _expects_questions(self) -> bool:
+        """Whether the run answers questions (collected one, or received a record)."""
+        return not self._config.option.collectonly and self._records.expects_questions
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         # tryfirst: the verdict and the JUnit properties must exist before junitxml writes.
-        run = self._run
-        run.signals.hold()
+        self._signals.hold()
         try:
-            run.answerer_close()
-            if run.is_worker or not run.expects_questions():
+            self._close_pipelines()
+            if self._is_worker or not self._expects_questions():
                 # No question was to be answered: no verdict, and the last report stays.
                 return
             if not self._concluded:
                 self._conclude(session, exitstatus)
             self._set_status(session)
         finally:
-            run.signals.restore()
+            self._signals.restore()
 
     def _interruption(self, session: pytest.Session, exitstatus: int | None) -> str | None:
         interrupted = exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR)
         stopped = session.shouldfail or session.shouldstop  # -x, --maxfail, ...
-        records = self._run.records
+        records = self._records
         if stopped and not interrupted and records.finished < records.total:
             return f"stopped early ({stopped})"
         if not interrupted:
             return None
-        terminated = self._run.signals.terminated_by or self._run.answerer_stopped_by()
+        answerer = self._answerer()
+        terminated = self._signals.terminated_by or (
+            None if answerer is None else answerer.stopped_by)
         return f"interrupted by {terminated}" if terminated else "interrupted"
 
     def _conclude(self, session: pytest.Session, exitstatus: int | None) -> None:
         """Evaluate, write every report, report the verdict test; remember the status."""
         self._concluded = True
-        self._run.progress.stop()
-        answerer_error = self._run.answerer_usage_error()
+        self._progress.stop()
+        answerer = self._answerer()
+        answerer_error = None if answerer is None else answerer.usage_error
         if answerer_error is not None:
             # A question showed a usage error (a custom metric out of range): the run
             # stopped there; say it as the settings errors are said.
@@ -229,12 +269,13 @@ class Finisher:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         try:
             inputs = self._inputs(interrupted)
+            self._plan = inputs.plan
             phases = _Phases(_line_writer(reporter) if reporter is not None
                              and len(inputs.records) >= PHASE_LINES_FROM else None)
             with paused_gc():
                 outcome = evaluate(inputs, phase=phases)
                 phases("reports")
-                self._write_reports(outcome)
+                self._write_reports(outcome, inputs.plan, dataset_id=inputs.dataset.dataset_id)
             phases.done()
         except RagevError as exc:
             # A usage error found while evaluating (a baseline a partial update cannot
@@ -262,7 +303,7 @@ class Finisher:
             # other files are written (metrics, the reason), and the run is a usage error.
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
             return
-        if session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and self._run.records.records:
+        if session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and self._records.records:
             session.exitstatus = pytest.ExitCode.OK
         if self.outcome.failed and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -275,12 +316,12 @@ class Finisher:
         junitxml and the terminal hear every report) show a failed verdict as the failed
         test CI tools look for.
         """
-        run = self._run
-        nodeid = run.node_ids.verdict()
-        location = (run.node_ids.prefix, None, "ragev verdict")
+        node_ids = self._node_ids()
+        nodeid = node_ids.verdict()
+        location = (node_ids.prefix, None, "ragev verdict")
         # verdict_failures() names the questions that raised: said once.
         lines = outcome.verdict_failures()
-        hook = run.config.hook
+        hook = self._config.hook
         hook.pytest_runtest_logstart(nodeid=nodeid, location=location)
         for when in ("setup", "call", "teardown"):
             outcome_word: Literal["passed", "failed"] = (
@@ -296,7 +337,7 @@ class Finisher:
         self.outcome = None
         self.usage_error = message
         self._status = status
-        self._run.progress.write(STATUS_FAILED, message)
+        self._progress.write(STATUS_FAILED, message)
 
     def _write(self, what: str, path: Path | str, write: Callable[[], None]) -> bool:
         """Run ``write``; a failure is one line naming ``what``/``path``, never a traceback,
@@ -308,35 +349,32 @@ class Finisher:
             return False
         return True
 
-    def _write_reports(self, outcome: Outcome) -> None:
-        run = self._run
-        report = final_report(outcome, dataset_id=run.dataset.dataset_id,
-                              params=run.params(None))
-        run.config.hook.pytest_ragev_report(report=report)
-        plan = run.plan
+    def _write_reports(self, outcome: Outcome, plan: RunPlan, *, dataset_id: str) -> None:
+        config = self._config
+        report = final_report(outcome, dataset_id=dataset_id,
+                              params=self._params(None))
+        config.hook.pytest_ragev_report(report=report)
         targets = (plan.report_json, plan.report_markdown, plan.report_html)
         if any(path is not None and is_stream(path) for path in targets):
             # A report to /dev/stdout starts on a line of its own, not after the dots of
             # pytest's progress line (-q included).
-            terminal = run.config.pluginmanager.get_plugin("terminalreporter")
+            terminal = config.pluginmanager.get_plugin("terminalreporter")
             if terminal is not None:
                 _end_current_line(terminal)
-        capture = run.config.pluginmanager.get_plugin("capturemanager")
+        capture = config.pluginmanager.get_plugin("capturemanager")
         # A report may go to /dev/stdout: written past pytest's output capture.
         with (capture.global_and_fixture_disabled() if capture is not None
               else contextlib.nullcontext()):
-            self._write_files(outcome, report)
+            self._write_files(outcome, report, plan)
 
-    def _write_files(self, outcome: Outcome, report: dict[str, Any]) -> None:
-        run = self._run
-        plan = run.plan
+    def _write_files(self, outcome: Outcome, report: dict[str, Any], plan: RunPlan) -> None:
         json_path = plan.report_json
         if json_path is not None:
             self._write_json_report(json_path, report)
         md_path = plan.report_markdown
         summary_env = os.environ.get("GITHUB_STEP_SUMMARY")
         html_path = plan.report_html
-        junit: Any = run.config.stash.get(xml_key, None)
+        junit: Any = self._config.stash.get(xml_key, None)
         if md_path is None and not summary_env and html_path is None and junit is None:
             return
         if md_path is not None or summary_env:
@@ -361,7 +399,7 @@ class Finisher:
             # failure report, without what the report hooks added, if the file takes it;
             # else the progress file rewrites this run's stale report in place (a full
             # disk has no room for the atomic write's second copy) or removes it.
-            progress = self._run.progress
+            progress = self._progress
             instead = "this failure report stands in its place"
             written = progress.write(
                 STATUS_FAILED, write_error_line("JSON report", path, exc, previous=instead),
@@ -372,16 +410,16 @@ class Finisher:
                                                       previous=previous))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self._run.is_worker:
+        if self._is_worker:
             return
         if self.usage_error:
             terminalreporter.write_line(f"ragev: error: {self.usage_error}", red=True, bold=True)
             return
-        if self.outcome is None:
+        if self.outcome is None or self._plan is None:
             return
         try:
-            verbose = self._run.config.option.verbose
-            summary = self._run.plan.options.summary
+            verbose = self._config.option.verbose
+            summary = self._plan.options.summary
             for line, markup in terminal_lines(self.outcome, verbose=verbose,
                                                full=summary == "full"):
                 terminalreporter.write_line(line, **markup)

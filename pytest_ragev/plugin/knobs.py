@@ -1,4 +1,6 @@
-"""Knobs of the project's own pipeline that no code read, warned about once at the end.
+"""Knobs that change nothing, warned about: the built-in pipeline's its mode never
+reads (:func:`unused_builtin_knob_lines`, when the run starts), and those of the
+project's own pipeline that no code read (once, at the end).
 
 The conftest hooks and a factory pipeline (``name = "module:callable"``) receive
 ``settings.options`` as a :class:`~pytest_ragev.core.knobs.KnobOptions`, which records
@@ -19,6 +21,9 @@ import pytest
 from pytest_ragev.core.knobs import plain_options, tracked
 from pytest_ragev.core.redact import redact
 from pytest_ragev.core.types import PipelineSettings
+from pytest_ragev.pipelines import Pipeline
+from pytest_ragev.pipelines.builtin import BuiltinPipeline
+from pytest_ragev.pipelines.builtin.config import unread_knobs
 
 #: Where a worker puts its reads in ``config.workeroutput``.
 WORKER_OUTPUT_KEY = "ragev_knob_reads"
@@ -130,8 +135,9 @@ def unread_knob_lines(
     """One warning per ``[pipeline]`` key that the project's code never read.
 
     Only configurations whose questions the project's code answered count (``who``
-    names that code, ``None`` for the plugin's own pipelines, which check their knobs
-    themselves), and only when at least one answer came from a call: a rerun served
+    names that code as the reports name it, ``conftest hooks (conftest.py)`` or
+    ``pkg.module:make``; ``None`` for the plugin's own pipelines, which check their
+    knobs themselves), and only when at least one answer came from a call: a rerun served
     from the cache ran no code. A key of the base table is warned about when no such
     configuration read it; a key a variant sets (``overrides``) when that variant did
     not read it.
@@ -142,13 +148,13 @@ def unread_knob_lines(
     lines: list[str] = []
     base = plain_options(settings(None).options)
     read_anywhere = frozenset().union(*(reads.reads(v) for v in ran))
-    names = ", ".join(dict.fromkeys(str(who(v)) for v in ran))
+    names = " or ".join(dict.fromkeys(str(who(v)) for v in ran))
     warned = set()
     for key, value in base.items():
         if key not in read_anywhere:
             warned.add(key)
-            lines.append(f"{source}: [pipeline] {key} = {_shown(key, value)} was read by no "
-                         f"code ({names}); remove it or read it")
+            lines.append(f"{source}: [pipeline] {key} = {_shown(key, value)} was never read "
+                         f"by {names}; remove it or read it")
     for variant in ran:
         if variant is None:
             continue
@@ -157,6 +163,32 @@ def unread_knob_lines(
             if key == "name" or key in done or key in warned:
                 continue
             lines.append(f"{source}: variant {variant!r}: pipeline.{key} = "
-                         f"{_shown(key, value)} was read by no code ({who(variant)}); "
+                         f"{_shown(key, value)} was never read by {who(variant)}; "
                          "remove it or read it")
+    return lines
+
+
+def unused_builtin_knob_lines(
+    pipelines: Sequence[tuple[PipelineSettings, Pipeline]], *, source: str
+) -> list[str]:
+    """One warning per knob of the built-in pipeline that its mode never reads, for
+    ``pipelines`` (each configuration's settings and pipeline, the base first; other
+    pipelines are skipped). A conftest's knobs are the conftest's business: nothing
+    can be known about them, so a run the project's hooks answer passes none."""
+    lines: list[str] = []
+    warned: set[str] = set()
+    for settings, pipe in pipelines:
+        if not isinstance(pipe, BuiltinPipeline):
+            continue
+        variant = settings.variant
+        for key, why in unread_knobs(pipe.config, settings.options):
+            if key in warned:
+                continue  # the base configuration's line covers the variants that inherit it
+            if variant is None:
+                warned.add(key)
+                where = f"[pipeline] {key}"
+            else:
+                where = f"variant {variant!r}: pipeline.{key}"
+            lines.append(f"{source}: {where} = {settings.options[key]!r} has no effect: "
+                         f"{why}; remove it")
     return lines

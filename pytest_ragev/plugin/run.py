@@ -6,7 +6,8 @@ the plugin installed imports none of this: no pyarrow, numpy or jieba.
 :class:`ActiveRun` is the composition root: it builds the components of
 :mod:`.answering`, :mod:`.records`, :mod:`.progress`, :mod:`.defaults` and
 :mod:`.finish`, registers the plugin objects among them and hands each the values it
-needs.
+needs (none of them knows this module). The checks it runs when the run becomes active
+are :mod:`.preflight`'s and :mod:`.knobs`'.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import os
 import time
 import warnings
 from collections.abc import Mapping
@@ -26,13 +26,12 @@ import pytest
 
 from pytest_ragev.config import RagevConfig, RunOptions
 from pytest_ragev.core.attribution import PassageIndex
-from pytest_ragev.core.errors import CacheWarning, RagevError, name_variant
+from pytest_ragev.core.errors import CacheWarning, RagevError
 from pytest_ragev.core.record import QuestionKey, Record, nonfinite_warning
 from pytest_ragev.core.task import make_task_id, task_user
-from pytest_ragev.core.types import METRIC_NAMES, STATUS_RUNNING, CustomMetric, QAPair
+from pytest_ragev.core.types import STATUS_RUNNING, QAPair
 from pytest_ragev.dataset import SPILL_TEXT_BYTES, Dataset, load_dataset
 from pytest_ragev.evaluation import (
-    AnsweredBy,
     EvalInputs,
     RecordScorer,
     RunFacts,
@@ -41,14 +40,17 @@ from pytest_ragev.evaluation import (
     TextScoreMemo,
     run_params,
 )
-from pytest_ragev.pipelines import Pipeline, PipelineKind, Preflight, is_io_bound, pipeline_kind
-from pytest_ragev.pipelines.builtin import BuiltinPipeline
-from pytest_ragev.pipelines.builtin.config import unread_knobs
+from pytest_ragev.pipelines import Pipeline, PipelineKind, pipeline_kind
 from pytest_ragev.plugin.answering import Answerer
 from pytest_ragev.plugin.collect import CollectionPlan, NodeIds
-from pytest_ragev.plugin.defaults import DefaultPipelineHooks, kb_progress_factory
+from pytest_ragev.plugin.defaults import ANSWER_HOOK, DefaultPipelineHooks, kb_progress_factory
 from pytest_ragev.plugin.finish import Finisher
-from pytest_ragev.plugin.knobs import KnobReadsExchange, unread_knob_lines
+from pytest_ragev.plugin.knobs import (
+    KnobReadsExchange,
+    unread_knob_lines,
+    unused_builtin_knob_lines,
+)
+from pytest_ragev.plugin.preflight import check_baseline_target, check_services, custom_metrics
 from pytest_ragev.plugin.progress import ProgressFile, XdistProgress
 from pytest_ragev.plugin.records import ItemStatus, RecordCollector, RecordHandoff
 from pytest_ragev.plugin.samples import SamplesFile
@@ -62,27 +64,6 @@ PLUGIN_NAMES = ("ragev-defaults", "ragev-records", "ragev-xdist", "ragev-finish"
 
 def _usage(error: RagevError) -> pytest.UsageError:
     return pytest.UsageError(str(error))
-
-
-def _check_baseline_target(path: Path | None, source: Path) -> None:
-    """``--ragev-update-baseline`` must be able to write its file: checked before any
-    question runs, not after all of them."""
-    if path is None:
-        raise pytest.UsageError(
-            "--ragev-update-baseline needs a baseline path; set [baseline] path in "
-            f"{source} or pass --ragev-baseline PATH"
-        )
-    if path.is_dir():
-        raise pytest.UsageError(
-            f"--ragev-update-baseline: the baseline path {path} is a folder; point "
-            "[baseline] path or --ragev-baseline at a file such as ragev-baseline.json"
-        )
-    folder = next((p for p in [path.parent, *path.parent.parents] if p.exists()), None)
-    if folder is None or not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
-        raise pytest.UsageError(
-            f"--ragev-update-baseline: cannot write {path} ({folder} is not a writable "
-            "folder); choose another [baseline] path or fix the folder's permissions"
-        )
 
 
 class ActiveRun:
@@ -126,13 +107,17 @@ class ActiveRun:
             on_record=self.samples.add if self.samples is not None else None,
             handoff=self.handoff,
         )
-        self.finisher = Finisher(self, self.inputs)
+        self.finisher = Finisher(
+            config=config, is_worker=self.is_worker, records=self.records,
+            progress=self.progress, signals=self.signals,
+            answerer=lambda: self._answerer, close_pipelines=self._close_pipelines,
+            node_ids=lambda: self.node_ids, inputs=self.inputs, params=self.params,
+        )
         self._answerer: Answerer | None = None
         self._scorer: RecordScorer | None = None
         # The running means of the progress report, and how many records they count.
         self._running: RunningMeans | None = None
         self._running_seen = 0
-        self.activated = False
 
     def register(self) -> None:
         """Register the run's plugin objects (the defaults first: hooks are checked on use)."""
@@ -172,28 +157,12 @@ class ActiveRun:
         """The run plan: settings resolved once, with the hooks' custom metrics."""
         if self._plan is None:
             try:
-                self._plan = RunPlan.build(self.ragev, self.options, self._custom_metrics(),
+                metrics = custom_metrics(self.config.hook.pytest_ragev_metrics())
+                self._plan = RunPlan.build(self.ragev, self.options, metrics,
                                            self.config.hook.pytest_ragev_tokenizer())
             except RagevError as exc:
                 raise _usage(exc) from None
         return self._plan
-
-    def _custom_metrics(self) -> tuple[CustomMetric, ...]:
-        found: list[CustomMetric] = []
-        for group in self.config.hook.pytest_ragev_metrics():
-            for metric in group or ():
-                if not isinstance(metric, CustomMetric):
-                    raise pytest.UsageError(
-                        f"pytest_ragev_metrics returned {metric!r}; return "
-                        "pytest_ragev.CustomMetric objects"
-                    )
-                if metric.name in METRIC_NAMES or metric.name in {m.name for m in found}:
-                    raise pytest.UsageError(
-                        f"pytest_ragev_metrics: metric name {metric.name!r} is used twice; "
-                        "give each custom metric its own name"
-                    )
-                found.append(metric)
-        return tuple(found)
 
     @property
     def passage_index(self) -> PassageIndex:
@@ -316,7 +285,6 @@ class ActiveRun:
     # -- activation
     def activate(self, session: pytest.Session) -> None:
         """Load the dataset and validate every setting, before any question runs."""
-        self.activated = True
         self.records.bind(session)
         plan = self.plan
         try:
@@ -324,13 +292,19 @@ class ActiveRun:
         except RagevError as exc:
             raise _usage(exc) from None
         if plan.options.update_baseline and not self.is_worker:
-            _check_baseline_target(plan.baseline_path, self.ragev.source)
+            check_baseline_target(plan.baseline_path, self.ragev.source)
         if not self.is_worker:
             self.task_id = plan.options.task_id or make_task_id(
                 self.dataset.dataset_id, task_user(self.ragev.task_user))
-            self._warnings = tuple(self._unread_knobs())
+            pipelines = self._configured_pipelines()
+            self._warnings = tuple(unused_builtin_knob_lines(
+                [(plan.settings(variant), pipe) for variant, pipe in pipelines],
+                source=self.ragev.source.name))
             if not self.config.option.collectonly:
-                self._check_services()
+                pairs = self.dataset.pairs
+                check_services(pipelines, source=self.ragev.source,
+                               first=pairs[0] if self.ragev.preflight and pairs else None,
+                               cached=self._answer_is_cached)
                 if self.samples is not None:
                     problem = self.samples.open()
                     if problem is not None:
@@ -339,7 +313,7 @@ class ActiveRun:
 
     def _configured_pipelines(self) -> list[tuple[str | None, Pipeline]]:
         """The selected configurations' pipelines, unless the project's hooks answer."""
-        if self._user_answers():
+        if self.defaults.project.implements(ANSWER_HOOK):
             return []
         return [(variant, self.defaults.pipeline(self.plan.settings(variant)))
                 for variant in self.plan.variants]
@@ -353,77 +327,6 @@ class ActiveRun:
         cache, key = self.defaults.answer_cache_entry(settings, case, self.dataset.fingerprint)
         return cache is not None and key is not None and cache.get(key) is not None
 
-    def _check_services(self) -> None:
-        """Before any question: the environment a remote pipeline needs is set, and (one
-        request per configuration, unless ``[run] preflight = false``) its service
-        answers and takes the key. Either failing is one usage error (exit 4)."""
-        source = self.ragev.source
-        # Only pipelines that call a service (not the built-in one offline, whose cache
-        # is better left unopened until the questions run).
-        checks = [(variant, pipe) for variant, pipe in self._configured_pipelines()
-                  if isinstance(pipe, Preflight) and is_io_bound(pipe)]
-        missing: list[str] = []
-        seen: set[str] = set()
-        for variant, pipe in checks:
-            for line in pipe.missing_environment():
-                if line not in seen:  # variants that inherit a key need it said once
-                    seen.add(line)
-                    missing.append(name_variant(f"{source}: {line}", source, variant))
-        if missing:
-            raise pytest.UsageError("; ".join(missing))
-        if not self.ragev.preflight or not self.dataset.pairs:
-            return
-        first = self.dataset.pairs[0]
-        for variant, pipe in checks:
-            if self._answer_is_cached(variant, first):
-                continue  # a rerun served from the cache may not need the service at all
-            reason = pipe.preflight(first)
-            if reason is not None:
-                raise pytest.UsageError(name_variant(
-                    f"{source}: {reason}; no question was asked (set [run] preflight = false "
-                    "to skip this check)", source, variant))
-
-    def _user_answers(self) -> list[Any]:
-        """The ``pytest_ragev_answer`` implementations other than the built-in ones, in
-        the order pytest calls them."""
-        impls = self.config.hook.pytest_ragev_answer.get_hookimpls()
-        return [impl for impl in reversed(impls) if impl.plugin is not self.defaults]
-
-    def _hook_files(self) -> list[str]:
-        """The files (relative to the rootdir) or plugin names of the project's
-        ``pytest_ragev_answer`` implementations, in the order pytest calls them."""
-        where = []
-        for impl in self._user_answers():
-            path = getattr(impl.plugin, "__file__", None)
-            if path is None:
-                where.append(impl.plugin_name)
-                continue
-            try:
-                where.append(Path(path).resolve().relative_to(self.config.rootpath).as_posix())
-            except ValueError:
-                where.append(Path(path).name)
-        return where
-
-    def answered_by(self, variant: str | None) -> AnsweredBy:
-        """Which code answers ``variant``'s questions: the project's hooks or the
-        configured pipeline."""
-        where = self._hook_files()
-        if not where:
-            return AnsweredBy(self.plan.settings(variant).name)
-        conftests = all(Path(w).name == "conftest.py" for w in where)
-        return AnsweredBy(f"{'conftest hooks' if conftests else 'hooks'} ({', '.join(where)})",
-                          hooks=True)
-
-    def _project_code(self, variant: str | None) -> str | None:
-        """The project's code that answers ``variant`` (``conftest.py hooks``, a factory's
-        ``module:callable``), whose knob reads are recorded; ``None`` for the plugin's
-        own pipelines."""
-        where = self._hook_files()
-        if where:
-            return f"{', '.join(where)} hooks"
-        name = self.plan.settings(variant).name
-        return name if ":" in name else None
-
     def _unread_project_knobs(self) -> list[str]:
         """Knobs that the project's code (hooks, a factory) never read in this run."""
         return unread_knob_lines(
@@ -431,34 +334,9 @@ class ActiveRun:
             settings=self.plan.settings,
             overrides={v.name: v.pipeline for v in self.ragev.variants},
             reads=self.defaults.knob_reads,
-            who=self._project_code,
+            who=lambda variant: self.defaults.project.code(self.plan.settings(variant)),
             source=self.ragev.source.name,
         )
-
-    def _unread_knobs(self) -> list[str]:
-        """Knobs of the built-in pipeline that its mode never reads (a conftest's knobs
-        are the conftest's business: nothing can be known about them)."""
-        if self._user_answers():
-            return []
-        lines: list[str] = []
-        warned: set[str] = set()
-        source = self.ragev.source.name
-        for variant in self.plan.variants:
-            settings = self.plan.settings(variant)
-            pipe = self.defaults.pipeline(settings)
-            if not isinstance(pipe, BuiltinPipeline):
-                continue
-            for key, why in unread_knobs(pipe.config, settings.options):
-                if key in warned:
-                    continue  # the base configuration's line covers the variants that inherit it
-                if variant is None:
-                    warned.add(key)
-                    where = f"[pipeline] {key}"
-                else:
-                    where = f"variant {variant!r}: pipeline.{key}"
-                lines.append(f"{source}: {where} = {settings.options[key]!r} has no effect: "
-                             f"{why}; remove it")
-        return lines
 
     def collection_plan(self) -> CollectionPlan:
         """What the collectors read."""
@@ -470,23 +348,9 @@ class ActiveRun:
         )
 
     # -- what the end of the run reads
-    def expects_questions(self) -> bool:
-        return not self.config.option.collectonly and self.records.expects_questions
-
-    def answerer_usage_error(self) -> str | None:
-        """The usage error a question showed while it was answered, if any."""
-        return None if self._answerer is None else self._answerer.usage_error
-
-    def answerer_stopped_by(self) -> str | None:
-        """What stopped the answering early (``[run] deadline``), if anything did."""
-        return None if self._answerer is None else self._answerer.stopped_by
-
-    def close_knowledge_bases(self) -> None:
-        """Tear down the knowledge bases: every question has been answered."""
-        if self._answerer is not None:
-            self._answerer.close_knowledge_bases()
-
-    def answerer_close(self) -> None:
+    def _close_pipelines(self) -> None:
+        """Release every pipeline: through the answerer (its knowledge bases first)
+        when the run answered, else directly."""
         if self._answerer is not None:
             self._answerer.close()
         else:
@@ -498,7 +362,7 @@ class ActiveRun:
             settings = self.plan.settings(variant)
             self._params[variant] = run_params(
                 self.plan, self.dataset, self.defaults.snapshot(settings), variant,
-                answered_by=self.answered_by(variant),
+                answered_by=self.defaults.project.answered_by(settings),
             )
         return self._params[variant]
 

@@ -21,9 +21,14 @@ import pytest
 from pytest_ragev.config import RagevConfig, RunOptions, select_variants, variant_settings
 from pytest_ragev.core.errors import RagevError
 from pytest_ragev.core.tables import changed_keys
-from pytest_ragev.plugin.collect import CollectionPlan, NodeIds, RagevFile, item_question
+from pytest_ragev.plugin.collect import (
+    CollectionPlan,
+    NodeIds,
+    RagevFile,
+    collection_key,
+    item_question,
+)
 from pytest_ragev.plugin.gcfreeze import CollectionFreeze
-from pytest_ragev.plugin.keys import collection_key
 
 if TYPE_CHECKING:
     from pytest_ragev.plugin.run import ActiveRun
@@ -154,6 +159,10 @@ class RagevSession:
     def thaw(self) -> None:
         """Hand the objects frozen after collection back to the garbage collector."""
         self._freeze.unfreeze()
+
+
+#: The session object of a run with a ragev config.
+session_key: pytest.StashKey[RagevSession] = pytest.StashKey()
 
 
 def _variant_line(source: Path, name: str) -> int:

@@ -120,10 +120,10 @@ def test_the_summary_and_reports_name_the_conftest_that_answered(
     # The built-in pipeline answered nothing, and the conftest read neither knob.
     assert "has no effect" not in result.stdout.str()
     result.stdout.fnmatch_lines([
-        "ragev: warning: ragev.toml: [[]pipeline[]] chunk_size = 128 was read by no code "
-        "(conftest.py hooks); remove it or read it",
-        "ragev: warning: ragev.toml: [[]pipeline[]] my_knob = 3 was read by no code "
-        "(conftest.py hooks); remove it or read it",
+        "ragev: warning: ragev.toml: [[]pipeline[]] chunk_size = 128 was never read by "
+        "conftest hooks (conftest.py); remove it or read it",
+        "ragev: warning: ragev.toml: [[]pipeline[]] my_knob = 3 was never read by "
+        "conftest hooks (conftest.py); remove it or read it",
     ])
 
 
@@ -183,7 +183,7 @@ READING_CONFTEST = textwrap.dedent(
 
 
 def unread_lines(result: pytest.RunResult) -> list[str]:
-    return [line for line in result.stdout.lines if "was read by no code" in line]
+    return [line for line in result.stdout.lines if "was never read by" in line]
 
 
 def test_knobs_the_conftest_never_reads_are_warned_about_once(
@@ -209,15 +209,15 @@ def test_knobs_the_conftest_never_reads_are_warned_about_once(
     assert result.ret == pytest.ExitCode.OK
     # quality and depth are read; the rest are named once, the variant's own key apart.
     assert unread_lines(result) == [
-        "ragev: warning: ragev.toml: [pipeline] api_key = '***' was read by no code "
-        "(conftest.py hooks); remove it or read it",
-        "ragev: warning: ragev.toml: [pipeline] my_knob = 3 was read by no code "
-        "(conftest.py hooks); remove it or read it",
-        "ragev: warning: ragev.toml: variant 'schlecht': pipeline.temperatur = 0.7 was read "
-        "by no code (conftest.py hooks); remove it or read it",
+        "ragev: warning: ragev.toml: [pipeline] api_key = '***' was never read by "
+        "conftest hooks (conftest.py); remove it or read it",
+        "ragev: warning: ragev.toml: [pipeline] my_knob = 3 was never read by "
+        "conftest hooks (conftest.py); remove it or read it",
+        "ragev: warning: ragev.toml: variant 'schlecht': pipeline.temperatur = 0.7 was never "
+        "read by conftest hooks (conftest.py); remove it or read it",
     ]
     assert [w for w in report_of(pytester.path / "r.json")["warnings"]
-            if "read by no code" in w] == [line.removeprefix("ragev: warning: ")
+            if "was never read by" in w] == [line.removeprefix("ragev: warning: ")
                                            for line in unread_lines(result)]
     assert "sk-never-print" not in result.stdout.str()
     # Every answer from the cache: no code ran, nothing to say about what it reads.
@@ -251,8 +251,8 @@ def test_knobs_a_factory_never_reads_are_warned_about(
     result = pytester.runpytest("--ragev-config", "ragev.toml")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-2000:]
     assert unread_lines(result) == [
-        f"ragev: warning: ragev.toml: [pipeline] my_knob = 3 was read by no code "
-        f"({module}:build); remove it or read it"]
+        f"ragev: warning: ragev.toml: [pipeline] my_knob = 3 was never read by "
+        f"{module}:build; remove it or read it"]
 
 
 def test_knobs_read_on_xdist_workers_count(
@@ -265,5 +265,5 @@ def test_knobs_read_on_xdist_workers_count(
     # The controller answered nothing itself: what it knows of the reads came from the
     # workers (quality is not named).
     assert unread_lines(result) == [
-        "ragev: warning: ragev.toml: [pipeline] my_knob = 3 was read by no code "
-        "(conftest.py hooks); remove it or read it"]
+        "ragev: warning: ragev.toml: [pipeline] my_knob = 3 was never read by "
+        "conftest hooks (conftest.py); remove it or read it"]

@@ -1,11 +1,16 @@
-"""The knowledge-base build progress: visible without -s, one line on a TTY, no duplicates."""
+"""The knowledge-base build progress: visible without -s, one line on a TTY, no duplicates;
+which of the project's hooks answer, and their names."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
-from pytest_ragev.plugin.defaults import KbProgress
+from pytest_ragev.core.types import PipelineSettings
+from pytest_ragev.plugin.defaults import KbProgress, ProjectHooks
 
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota",
          "kappa", "lambda", "mu"]
@@ -84,3 +89,60 @@ def test_a_log_gets_a_few_lines_and_one_final_line() -> None:
     ]
     assert len(lines) == 5 and lines[4].startswith("ragev: knowledge base built from 30000")
     assert capture.suspended == 5
+
+
+class FakeCaller:
+    """A hook caller: its implementations in registration order, as pluggy lists them."""
+
+    def __init__(self, *plugins: Any) -> None:
+        self._impls = [SimpleNamespace(plugin=plugin, plugin_name=getattr(plugin, "name", "?"))
+                       for plugin in plugins]
+
+    def get_hookimpls(self) -> list[SimpleNamespace]:
+        return list(self._impls)
+
+
+def _module(path: Path | None, name: str = "plugin") -> SimpleNamespace:
+    return SimpleNamespace(name=name) if path is None else SimpleNamespace(
+        name=name, __file__=str(path))
+
+
+ROOT = Path("/project").resolve()
+BUILTIN = object()
+
+
+def _settings(name: str = "builtin") -> PipelineSettings:
+    return PipelineSettings(name=name, options={}, base_dir=ROOT)
+
+
+def test_the_project_hooks_are_named_relative_to_the_rootdir_in_call_order() -> None:
+    # pluggy calls the last registered first; the built-in implementation is not the project's.
+    answer = FakeCaller(BUILTIN, _module(ROOT / "conftest.py"),
+                        _module(ROOT / "eval" / "conftest.py"),
+                        _module(Path("/elsewhere/conftest.py").resolve()),
+                        _module(None, name="team_plugin"))
+    hooks = ProjectHooks(SimpleNamespace(pytest_ragev_answer=answer), builtin=BUILTIN, root=ROOT)
+    assert hooks.implements("pytest_ragev_answer")
+    assert hooks.names() == ["team_plugin", "conftest.py", "eval/conftest.py", "conftest.py"]
+    assert hooks.answered_by(_settings()).label == (
+        "hooks (team_plugin, conftest.py, eval/conftest.py, conftest.py)")
+
+
+def test_conftest_hooks_answer_every_configuration_under_one_name() -> None:
+    answer = FakeCaller(BUILTIN, _module(ROOT / "eval" / "conftest.py"))
+    hooks = ProjectHooks(SimpleNamespace(pytest_ragev_answer=answer), builtin=BUILTIN, root=ROOT)
+    answered = hooks.answered_by(_settings("pkg.module:make"))
+    assert (answered.label, answered.hooks) == ("conftest hooks (eval/conftest.py)", True)
+    # The same words where the unread knobs are named.
+    assert hooks.code(_settings()) == "conftest hooks (eval/conftest.py)"
+
+
+def test_without_project_hooks_the_configured_pipeline_answers() -> None:
+    relay = SimpleNamespace(pytest_ragev_answer=FakeCaller(BUILTIN))
+    hooks = ProjectHooks(relay, builtin=BUILTIN, root=ROOT)
+    assert not hooks.implements("pytest_ragev_answer") and hooks.names() == []
+    answered = hooks.answered_by(_settings())
+    assert (answered.label, answered.hooks) == ("builtin", False)
+    # The plugin's own pipelines check their knobs themselves; a factory is the project's.
+    assert hooks.code(_settings()) is None and hooks.code(_settings("http")) is None
+    assert hooks.code(_settings("pkg.module:make")) == "pkg.module:make"
