@@ -338,7 +338,8 @@ def runs_page(
     lines.append('</tbody></table></div><p><input type="submit" value="Compare A with B"></p>'
                  "</form>")
     pages = max(1, math.ceil(total / page_size))
-    pager = [f'<div class="pager">{total} tasks · page {page} of {pages}']
+    plural = "" if total == 1 else "s"
+    pager = [f'<div class="pager">{total} task{plural} · page {page} of {pages}']
     query = {k: v for k, v in filters.items() if v not in (None, "")}
     if page > 1:
         pager.append(f' · <a href="/?{escape(urlencode({**query, "page": page - 1}))}">newer</a>')

@@ -75,8 +75,10 @@ RETRY_EVERY = 1.0
 #: Environment variables of the server that must not reach the task's pytest.
 _DROPPED_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTEST_XDIST_AUTO_NUM_WORKERS")
 #: Errors of the disk that go away when space returns or the folder is writable again.
-_PASSING_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EMFILE,
-                             errno.ENFILE, errno.ENOMEM, errno.EAGAIN, errno.EIO})
+#: The task waits in the queue, saying why, until the folder takes it again.
+_PASSING_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES,
+                             errno.EPERM, errno.EMFILE, errno.ENFILE, errno.ENOMEM,
+                             errno.EAGAIN, errno.EIO})
 
 
 class Conflict(Exception):
@@ -285,8 +287,13 @@ class Runner:
             derived, process = self._launch(task_id, folder, plan, attempt)
         except OSError as exc:
             if exc.errno in _PASSING_ERRNOS:
-                # A full or read-only disk: the task waits in the queue for the disk.
+                # A full or read-only disk: the task waits in the queue for the disk, and
+                # its err_msg says why (GET, the pages).
                 self._trouble(f"task {task_id} cannot start yet", exc, again=False)
+                problem = storage_problem(exc, folder) or str(exc.strerror or exc)
+                waiting = f"waiting to start: {problem}"
+                if row["err_msg"] != waiting:
+                    self._update(task_id, {"err_msg": waiting}, once=True)
                 self._not_before = time.monotonic() + RETRY_EVERY
                 return False
             self._fail(row, f"could not start the evaluation: {exc}")
@@ -297,7 +304,7 @@ class Runner:
         # Evaluations are batch work: when the CPU is short, the API's answers go first.
         with contextlib.suppress(OSError):
             os.setpriority(os.PRIO_PROCESS, process.pid, EVALUATION_NICENESS)
-        started = {"status": 1, "pid": process.pid, "attempts": attempt,
+        started = {"status": 1, "pid": process.pid, "attempts": attempt, "err_msg": "",
                    "phase": dict(LOADING)}
         if not self._update(task_id, started):
             process.send_signal(signal.SIGTERM)  # the server stops: the task stays queued

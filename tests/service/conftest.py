@@ -254,16 +254,22 @@ class Server:
 
 @pytest.fixture
 def make_server(tmp_path: Path, configs: Path) -> Iterator[Callable[..., Server]]:
-    """Start servers on free ports (stopped, and their children ended, at teardown)."""
+    """Start servers on free ports (stopped, and their children ended, at teardown).
+
+    ``configs`` replaces the copy of the test configs; ``start=False`` returns the server
+    unstarted (its ``start()`` raises when the process exits instead of answering).
+    """
     servers: list[Server] = []
 
-    def make(*args: str, workspace: Path | None = None) -> Server:
+    def make(*args: str, workspace: Path | None = None, configs_folder: Path | None = None,
+             start: bool = True) -> Server:
         ws = workspace or tmp_path / f"ws{len(servers)}"
         ws.mkdir(parents=True, exist_ok=True)
         keys = make_keys(ws)
-        server = Server(workspace=ws, configs=configs, port=free_port(), keys=keys, args=args)
+        server = Server(workspace=ws, configs=configs_folder or configs, port=free_port(),
+                        keys=keys, args=args)
         servers.append(server)
-        return server.start()
+        return server.start() if start else server
 
     yield make
     for server in servers:
