@@ -97,6 +97,18 @@ _SUMMARY_COLUMNS = (
 )
 
 
+#: A task's ``task`` and ``request`` objects as SQLite builds them (schemas.task_json and
+#: schemas.request_json build the same from a parsed row; a unit test holds them equal).
+_TASK_JSON = (
+    "json_object('id', id, 'tenant_id', tenant_id, 'dataset_id', dataset_id, "
+    "'start_time', start_time, 'status', status, 'err_msg', err_msg, 'total', total, "
+    "'finished', finished, 'end_time', end_time, 'duration', duration)")
+_REQUEST_JSON = (
+    "json_object('config', config, 'knowledge_base_id', knowledge_base_id, "
+    "'embedding_id', embedding_id, 'chat_id', chat_id, 'rerank_id', rerank_id, "
+    "'variant', json(variants), 'limit', limit_n, 'profile', profile)")
+
+
 def now_iso() -> str:
     """The current time as the report writes it (UTC, milliseconds)."""
     return datetime.now(UTC).isoformat(timespec="milliseconds")
@@ -350,19 +362,26 @@ class Store:
         total = int(conn.execute(f"SELECT COUNT(*) FROM tasks WHERE {condition}", args)
                     .fetchone()[0])
         rows = conn.execute(
-            "SELECT json_object("
-            "'task', json_object('id', id, 'tenant_id', tenant_id, 'dataset_id', dataset_id, "
-            "'start_time', start_time, 'status', status, 'err_msg', err_msg, 'total', total, "
-            "'finished', finished, 'end_time', end_time, 'duration', duration), "
-            "'metric', json(metric), "
-            "'request', json_object('config', config, 'knowledge_base_id', knowledge_base_id, "
-            "'embedding_id', embedding_id, 'chat_id', chat_id, 'rerank_id', rerank_id, "
-            "'variant', json(variants), 'limit', limit_n, 'profile', profile), "
-            f"'verdict', json(verdict), 'phase', json(phase)) FROM tasks WHERE {condition} "
-            "ORDER BY created_ms DESC, id DESC LIMIT ? OFFSET ?",
+            f"SELECT json_object('task', {_TASK_JSON}, 'metric', json(metric), "
+            f"'request', {_REQUEST_JSON}, 'verdict', json(verdict), 'phase', json(phase)) "
+            f"FROM tasks WHERE {condition} ORDER BY created_ms DESC, id DESC LIMIT ? OFFSET ?",
             (*args, limit, offset),
         ).fetchall()
         return total, [str(row[0]) for row in rows]
+
+    def detail_json(self, task_id: str, tenant: int) -> tuple[int, str] | None:
+        """The status and the detail endpoint's ``data`` of the tenant's task as JSON text,
+        built by SQLite from the stored JSON columns (nothing parsed and encoded again in
+        Python: the endpoint pollers hit while a task runs); ``None``: no such task of
+        this tenant. ``queue_position`` is ``null``: a queued task's is the caller's."""
+        row = self._conn().execute(
+            "SELECT status, json_object("
+            f"'task', {_TASK_JSON}, 'params', json(params), 'metric', json(metric), "
+            f"'request', {_REQUEST_JSON}, 'verdict', json(verdict), 'queue_position', NULL, "
+            "'phase', json(phase)) FROM tasks WHERE id = ? AND tenant_id = ?",
+            (task_id, tenant),
+        ).fetchone()
+        return None if row is None else (int(row[0]), str(row[1]))
 
     def history(self, tenant: int, dataset_id: str, config: str,
                 limit: int | None = None) -> list[dict[str, Any]]:

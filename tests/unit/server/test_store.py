@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_ragev.server.keys import new_key
-from pytest_ragev.server.schemas import summary_json
+from pytest_ragev.server.schemas import request_json, summary_json, task_json
 from pytest_ragev.server.store import Store, StoreError, TaskFilter, storage_problem
 
 
@@ -117,3 +117,22 @@ def test_storage_problems_are_one_line_with_the_fix(tmp_path: Path, error: Excep
     problem = storage_problem(error, tmp_path)
     assert problem is not None and words in problem and str(tmp_path) in problem
     assert storage_problem(ValueError("a bug"), tmp_path) is None
+
+
+def test_the_detail_built_by_sqlite_equals_the_parsed_row(tmp_path: Path) -> None:
+    import json
+
+    store = Store(tmp_path / "db.sqlite")
+    store.add_task(_task("t1", 1, 1, status=1, params={"pipeline": {"名前": "builtin",
+                                                                    "rrf_k": 5.5}},
+                         metric={"retrieval_metrics": {"recall": 0.25}}, embedding_id="e5",
+                         phase={"name": "building_kb", "done": 3, "total": 8}))
+    found = store.detail_json("t1", 1)
+    assert found is not None and found[0] == 1
+    row = store.task("t1")
+    assert row is not None
+    assert json.loads(found[1]) == {
+        "task": task_json(row), "params": row["params"], "metric": row["metric"],
+        "request": request_json(row), "verdict": None, "queue_position": None,
+        "phase": row["phase"]}
+    assert store.detail_json("t1", 2) is None  # another tenant's: as if there were none
