@@ -38,8 +38,8 @@ SESSION_COOKIE = "ragev_session"
 #: How long a key read from the store is trusted, in seconds (see Service.stored_key).
 KEY_TTL = 2.0
 #: Seconds a request's write waits for a database another process holds locked, before
-#: it answers 503 (the runner's writes wait longer, and then retry).
-REQUEST_BUSY_TIMEOUT = 5.0
+#: it answers 503; the runner's writes wait as long, then retry until they go through.
+BUSY_TIMEOUT = 5.0
 
 
 class Service:
@@ -53,10 +53,11 @@ class Service:
         settings.workspace.mkdir(parents=True, exist_ok=True)
         lock.hold(settings.lock_file, url=f"http://{settings.host}:{settings.port}/")
         settings.tasks_dir.mkdir(parents=True, exist_ok=True)
-        self.store = Store(settings.database, busy_timeout=REQUEST_BUSY_TIMEOUT)
+        self.store = Store(settings.database, busy_timeout=BUSY_TIMEOUT)
         self.catalog = Catalog(settings.configs,
                                exclude=(settings.workspace, settings.cache))
-        self.runner = Runner(settings, Store(settings.database), self.catalog)
+        self.runner = Runner(settings, Store(settings.database, busy_timeout=BUSY_TIMEOUT),
+                             self.catalog)
         self._keys: dict[str, tuple[float, StoredKey | None]] = {}
         self._samples: dict[str, tuple[tuple[int, int], list[dict[str, Any]]]] = {}
 

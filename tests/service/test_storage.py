@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 import sys
 import time
@@ -74,6 +75,10 @@ def test_a_locked_database_answers_503_and_loses_no_task(
     assert admin.get("/api/v1/evaluations").json()["data"]["total"] == 2  # the refused one: none
     log = server.log()
     assert "Traceback" not in log and "is locked by another process" in log
+    # The lock outlasted the runner's patience too: its writes were retried, not lost.
+    assert re.search(rf"task {task['id']}: the server's database .* is locked by another "
+                     r"process; try again once it lets go; (retrying|trying again)", log), log
+    assert re.search(rf"task {task['id']}: the storage works again", log), log
 
 
 @contextlib.contextmanager
