@@ -1,8 +1,9 @@
-"""HTTP requests with retries, shared by the chat client and the ``http`` pipeline.
+"""HTTP requests with retries, shared by every client of a service (chat, embeddings,
+rerank, a judge) and the ``http`` pipeline.
 
-Standard library only (``urllib.request``): a remote pipeline must not pull in an HTTP
-stack. Every call opens its own connection, so one :func:`send` is safe to run from many
-threads at once.
+Standard library only (``urllib.request``): a client must not pull in an HTTP stack.
+Every call opens its own connection, so one :func:`send` is safe to run from many threads
+at once.
 
 Redirects are followed only within the request's origin (scheme, host and port):
 ``urllib`` copies every request header, ``Authorization`` included, to wherever a
@@ -31,8 +32,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
+from pytest_ragev.clients._breaker import Breaker
 from pytest_ragev.core.errors import PipelineError
-from pytest_ragev.pipelines.remote._breaker import Breaker
 
 #: No single wait (backoff or ``Retry-After``) is longer than this many seconds.
 MAX_DELAY_S = 60.0
