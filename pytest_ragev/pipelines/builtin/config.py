@@ -16,6 +16,13 @@ from typing import Any
 from pytest_ragev.core.errors import ConfigError, name_variant
 from pytest_ragev.core.tables import Table
 from pytest_ragev.core.types import PipelineSettings
+from pytest_ragev.pipelines.builtin.analyzers import (
+    ANALYZERS,
+    check_analyzer,
+    language_choices,
+    resolve_language,
+    stemmer_version,
+)
 from pytest_ragev.pipelines.builtin.chunking import (
     DEFAULT_CHUNK_OVERLAP,
     DEFAULT_CHUNK_SIZE,
@@ -30,8 +37,11 @@ _PIPELINE_KEYS = (
     "chunk_size", "chunk_overlap", "separators", "retrieval", "embedding_top_k",
     "keyword_threshold", "vector_threshold", "embedding_model", "vector_weight",
     "keyword_weight", "fusion", "rrf_k", "fusion_pool", "query_prefix", "passage_prefix",
-    "rerank_model", "rerank_top_k", "rerank_threshold", "bm25_k1", "bm25_b", "chat",
+    "rerank_model", "rerank_top_k", "rerank_threshold", "bm25_k1", "bm25_b", "analyzer",
+    "language", "chat",
 )
+#: The analyzer of keyword retrieval when ``[pipeline] analyzer`` is not set.
+DEFAULT_ANALYZER = "auto"
 _EXTRACTIVE_KEYS = ("model", "max_tokens", "fallback_response", "context_chunks")
 DEFAULT_FALLBACK = "Sorry, I cannot answer this question from the knowledge base."
 
@@ -61,6 +71,8 @@ class BuiltinConfig:
     rerank_threshold: float = 0.0
     bm25_k1: float = 1.5
     bm25_b: float = 0.75
+    analyzer: str = DEFAULT_ANALYZER
+    language: str | None = None
     chat_model: str = "extractive"
     max_tokens: int = 96
     fallback_response: str = DEFAULT_FALLBACK
@@ -75,12 +87,22 @@ class BuiltinConfig:
             "separators": list(self.separators),
             "bm25_k1": self.bm25_k1,
             "bm25_b": self.bm25_b,
+            **self.analyzer_identity(),
         }
         if self.retrieval != "keyword":
             knobs["embedding_model"] = self.embedding_model
             if self.passage_prefix is not None:
                 knobs["passage_prefix"] = self.passage_prefix
         return knobs
+
+
+    def analyzer_identity(self) -> dict[str, Any]:
+        """What decides the BM25 terms: the analyzer, its language and stemmer version."""
+        if self.analyzer == "plain":
+            return {"analyzer": "plain"}
+        language = resolve_language(self.language) if self.language is not None else None
+        return {"analyzer": self.analyzer, "language": language,
+                "stemmer": f"PyStemmer=={stemmer_version()}"}
 
 
 def _resolve_model_path(value: str, base_dir: Path) -> str:
@@ -140,6 +162,15 @@ def _parse_config(settings: PipelineSettings, *, source: Path | str) -> BuiltinC
         if prefix is not None and embedding_model in BUILTIN_EMBEDDERS:
             raise opts.fail(key, prefix, f"embedding_model = {embedding_model!r} sets its own "
                             "prefixes; the key is for sentence-transformers models")
+    analyzer = opts.choice("analyzer", DEFAULT_ANALYZER, ANALYZERS, what="BM25 analyzer")
+    language = opts.string("language")
+    if language is not None and resolve_language(language) is None:
+        raise opts.fail("language", language, "use the ISO 639-1 code of a language with a "
+                        f"Snowball stemmer: {language_choices()}")
+    if analyzer == "snowball" and language is None:
+        raise opts.fail("analyzer", analyzer, "it stems in one language: set language, e.g. "
+                        'language = "en", or use analyzer = "auto" to tell it per text')
+    check_analyzer(analyzer, language, where=f"{source}: [pipeline]")
     rerank_model = opts.string("rerank_model")
     if rerank_model and rerank_model != "lexical":
         rerank_model = _resolve_model_path(rerank_model, settings.base_dir)
@@ -200,6 +231,8 @@ def _parse_config(settings: PipelineSettings, *, source: Path | str) -> BuiltinC
         rerank_threshold=number("rerank_threshold", 0.0, high=1.0),
         bm25_k1=number("bm25_k1", 1.5),
         bm25_b=number("bm25_b", 0.75, high=1.0),
+        analyzer=analyzer,
+        language=language,
         chat_model=chat_model,
         max_tokens=max_tokens,
         fallback_response=fallback,
@@ -231,7 +264,9 @@ def unread_knobs(config: BuiltinConfig, options: Mapping[str, Any]) -> list[tupl
         idle["keyword_threshold"] = keyword
         if config.rerank_model != "lexical":
             # The lexical reranker weighs words by the BM25 index's idf: then they count.
-            idle.update(bm25_k1=keyword, bm25_b=keyword)
+            idle.update(bm25_k1=keyword, bm25_b=keyword, analyzer=keyword, language=keyword)
+    if config.analyzer == "plain" and "language" not in idle:
+        idle["language"] = 'analyzer = "plain" neither stems nor drops stop words'
     if not config.rerank_model:
         idle.update(dict.fromkeys(("rerank_top_k", "rerank_threshold"), "rerank_model is not set"))
     return [(key, idle[key]) for key in options if key in idle]

@@ -18,6 +18,7 @@ from pytest_ragev.core.digest import sha256_json
 from pytest_ragev.core.errors import name_variant
 from pytest_ragev.core.types import Answer, Chunk, PipelineSettings, QAPair
 from pytest_ragev.pipelines.builtin import vectors as vector_search
+from pytest_ragev.pipelines.builtin.analyzers import Analyzer, corpus_language
 from pytest_ragev.pipelines.builtin.bm25 import BM25Index
 from pytest_ragev.pipelines.builtin.chunking import chunk_corpus
 from pytest_ragev.pipelines.builtin.config import parse_config
@@ -32,7 +33,7 @@ from pytest_ragev.pipelines.builtin.store import (
     code_digest,
     load_or_build,
 )
-from pytest_ragev.pipelines.builtin.tokens import bm25_tokens
+from pytest_ragev.pipelines.builtin.tokens import Tokenizer, bm25_tokens
 from pytest_ragev.pipelines.remote.chat import ChatClient, ChatConfig
 
 if TYPE_CHECKING:
@@ -59,6 +60,8 @@ class BuiltinPipeline:
         self.settings = settings
         self.config = parse_config(settings, source=source)
         self._where = name_variant(f"{source}: [pipeline]", source, settings.variant)
+        #: The terms of keyword retrieval (and of the lexical reranker's idf weights).
+        self.analyzer = Analyzer(self.config.analyzer, self.config.language)
         self._embedder: Embedder | None = None
         self._reranker: Reranker | None = None
         self._chat: ChatClient | None = None
@@ -132,10 +135,15 @@ class BuiltinPipeline:
         if progress is not None and total:
             progress(0, total)
 
+        analyze = self.analyzer.tokens
+        # "auto" analyses a chunk that shows no language in the corpus's (sampled first).
+        language = (corpus_language(len(chunks), chunks.text) if self.analyzer.reads_corpus_language
+                    else None)
+
         def tokens() -> Iterator[list[str]]:
             # Streamed into the index: no list of every chunk's tokens is ever held.
             for position, text in enumerate(chunks.texts()):
-                yield bm25_tokens(text)
+                yield analyze(text, language)
                 if progress is not None and (position + 1) % step == 0 and position + 1 < total:
                     progress(position + 1, total)
 
@@ -146,7 +154,7 @@ class BuiltinPipeline:
             vectors = self._embed(list(chunks.texts()), progress, total)
         if progress is not None:
             progress(total, total)  # the one final call
-        return KnowledgeBase(chunks, index, vectors, key=key)
+        return KnowledgeBase(chunks, index, vectors, key=key, language=language)
 
     def _embed(
         self, texts: list[str], progress: Progress | None, total: int
@@ -178,7 +186,7 @@ class BuiltinPipeline:
 
     # -- retrieval
     def keyword_hits(self, kb: KnowledgeBase, question: str, top_k: int) -> list[_Hit]:
-        query = bm25_tokens(question)
+        query = self.analyzer.tokens(question, kb.language)
         hits = []
         for chunk, raw in kb.index.search(query, top_k):
             normalised = kb.index.normalised(raw, query)
@@ -238,7 +246,17 @@ class BuiltinPipeline:
                 model = self.config.rerank_model
                 assert model is not None
                 if model == "lexical":
-                    self._reranker = _idf_lexical_rerank
+                    analyze = self.analyzer.tokens
+
+                    def lexical(kb: KnowledgeBase, question: str,
+                                texts: Sequence[str]) -> list[float] | None:
+                        # The question's terms weighed by their idf in the KB's index:
+                        # normaliser([t]) is idf(t) / (1 + k1), 0 for unknown terms.
+                        return lexical_rerank(
+                            question, texts, weight=lambda term: kb.index.normaliser([term]),
+                            tokenize=lambda text: analyze(text, kb.language))
+
+                    self._reranker = lexical
                 else:
                     score = cross_encoder(model, key=f"{self._where} rerank_model")
                     self._reranker = lambda kb, question, texts: score(question, texts)
@@ -330,7 +348,8 @@ def convex_fusion(
 
 
 def lexical_rerank(
-    question: str, texts: Sequence[str], weight: Callable[[str], float] | None = None
+    question: str, texts: Sequence[str], weight: Callable[[str], float] | None = None,
+    tokenize: Tokenizer = bm25_tokens,
 ) -> list[float] | None:
     """The weighted share of the question's distinct retrieval tokens each text contains.
 
@@ -338,22 +357,16 @@ def lexical_rerank(
     question tokens``, in [0, 1]. The pipeline weighs a token by its BM25 idf in the
     knowledge base, so "how", "do" and "I" count for little and rare content words for
     much (unweighted, the share lowered nDCG@10 on every FAQ set measured). ``None``
-    when the question has no token of positive weight: nothing to score by.
+    when the question has no token of positive weight: nothing to score by. ``tokenize``
+    makes the tokens (the pipeline passes its analyzer's, so they are the index's terms).
     """
-    query = sorted(set(bm25_tokens(question)))
+    query = sorted(set(tokenize(question)))
     weights = {t: (weight(t) if weight is not None else 1.0) for t in query}
     total = sum(w for w in weights.values() if w > 0)
     if total <= 0:
         return None
     out = []
     for text in texts:
-        present = set(bm25_tokens(text))
+        present = set(tokenize(text))
         out.append(sum(w for t, w in weights.items() if w > 0 and t in present) / total)
     return out
-
-
-def _idf_lexical_rerank(
-    kb: KnowledgeBase, question: str, texts: Sequence[str]
-) -> list[float] | None:
-    # normaliser([t]) is idf(t) / (1 + k1): proportional to the idf, 0 for unknown tokens.
-    return lexical_rerank(question, texts, weight=lambda token: kb.index.normaliser([token]))

@@ -51,8 +51,8 @@ Progress = Callable[[int, int], None]
 Warn = Callable[[str], None]
 
 #: Bumped when the on-disk layout of a cached knowledge base changes (3: the manifest's
-#: own digest).
-KB_FORMAT = 3
+#: own digest; 4: the corpus's language, for ``analyzer = "auto"``).
+KB_FORMAT = 4
 #: The manifest, written last: its presence and checksums mark a complete entry.
 MANIFEST = "kb.json"
 #: The flat arrays of an entry: file name -> (attribute, dtype).
@@ -324,12 +324,16 @@ class KnowledgeBase:
         *,
         key: str,
         loaded_from_cache: bool = False,
+        language: str | None = None,
     ) -> None:
         self.chunks = chunks
         self.index = index
         self.vectors = vectors
         self.key = key
         self.loaded_from_cache = loaded_from_cache
+        #: The language most chunks were told (``analyzer = "auto"`` only), which
+        #: questions that show none are analysed in.
+        self.language = language
 
     @property
     def chunk_count(self) -> int:
@@ -393,7 +397,7 @@ class KnowledgeBase:
         manifest: dict[str, Any] = {
             "format": KB_FORMAT, "key": self.key, "chunks": len(table),
             "terms": len(index.vocab), "postings": index.postings,
-            "k1": index.k1, "b": index.b, "files": files,
+            "k1": index.k1, "b": index.b, "files": files, "language": self.language,
         }
         manifest[_DIGEST] = _manifest_digest(manifest)
         atomic_write_text(folder / MANIFEST, json.dumps(manifest, sort_keys=True))
@@ -476,7 +480,9 @@ class KnowledgeBase:
             if vectors.ndim != 2 or len(vectors) != n_chunks:
                 raise DamagedEntry(f"{_VECTORS} has shape {vectors.shape}, not {n_chunks} rows")
         chunks = ChunkTable(text, offsets, passages, starts)
-        return cls(chunks, index, vectors, key=key, loaded_from_cache=True)
+        language = manifest.get("language")
+        return cls(chunks, index, vectors, key=key, loaded_from_cache=True,
+                   language=language if isinstance(language, str) else None)
 
 
 #: The manifest's key holding the sha256 of the rest of it.
