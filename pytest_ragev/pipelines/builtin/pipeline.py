@@ -22,6 +22,7 @@ from pytest_ragev.pipelines.builtin.analyzers import Analyzer, corpus_language
 from pytest_ragev.pipelines.builtin.bm25 import BM25Index
 from pytest_ragev.pipelines.builtin.chunking import chunk_corpus
 from pytest_ragev.pipelines.builtin.config import parse_config
+from pytest_ragev.pipelines.builtin.endpoints import EndpointEmbedder, EndpointReranker
 from pytest_ragev.pipelines.builtin.generate import extractive_answer
 from pytest_ragev.pipelines.builtin.models import Embedder, cross_encoder, make_embedder
 from pytest_ragev.pipelines.builtin.store import (
@@ -66,6 +67,13 @@ class BuiltinPipeline:
         self._reranker: Reranker | None = None
         self._chat: ChatClient | None = None
         self._lock = threading.Lock()
+        # Models behind an API: their clients are there from the start, for the
+        # environment check and the preflight before the first question.
+        self._endpoint_embedder = None if self.config.embedding is None else EndpointEmbedder(
+            self.config.embedding, query_prefix=self.config.query_prefix,
+            passage_prefix=self.config.passage_prefix)
+        self._endpoint_reranker = (None if self.config.rerank is None
+                                   else EndpointReranker(self.config.rerank))
         if self.config.chat_model != "extractive":
             table = {k: v for k, v in self.config.chat_table.items()
                      if k not in ("fallback_response", "context_chunks")}
@@ -74,6 +82,9 @@ class BuiltinPipeline:
     # -- identity
     def snapshot(self) -> dict[str, Any]:
         config = asdict(self.config)
+        for key, table in (("embedding", self.config.embedding), ("rerank", self.config.rerank)):
+            # The tables' own snapshots: the variable's NAME, literal credentials hidden.
+            config[key] = None if table is None else table.snapshot()
         chat_table = config.pop("chat_table")
         chat: dict[str, Any] = {
             "model": config.pop("chat_model"),
@@ -97,6 +108,9 @@ class BuiltinPipeline:
         snapshot = self.snapshot()
         if self._chat is not None:
             snapshot["chat"] = self._chat.config.answer_knobs()
+        for key, table in (("embedding", self.config.embedding), ("rerank", self.config.rerank)):
+            if table is not None:  # a new timeout or key keeps the cached answers
+                snapshot[key] = table.answer_knobs()
         return sha256_json({"code": code_digest(), "knobs": snapshot})
 
     # -- the knowledge base
@@ -150,7 +164,6 @@ class BuiltinPipeline:
         index = BM25Index.build(tokens(), k1=config.bm25_k1, b=config.bm25_b)
         vectors = None
         if embed:
-            assert config.embedding_model is not None
             vectors = self._embed(list(chunks.texts()), progress, total)
         if progress is not None:
             progress(total, total)  # the one final call
@@ -162,6 +175,15 @@ class BuiltinPipeline:
         import numpy as np
 
         embedder = self.embedder()
+        if isinstance(embedder, EndpointEmbedder):
+            # Concurrent batches inside: progress after each batch the server answers.
+            offset = total - len(texts)
+
+            def step(done: int, of: int) -> None:
+                if progress is not None and offset + done < total:
+                    progress(offset + done, total)
+
+            return vector_search.stored(embedder.encode_passages(texts, progress=step))
         if progress is None or not texts:
             return vector_search.stored(embedder.encode_passages(texts))
         batch = max(len(texts) // 50, 256)
@@ -174,6 +196,8 @@ class BuiltinPipeline:
         return np.concatenate(parts)
 
     def embedder(self) -> Embedder:
+        if self._endpoint_embedder is not None:
+            return self._endpoint_embedder
         with self._lock:
             if self._embedder is None:
                 assert self.config.embedding_model is not None
@@ -225,7 +249,7 @@ class BuiltinPipeline:
 
     def rerank(self, kb: KnowledgeBase, question: str, hits: list[_Hit]) -> list[_Hit]:
         config = self.config
-        if not config.rerank_model or not hits:
+        if (not config.rerank_model and config.rerank is None) or not hits:
             return hits
         texts = [kb.chunks[h.chunk].text for h in hits]
         scores = self.reranker()(kb, question, texts)
@@ -241,6 +265,8 @@ class BuiltinPipeline:
         return kept or hits
 
     def reranker(self) -> Reranker:
+        if self._endpoint_reranker is not None:
+            return self._endpoint_reranker
         with self._lock:
             if self._reranker is None:
                 model = self.config.rerank_model
@@ -290,19 +316,35 @@ class BuiltinPipeline:
             case.question, contexts, max_tokens=self.config.max_tokens))
 
     # -- before the run
+    def _services(self) -> list[Any]:
+        """The clients of the models behind an API: embedding, rerank, chat."""
+        services: list[Any] = []
+        if self._endpoint_embedder is not None:
+            services.append(self._endpoint_embedder.client)
+        if self._endpoint_reranker is not None:
+            services.append(self._endpoint_reranker.client)
+        if self._chat is not None:
+            services.append(self._chat)
+        return services
+
     def missing_environment(self) -> list[str]:
-        """The environment variables a remote chat model needs and the environment lacks."""
-        return [] if self._chat is None else self._chat.missing_environment()
+        """The environment variables the models behind an API need and the environment
+        lacks (every table's, in one list)."""
+        return [line for service in self._services() for line in service.missing_environment()]
 
     def preflight(self, case: QAPair) -> str | None:
-        """With a remote chat model, one look at its server (see
-        :meth:`ChatClient.preflight`); the offline generator needs none."""
-        return None if self._chat is None else self._chat.preflight()
+        """One look at each model's server behind an API (see
+        :meth:`pytest_ragev.clients.EndpointClient.preflight`); offline models need none."""
+        for service in self._services():
+            reason: str | None = service.preflight()
+            if reason is not None:
+                return reason
+        return None
 
     @property
     def io_bound(self) -> bool:
-        """Whether answering waits on a remote chat model more than it computes."""
-        return self._chat is not None
+        """Whether answering waits on a model behind an API more than it computes."""
+        return bool(self._services())
 
     def close(self) -> None:
         self._embedder = None
