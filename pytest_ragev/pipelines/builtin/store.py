@@ -71,11 +71,11 @@ _VECTORS = "vectors.npy"
 #: The modules (relative to the package) whose code decides the built-in KB and answers:
 #: the pipeline itself, how its cache keys are made, the chat, embedding and rerank
 #: clients it may call and the shared client machinery (``clients/``: the request it
-#: sends and the reply it reads, ``_retry``), the table reader its knobs go through, the value types it answers with,
-#: and the jieba set-up the BM25 tokenizer uses. Not here, as they cannot change an
-#: answer or a KB: the clients' ``_env`` (headers, transport knobs), ``_breaker`` (stops
-#: a run; failures are never cached), ``core/redact.py`` (error and report text),
-#: ``core/errors.py`` and ``core/io.py``.
+#: sends and the reply it reads, ``_retry``), the table reader its knobs go through,
+#: the value types it answers with, and the jieba set-up the BM25 tokenizer uses. Not
+#: here, as they cannot change an answer or a KB: the clients' ``_env`` (headers,
+#: transport knobs), ``_breaker`` (stops a run; failures are never cached),
+#: ``core/redact.py`` (error and report text), ``core/errors.py`` and ``core/io.py``.
 CODE_MODULES = (
     "pipelines/builtin/*.py", "pipelines/identity.py", "pipelines/remote/chat.py",
     "clients/__init__.py", "clients/endpoint.py", "clients/chat.py", "clients/embeddings.py",
