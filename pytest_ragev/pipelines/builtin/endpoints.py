@@ -30,13 +30,14 @@ if TYPE_CHECKING:
 LINGER_S = 0.002
 
 
-def _normalised(rows: list[list[float]]) -> npt.NDArray[np.float32]:
-    """The vectors as float32 rows of unit length (cosine similarity is then a dot product)."""
+def _normalised(rows: Any) -> npt.NDArray[np.float32]:
+    """The vectors (a matrix or a list of rows) as float32 rows of unit length (cosine
+    similarity is then a dot product)."""
     import numpy as np
 
-    if not rows:
+    if len(rows) == 0:
         return np.zeros((0, 0), dtype=np.float32)
-    matrix = np.asarray(rows, dtype=np.float32)
+    matrix = np.array(rows, dtype=np.float32)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     np.divide(matrix, norms, out=matrix, where=norms > 0)
     return matrix
@@ -50,15 +51,16 @@ class QueryBatcher:
     their own result. A failed request fails every text of its batch with the same error.
     """
 
-    def __init__(self, send: Callable[[list[str]], list[list[float]]], batch_size: int) -> None:
+    def __init__(self, send: Callable[[list[str]], Any], batch_size: int) -> None:
         self._send = send
         self._size = batch_size
         self._lock = threading.Lock()
-        self._pending: list[tuple[str, Future[list[float]]]] = []
+        self._pending: list[tuple[str, Future[Any]]] = []
         self._leading = False
 
-    def __call__(self, text: str) -> list[float]:
-        future: Future[list[float]] = Future()
+    def __call__(self, text: str) -> Any:
+        """``text``'s vector (a row of the batch it went in)."""
+        future: Future[Any] = Future()
         with self._lock:
             self._pending.append((text, future))
             lead = not self._leading

@@ -9,6 +9,7 @@ import socket
 import threading
 from typing import Any
 
+import numpy as np
 import pytest
 
 from pytest_ragev import ConfigError, PipelineError
@@ -45,7 +46,8 @@ def test_one_batch_in_order_with_the_key(server: ScriptedServer,
     monkeypatch.setenv("RAGEV_EMB_KEY", CANARY)
     model = ModelServer(server)  # answers the data in reverse: the index puts it back
     vectors = client(server.url + "/v1", api_key_env="RAGEV_EMB_KEY").embed(TEXTS)
-    assert vectors == [model_vector("bge-m3", text) for text in TEXTS]
+    assert np.array_equal(vectors, [model_vector("bge-m3", text) for text in TEXTS])
+    assert vectors.dtype == np.float32
     (seen,) = server.seen
     assert seen.path == "/v1/embeddings" and seen.body == {"model": "bge-m3", "input": TEXTS}
     assert seen.headers["Authorization"] == f"Bearer {CANARY}"
@@ -55,7 +57,7 @@ def test_one_batch_in_order_with_the_key(server: ScriptedServer,
 def test_dimensions_are_asked_for_and_checked(server: ScriptedServer) -> None:
     ModelServer(server)
     vectors = client(server.url + "/v1", dimensions=8).embed(TEXTS[:2])
-    assert [len(v) for v in vectors] == [8, 8] and server.seen[0].body["dimensions"] == 8
+    assert vectors.shape == (2, 8) and server.seen[0].body["dimensions"] == 8
     server.script.append(Reply(200, {"data": [{"index": 0, "embedding": [0.1] * 4}]}))
     with pytest.raises(PipelineError, match="a vector of 4 dimensions, not 8; check that the "
                                             "model supports dimensions"):
@@ -74,7 +76,7 @@ def test_batches_run_concurrently_within_the_limit_with_progress(server: Scripte
 
     vectors = client(server.url + "/v1", batch_size=4, concurrency=3).embed_many(
         texts, progress=progress)
-    assert vectors == [model_vector("bge-m3", text) for text in texts]
+    assert np.array_equal(vectors, [model_vector("bge-m3", text) for text in texts])
     assert model.count("embeddings") == 13  # ceil(50 / 4)
     assert [len(s.body["input"]) for s in server.seen] .count(4) == 12
     assert model.max_in_flight == 3  # never more than the limit, and it was used
@@ -85,7 +87,8 @@ def test_batches_run_concurrently_within_the_limit_with_progress(server: Scripte
 def test_429_with_retry_after_is_waited_out(server: ScriptedServer, waits: list[float]) -> None:
     ModelServer(server)
     server.script.append(Reply(429, {"error": {"message": "rate limited"}}, {"Retry-After": "2"}))
-    assert client(server.url + "/v1").embed(TEXTS[:1]) == [model_vector("bge-m3", TEXTS[0])]
+    assert np.array_equal(client(server.url + "/v1").embed(TEXTS[:1]),
+                          [model_vector("bge-m3", TEXTS[0])])
     assert waits == [2.0] and len(server.seen) == 2
 
 
@@ -118,7 +121,9 @@ def test_a_refused_connection_is_retried_then_one_line(waits: list[float]) -> No
         ([[0.1, 0.2]], "without data[*].embedding (top-level keys: none, the body is a JSON list)"),
         ({"data": [{"index": 0, "embedding": [0.1, 0.2]}]}, "answered 1 vector(s) for 2 text(s)"),
         ({"data": [{"index": 0, "embedding": [0.1, "x"]}, {"index": 1, "embedding": [0.1, 0.2]}]},
-         "a vector for text 0 that is not a list of finite numbers"),
+         "answered a vector that is not a list of finite numbers; check that the server returns floats"),
+        ({"data": [{"index": 0, "embedding": [0.1, float("nan")]}, {"index": 1, "embedding": [0.1, 0.2]}]},
+         "answered a vector that is not a list of finite numbers"),
         ({"data": [{"index": 0, "embedding": [0.1, 0.2]}, {"index": 1, "embedding": [0.1]}]},
          "a vector of 1 dimensions, not 2; one model must give every vector one width"),
         ({"data": [{"index": 0, "embedding": []}, {"index": 1, "embedding": []}]},
