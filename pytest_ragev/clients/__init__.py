@@ -7,6 +7,10 @@
   :class:`EndpointClient`, which sends JSON by those rules (preflight, retries with
   backoff and ``Retry-After``, a circuit breaker, secrets scrubbed).
 - :mod:`.chat`: :class:`ChatCompletions`, the OpenAI-compatible chat call.
+- :mod:`.embeddings`: :class:`EmbeddingClient` (``[pipeline.embedding]``), the OpenAI
+  ``/v1/embeddings`` call, in concurrent batches.
+- :mod:`.rerank`: :class:`RerankClient` (``[pipeline.rerank]``), the ``/rerank`` call of
+  Cohere, Jina, vLLM and text-embeddings-inference.
 
 The request machinery is private (``_retry``: requests, retries, same-origin redirects,
 a deadline per attempt; ``_breaker``: stop after consecutive failures; ``_env``:
@@ -28,6 +32,11 @@ from pytest_ragev.clients._retry import (
     send,
 )
 from pytest_ragev.clients.chat import CHAT_PATH, ChatCompletions, Completion, completion_text
+from pytest_ragev.clients.embeddings import (
+    EMBEDDING_KEYS,
+    EmbeddingClient,
+    EmbeddingConfig,
+)
 from pytest_ragev.clients.endpoint import (
     ENDPOINT_KEYS,
     PREFLIGHT_TIMEOUT_S,
@@ -36,20 +45,28 @@ from pytest_ragev.clients.endpoint import (
     EndpointConfig,
     reply_keys,
 )
+from pytest_ragev.clients.rerank import RERANK_APIS, RERANK_KEYS, RerankClient, RerankConfig
 
 __all__ = [
     "AUTH_STATUSES",
     "CHAT_PATH",
     "DEFAULT_LIMIT",
+    "EMBEDDING_KEYS",
     "ENDPOINT_KEYS",
     "PREFLIGHT_TIMEOUT_S",
+    "RERANK_APIS",
+    "RERANK_KEYS",
     "TRANSPORT_KEYS",
     "Breaker",
     "ChatCompletions",
     "Completion",
+    "EmbeddingClient",
+    "EmbeddingConfig",
     "EndpointClient",
     "EndpointConfig",
     "RedirectRefused",
+    "RerankClient",
+    "RerankConfig",
     "Response",
     "RetryPolicy",
     "completion_text",

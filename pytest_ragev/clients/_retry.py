@@ -151,6 +151,10 @@ class Scrubber:
     def __bool__(self) -> bool:
         return bool(self._spellings)
 
+    def found_in(self, text: str) -> bool:
+        """Whether ``text`` holds a spelling of a secret."""
+        return any(spelling in text for spelling in self._spellings)
+
     def __call__(self, text: str) -> str:
         for spelling in self._spellings:
             if spelling in text:
@@ -442,7 +446,8 @@ def send(
             if breaker is not None:
                 breaker.answered()
             try:
-                body = json.loads(raw.decode("utf-8"))
+                text = raw.decode("utf-8")
+                body = json.loads(text)
             except RecursionError:
                 raise PipelineError(
                     f"{what}: {url} answered HTTP {status} with JSON nested too deeply to "
@@ -459,7 +464,10 @@ def send(
                 ) from None
             # Everything read from a reply (answers, error messages that quote it, key
             # lists) comes from the scrubbed body: an echoed key reaches none of them.
-            if scrubber:
+            # A reply whose text holds no spelling of a secret and no escape (through
+            # which JSON could spell one otherwise) has none to scrub: skipping the walk
+            # saves a pass over every number of an embeddings reply.
+            if scrubber and (scrubber.found_in(text) or "\\" in text):
                 body = scrubber.json(body)
             return Response(status=status, body=body, attempts=attempt, latency_s=latency)
         if attempt > policy.max_retries:

@@ -16,6 +16,15 @@ optional ``ragev-server.toml`` registers datasets and models::
     rerank_model = "lexical"
     rerank_top_k = 3
 
+    [embedding.bge-m3]          # embedding_id "bge-m3": replaces [pipeline.embedding]
+    base_url = "http://127.0.0.1:8080/v1"
+    model = "bge-m3"
+
+A rerank entry may name a reranker behind an API as ``rerank = { base_url, model }``
+(a ``[pipeline.rerank]`` table). The model an entry names replaces the config's other
+spelling of it: an embedding entry drops ``embedding_model``, a rerank entry with
+``rerank`` drops ``rerank_model`` and one with ``rerank_model`` drops ``[pipeline.rerank]``.
+
 Every config's own dataset is registered under its id too, and ``default`` is the
 built-in sample when the source checkout has it. :func:`plan` turns a request into the
 TOML document of one task: the ``config`` as written, with the pipeline of
@@ -42,7 +51,7 @@ BUILTIN_CHAT: Mapping[str, Mapping[str, Any]] = {"extractive": {"model": "extrac
 BUILTIN_RERANK: Mapping[str, Mapping[str, Any]] = {"lexical": {"rerank_model": "lexical"}}
 #: The sample dataset of a source checkout (``dataset/samples``), registered as ``default``.
 SAMPLE = Path(__file__).resolve().parents[2] / "dataset" / "samples"
-_SERVER_KEYS = ("datasets", "chat", "rerank")
+_SERVER_KEYS = ("datasets", "chat", "rerank", "embedding")
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 
 
@@ -103,6 +112,7 @@ class Plan:
     document: dict[str, Any]
     folder: Path
     error: str | None = None
+    embedding_id: str | None = None
 
     @property
     def redacted_document(self) -> Any:
@@ -207,8 +217,9 @@ class Catalog:
         return out
 
     def models(self, kind: str) -> dict[str, Mapping[str, Any]]:
-        """The ``chat`` or ``rerank`` model table (built-ins first, the file's win)."""
-        builtin = BUILTIN_CHAT if kind == "chat" else BUILTIN_RERANK
+        """The ``chat``, ``rerank`` or ``embedding`` model table (built-ins first, the
+        file's win; no embedding model is built in)."""
+        builtin = {"chat": BUILTIN_CHAT, "rerank": BUILTIN_RERANK}.get(kind, {})
         return {**builtin, **self.server_table().get(kind, {})}
 
     # --------------------------------------------------------------- planning
@@ -223,6 +234,7 @@ class Catalog:
         variants: Sequence[str] = (),
         limit: int | None = None,
         profile: str | None = None,
+        embedding_id: str | None = None,
     ) -> Plan:
         """Resolve a create request; :class:`FieldError` names the field that is wrong."""
         entries = {entry.name: entry for entry in self.configs_list()}
@@ -242,6 +254,8 @@ class Catalog:
         chat = _pick(self.models("chat"), chat_id, "chat_id", "chat models") if chat_id else None
         rerank = (_pick(self.models("rerank"), rerank_id, "rerank_id", "rerank models")
                   if rerank_id else None)
+        embedding = (_pick(self.models("embedding"), embedding_id, "embedding_id",
+                           "embedding models") if embedding_id else None)
 
         document = _read(config_entry.path)
         kb_document = document if kb_entry.path == config_entry.path else _read(kb_entry.path)
@@ -252,7 +266,12 @@ class Catalog:
         if chat is not None:
             pipeline["chat"] = copy.deepcopy(dict(chat))
         if rerank is not None:
+            # The entry's reranker replaces the config's, however the config spells it.
+            pipeline.pop("rerank" if "rerank_model" in rerank else "rerank_model", None)
             pipeline.update(copy.deepcopy(dict(rerank)))
+        if embedding is not None:
+            pipeline.pop("embedding_model", None)
+            pipeline["embedding"] = copy.deepcopy(dict(embedding))
         document["pipeline"] = pipeline
         document.pop("variants", None)
         if kb_variants:
@@ -290,6 +309,7 @@ class Catalog:
             dataset_id=dataset.dataset_id,
             chat_id=chat_id,
             rerank_id=rerank_id,
+            embedding_id=embedding_id,
             variants=tuple(variants),
             limit=limit,
             profile=profile,

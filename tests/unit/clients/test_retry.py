@@ -173,3 +173,21 @@ def test_a_key_repr_escapes_is_scrubbed_from_a_quoted_reply(
                     payload={"a": 1}, policy=_retry.RetryPolicy(max_retries=0), what="w",
                     client_error_hint=lambda status, message: "", secrets=[_env.Secret(key)])
     assert "CANARY" not in str(excinfo.value) and "***" in str(excinfo.value)
+
+
+def test_a_key_spelled_with_json_escapes_is_still_scrubbed(server: ScriptedServer) -> None:
+    # The fast path skips the scrubbing walk only for a reply whose text holds neither a
+    # spelling of a secret nor an escape: "\u0073k-..." is the key once decoded.
+    escaped = "\\u0073" + CANARY[1:]
+    server.default = lambda seen: Reply(200, ('{"answer": "' + escaped + '"}').encode())
+    response = _retry.send(method="POST", url=f"{server.url}/x", headers={}, payload={"a": 1},
+                           policy=_retry.RetryPolicy(max_retries=0), what="w",
+                           client_error_hint=lambda status, message: "",
+                           secrets=[_env.Secret(CANARY)])
+    assert response.body == {"answer": "***"}
+    server.default = lambda seen: Reply(200, {"data": [{"embedding": [0.5, -0.25]}]})
+    clean = _retry.send(method="POST", url=f"{server.url}/x", headers={}, payload={"a": 1},
+                        policy=_retry.RetryPolicy(max_retries=0), what="w",
+                        client_error_hint=lambda status, message: "",
+                        secrets=[_env.Secret(CANARY)])
+    assert clean.body == {"data": [{"embedding": [0.5, -0.25]}]}

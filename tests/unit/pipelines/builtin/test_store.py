@@ -383,7 +383,7 @@ def test_a_kb_built_from_spilled_chunks_saves_the_same_files(
     assert isinstance(built.chunks, store.ChunkTable)
     assert isinstance(built.chunks._text, store.TextFile)
     held = store.KnowledgeBase(store.ChunkTable.from_chunks(list(built.chunks)), built.index,
-                               None, key=built.key)
+                               None, key=built.key, language=built.language)
     built.save(tmp_path / "spilled")
     held.save(tmp_path / "held")
     for path in sorted((tmp_path / "held").iterdir()):
