@@ -13,15 +13,19 @@ import pluggy
 from pytest_ragev.core.errors import ConfigError, DatasetError, PipelineError, RagevError
 from pytest_ragev.core.types import (
     GENERATION_METRICS,
+    JUDGED_METRICS,
     METRIC_NAMES,
+    QUALITY_METRICS,
     RETRIEVAL_METRICS,
     Answer,
     Chunk,
     CustomMetric,
     MetricCase,
     MetricInput,
+    MetricValue,
     PipelineSettings,
     QAPair,
+    Verdict,
 )
 from pytest_ragev.core.version import __version__
 
@@ -33,7 +37,9 @@ hookimpl = pluggy.HookimplMarker("pytest")
 
 __all__ = [
     "GENERATION_METRICS",
+    "JUDGED_METRICS",
     "METRIC_NAMES",
+    "QUALITY_METRICS",
     "RETRIEVAL_METRICS",
     "Answer",
     "Chunk",
@@ -42,10 +48,12 @@ __all__ = [
     "DatasetError",
     "MetricCase",
     "MetricInput",
+    "MetricValue",
     "PipelineError",
     "PipelineSettings",
     "QAPair",
     "RagevError",
+    "Verdict",
     "__version__",
     "aggregate",
     "hookimpl",

@@ -19,7 +19,7 @@ from typing import Any
 from pytest_ragev.core.errors import ConfigError
 from pytest_ragev.core.redact import redact
 from pytest_ragev.core.tables import Table, deep_merge, suggest
-from pytest_ragev.core.types import METRIC_NAMES, PipelineSettings
+from pytest_ragev.core.types import BUILTIN_METRICS, JUDGED_METRICS, PipelineSettings
 
 PROFILES = ("weknora", "standard")
 
@@ -33,13 +33,15 @@ _TOP_LEVEL_KEYS = (
     "baseline",
     "gate",
     "run",
+    "judge",
+    "pricing",
     "variants",
 )
 #: The top-level tables and keys of a ragev.toml: a TOML file holding none of them is not
 #: a ragev config (``ragev serve`` tells its configs from other TOML files by them).
 TOP_LEVEL_KEYS = _TOP_LEVEL_KEYS
 _DATASET_KEYS = ("path", "id")
-_METRICS_KEYS = ("profile", "tokenizer")
+_METRICS_KEYS = ("profile", "tokenizer", "similarity", "judged")
 _REPORT_KEYS = ("json", "markdown", "html", "top_regressions", "task_user")
 _BASELINE_KEYS = ("path", "answer_chars")
 _RUN_KEYS = ("concurrency", "cache", "progress_interval", "preflight", "timeout",
@@ -47,6 +49,49 @@ _RUN_KEYS = ("concurrency", "cache", "progress_interval", "preflight", "timeout"
 _REPORT_EXAMPLES = {"json": "ragev-report.json", "markdown": "ragev.md", "html": "ragev.html"}
 _VARIANT_KEYS = ("name", "pipeline")
 _VARIANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+
+@dataclass(frozen=True)
+class TokenPrice:
+    """What a million tokens cost, the prompt's and the completion's."""
+
+    prompt: float = 0.0
+    completion: float = 0.0
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """The price of that many tokens."""
+        return (prompt_tokens * self.prompt + completion_tokens * self.completion) / 1e6
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """The ``[pricing]`` table: token prices of the pipeline and of the judge."""
+
+    currency: str = "USD"
+    pipeline: TokenPrice | None = None
+    judge: TokenPrice | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The table as reports record it (read back by :meth:`from_json`)."""
+        def price(value: TokenPrice | None) -> dict[str, float] | None:
+            return None if value is None else {"prompt": value.prompt,
+                                               "completion": value.completion}
+        return {"currency": self.currency, "pipeline": price(self.pipeline),
+                "judge": price(self.judge)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Pricing:
+        """Inverse of :meth:`to_json` (a value that is not a price is no price)."""
+        def price(value: Any) -> TokenPrice | None:
+            if not isinstance(value, Mapping):
+                return None
+            prompt, completion = value.get("prompt", 0), value.get("completion", 0)
+            if not all(isinstance(x, int | float) and not isinstance(x, bool)
+                       and math.isfinite(x) and x >= 0 for x in (prompt, completion)):
+                return None
+            return TokenPrice(float(prompt), float(completion))
+        return cls(currency=str(data.get("currency", "USD")), pipeline=price(data.get("pipeline")),
+                   judge=price(data.get("judge")))
+
 
 @dataclass(frozen=True, repr=False)
 class VariantConfig:
@@ -72,6 +117,8 @@ class RunOptions:
     update_baseline: bool = False
     variants: tuple[str, ...] = ()
     no_cache: bool = False
+    #: ``--ragev-rejudge``: ask the judge for every verdict anew.
+    rejudge: bool = False
     profile: str | None = None
     #: ``--ragev-no-baseline``: no baseline gate this run (thresholds still apply).
     no_baseline: bool = False
@@ -115,6 +162,15 @@ class RagevConfig:
     #: ``[run] deadline``: seconds the whole run may answer for, then it is interrupted.
     deadline: float | None = None
     variants: tuple[VariantConfig, ...] = ()
+    #: ``[metrics] similarity``: score the answer's meaning against the reference's.
+    similarity: bool = False
+    #: ``[metrics] judged``: the metrics a judge scores, in report order.
+    judged: tuple[str, ...] = ()
+    #: The ``[judge]`` table as written (validated by the run plan, which knows the
+    #: client's rules); empty without one.
+    judge: Mapping[str, Any] = field(default_factory=dict)
+    #: ``[pricing]``: what a million tokens cost, for the pipeline and the judge.
+    pricing: Pricing | None = None
 
     @property
     def base_dir(self) -> Path:
@@ -198,6 +254,13 @@ def parse_config(raw: Mapping[str, Any], *, source: Path) -> RagevConfig:
     tokenizer = metrics.string("tokenizer", "default",
                                fix='use "default", "ja", "ko" or "module:callable"')
     assert tokenizer is not None
+    similarity = bool(metrics.boolean("similarity", False))
+    judged = _judged(metrics)
+    judge_table = top.sub("judge", fix="write [judge] with base_url and model below it")
+    if judged and not judge_table.table:
+        raise metrics.fail("judged", list(judged), "add a [judge] table naming the model that "
+                           'judges (base_url, model; see docs/quality.md), or remove judged')
+    pricing = _pricing(top.sub("pricing"))
 
     thresholds = _thresholds(top.sub("thresholds"))
     item_thresholds = _thresholds(top.sub("item_thresholds"))
@@ -287,6 +350,10 @@ def parse_config(raw: Mapping[str, Any], *, source: Path) -> RagevConfig:
         timeout=timeout,
         deadline=deadline,
         variants=tuple(variants),
+        similarity=similarity,
+        judged=judged,
+        judge=dict(judge_table.table),
+        pricing=pricing,
     )
 
 
@@ -310,15 +377,57 @@ def _thresholds(table: Table) -> dict[str, float]:
     """``metric = number`` pairs; the metric names are checked by the run plan."""
     values: dict[str, float] = {}
     for metric in table.table:
-        # The twelve lie in [0, 1]; a custom metric may be any figure (seconds, tokens,
-        # cost): its own bounds are checked once the hooks have named it (RunPlan.build).
-        if metric in METRIC_NAMES:
+        # The built-in metrics lie in [0, 1]; a custom metric may be any figure (seconds,
+        # tokens, cost): its own bounds are checked once the hooks have named it
+        # (RunPlan.build).
+        if metric in BUILTIN_METRICS:
             value = table.number(metric, None, low=0.0, high=1.0, example="0.5")
         else:
             value = table.number(metric, None, example="0.5")
         assert value is not None
         values[metric] = value
     return values
+
+
+def _judged(metrics: Table) -> tuple[str, ...]:
+    """``[metrics] judged``: a list of the judged metrics, each once, in report order."""
+    value = metrics.get("judged", [])
+    example = 'judged = ["correctness", "faithfulness", "context_relevance"]'
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise metrics.fail("judged", value, f"write a list of metric names, e.g. {example}")
+    for name in value:
+        if name not in JUDGED_METRICS:
+            raise metrics.fail("judged", value, f"{name!r} is not a judged metric; "
+                               f"{suggest(name, JUDGED_METRICS, noun='judged metrics')}")
+    if len(set(value)) != len(value):
+        raise metrics.fail("judged", value, "name each metric once")
+    return tuple(name for name in JUDGED_METRICS if name in value)
+
+
+_PRICING_KEYS = ("currency", "pipeline", "judge")
+
+
+def _pricing(table: Table) -> Pricing | None:
+    """``[pricing]``: ``currency`` and the per-million-token prices of ``pipeline`` and
+    ``judge`` (``{ prompt = 0.15, completion = 0.60 }`` each); ``None`` without one."""
+    if not table.table:
+        return None
+    table.check_keys(_PRICING_KEYS)
+    currency = table.string("currency", "USD", fix='write a currency name, e.g. "USD"')
+    assert currency is not None
+    prices: dict[str, TokenPrice | None] = {}
+    for who in ("pipeline", "judge"):
+        if who not in table:
+            prices[who] = None
+            continue
+        sub = table.sub(who, fix=f"write {who} = {{ prompt = 0.15, completion = 0.60 }} "
+                        "(per million tokens)")
+        sub.check_keys(("prompt", "completion"))
+        prompt = sub.number("prompt", 0.0, low=0.0, example="0.15")
+        completion = sub.number("completion", 0.0, low=0.0, example="0.60")
+        assert prompt is not None and completion is not None
+        prices[who] = TokenPrice(prompt=prompt, completion=completion)
+    return Pricing(currency=currency, pipeline=prices["pipeline"], judge=prices["judge"])
 
 
 def _check_finite(value: Any, table: str, source: Path, path: str = "") -> None:

@@ -98,3 +98,95 @@ def serve() -> Iterator[ScriptedServer]:
         yield server
     finally:
         server.close()
+
+
+# -- a model server: /v1/embeddings and /rerank with deterministic vectors and scores ----------
+
+#: Width of the vectors the model server answers (unless the request asks ``dimensions``).
+MODEL_DIMENSIONS = 32
+
+
+def _words(text: str) -> list[str]:
+    return [word for word in "".join(ch.lower() if ch.isalnum() else " " for ch in text).split()]
+
+
+def model_vector(model: str, text: str, dimensions: int = MODEL_DIMENSIONS) -> list[float]:
+    """The deterministic vector the model server gives ``text`` under ``model``: signed
+    feature hashing of its words (and of its characters' bigrams, for text without spaces),
+    seeded with the model's name, so two models give two sets of vectors."""
+    import hashlib
+
+    vector = [0.0] * dimensions
+    words = _words(text)
+    features = words + [word[i:i + 2] for word in words for i in range(len(word) - 1)
+                        if not word.isascii()]
+    for feature in features:
+        digest = hashlib.sha256(f"{model}\0{feature}".encode()).digest()
+        slot = int.from_bytes(digest[:4], "little") % dimensions
+        vector[slot] += 1.0 if digest[4] & 1 else -1.0
+    return vector
+
+
+def rerank_score(query: str, document: str) -> float:
+    """The deterministic score the model server gives a document: the share of the
+    question's distinct words it contains, in [0, 1]."""
+    asked = set(_words(query))
+    return len(asked & set(_words(document))) / len(asked) if asked else 0.0
+
+
+class ModelServer:
+    """A ``default`` reply for :class:`ScriptedServer` that speaks ``POST .../embeddings``
+    (OpenAI shape) and ``POST .../rerank`` (the Cohere shape for ``documents``, the TEI
+    shape for ``texts``), and ``GET .../models``; it counts requests per kind and the most
+    requests it held at once. Scripted replies (faults) still come first."""
+
+    def __init__(self, server: ScriptedServer, *, delay_s: float = 0.0) -> None:
+        self.server = server
+        self.delay_s = delay_s
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._lock = threading.Lock()
+        server.default = self
+
+    def count(self, kind: str) -> int:
+        """Requests received whose path ends with ``kind`` (``embeddings``, ``rerank``)."""
+        return sum(1 for seen in self.server.seen if seen.path.rstrip("/").endswith(kind))
+
+    def embedded_texts(self) -> list[str]:
+        return [text for seen in self.server.seen if seen.path.endswith("embeddings")
+                and isinstance(seen.body, dict) for text in seen.body.get("input", [])]
+
+    def __call__(self, seen: Seen) -> Reply:
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if self.delay_s:
+                time.sleep(self.delay_s)
+            return self._reply(seen)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    def _reply(self, seen: Seen) -> Reply:
+        body = seen.body if isinstance(seen.body, dict) else {}
+        if seen.method == "GET" and seen.path.endswith("/models"):
+            return Reply(200, {"object": "list", "data": [{"id": "served"}]})
+        if seen.path.endswith("/embeddings"):
+            texts = body.get("input", [])
+            texts = [texts] if isinstance(texts, str) else texts
+            width = body.get("dimensions") or MODEL_DIMENSIONS
+            data = [{"object": "embedding", "index": i,
+                     "embedding": model_vector(str(body.get("model")), text, width)}
+                    for i, text in enumerate(texts)]
+            return Reply(200, {"object": "list", "data": data[::-1], "model": body.get("model"),
+                               "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)}})
+        if seen.path.endswith("/rerank"):
+            query = str(body.get("query", ""))
+            if "texts" in body:  # text-embeddings-inference
+                return Reply(200, [{"index": i, "score": rerank_score(query, text)}
+                                   for i, text in enumerate(body["texts"])])
+            results = [{"index": i, "relevance_score": rerank_score(query, text)}
+                       for i, text in enumerate(body.get("documents", []))]
+            return Reply(200, {"results": sorted(results, key=lambda r: -r["relevance_score"])})
+        return Reply(404, {"error": {"message": f"no route {seen.path}"}})

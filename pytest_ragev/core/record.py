@@ -25,7 +25,7 @@ from pytest_ragev.core.attribution import (
     retrieved_ids,
 )
 from pytest_ragev.core.digest import text_digest
-from pytest_ragev.core.types import Answer, Chunk, MetricInput, QAPair
+from pytest_ragev.core.types import Answer, Chunk, MetricInput, QAPair, Verdict
 
 #: The ``user_properties`` name under which a record travels on a test report.
 RECORD_KEY = "ragev"
@@ -53,7 +53,9 @@ class Record:
     ``answer_digest`` is set only on a record read from a baseline that keeps the first
     characters of a longer answer: ``generated_text`` holds those characters,
     ``answer_digest`` the :func:`~pytest_ragev.core.digest.text_digest` of the whole
-    answer and ``answer_chars`` its length (see :func:`same_answer`).
+    answer and ``answer_chars`` its length (see :func:`same_answer`). ``verdicts`` holds
+    the judged metrics' and the custom metrics' values computed while the question was
+    answered (scoring reads them instead of computing them again).
     """
 
     qid: int
@@ -76,6 +78,7 @@ class Record:
     nonfinite_meta: tuple[str, ...] = ()
     answer_digest: str | None = None
     answer_chars: int | None = None
+    verdicts: tuple[Verdict, ...] = ()
 
     @property
     def cut(self) -> bool:
@@ -136,6 +139,7 @@ class Record:
             "unattributed": self.unattributed,
             "unattributed_example": self.unattributed_example,
             "nonfinite_meta": self.nonfinite_meta,
+            "verdicts": [verdict.to_json() for verdict in self.verdicts],
         }
 
     def to_json_text(self) -> str:
@@ -173,6 +177,7 @@ class Record:
             unattributed=int(data.get("unattributed", 0)),
             unattributed_example=data.get("unattributed_example"),
             nonfinite_meta=tuple(str(x) for x in data.get("nonfinite_meta", ())),
+            verdicts=tuple(Verdict.from_json(v) for v in data.get("verdicts", ())),
         )
 
     def to_report_json(self) -> dict[str, Any]:
@@ -193,7 +198,14 @@ class Record:
             # Only for pipelines that return texts: ids need no attribution.
             **({"chunks": self.chunks, "unattributed": self.unattributed}
                if self.chunks else {}),
+            # Judged values with their reasons (and custom metrics' reasons and costs).
+            **({"verdicts": [verdict.to_json() for verdict in self.verdicts]}
+               if self.verdicts else {}),
         }
+
+    def verdict(self, metric: str) -> Verdict | None:
+        """The verdict of ``metric`` on this question, if one was computed."""
+        return next((v for v in self.verdicts if v.metric == metric), None)
 
     def to_baseline_entry(
         self, content_hash: str, metric_names: Sequence[str], limit: int | None = None

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pytest_ragev.core.record import Record
-from pytest_ragev.core.types import METRIC_NAMES
+from pytest_ragev.core.types import BUILTIN_METRICS
 
 #: Whether a larger value of a metric is better (all twelve built-ins) or worse.
 Direction = Literal["higher", "lower"]
@@ -25,13 +26,14 @@ SampleResult = Record
 def metric_value_problem(name: str, value: float) -> str | None:
     """What is wrong with a saved value (or mean) of metric ``name``, else ``None``.
 
-    Every built-in metric lies in [0, 1]. A custom metric's bounds are known only to the
-    hook that defines it (``bounds=(0.0, None)`` for seconds or tokens), so only that
-    its value is finite is checked. A NaN must be refused: it would drop the question
+    Every built-in metric (the twelve and the answer-quality ones) lies in [0, 1]. A
+    custom metric's bounds are known only to the hook that defines it
+    (``bounds=(0.0, None)`` for seconds or tokens), so only that its value is finite is
+    checked. A NaN must be refused: it would drop the question
     from every paired comparison without a word. The text continues "<where> ...",
     e.g. ``is 5.0, not a number in [0, 1]``. Baselines and saved JSON reports share it.
     """
-    if name in METRIC_NAMES:
+    if name in BUILTIN_METRICS:
         if math.isfinite(value) and 0.0 <= value <= 1.0:
             return None
         return f"is {json.dumps(value)}, not a number in [0, 1]"
@@ -74,6 +76,10 @@ class RunResult:
     #: The identity of the text metrics' tokenizer (``default/3 jieba==0.42.1``); runs
     #: are compared only when theirs are equal (empty: a run built without one).
     tokenizer: str = ""
+    #: Who scored the answer-quality metrics the run measured: metric -> identity
+    #: (``similarity``: the model and its rescaling; a judged metric: the judge's model,
+    #: endpoint and prompt version). A metric scored by another is not compared.
+    scorers: Mapping[str, str] = field(default_factory=dict)
 
     def summary_of(self, metric: str) -> MetricSummary:
         """The run's summary of ``metric``; an empty one (``mean=None``, ``n=0``) when the

@@ -19,6 +19,15 @@ RETRIEVAL_METRICS: tuple[str, ...] = ("precision", "recall", "ndcg3", "ndcg10", 
 GENERATION_METRICS: tuple[str, ...] = ("bleu1", "bleu2", "bleu4", "rouge1", "rouge2", "rougel")
 #: All twelve built-in metrics, in report order.
 METRIC_NAMES: tuple[str, ...] = RETRIEVAL_METRICS + GENERATION_METRICS
+#: The answer-quality metrics a judge scores (``[metrics] judged``), in report order.
+JUDGED_METRICS: tuple[str, ...] = ("correctness", "faithfulness", "context_relevance")
+#: The semantic similarity of the answer and the reference (``[metrics] similarity``).
+SIMILARITY = "similarity"
+#: The optional answer-quality metrics, in report order: each is a number in [0, 1],
+#: higher is better, and is gated, reported and baselined like the twelve once enabled.
+QUALITY_METRICS: tuple[str, ...] = (SIMILARITY, *JUDGED_METRICS)
+#: Every metric name pytest-ragev itself defines (custom metrics take other names).
+BUILTIN_METRICS: tuple[str, ...] = METRIC_NAMES + QUALITY_METRICS
 
 #: ``task.status`` values of the JSON report (the seed's).
 STATUS_PENDING = 0
@@ -162,10 +171,81 @@ Bounds = tuple[float | None, float | None]
 
 
 @dataclass(frozen=True)
+class MetricValue:
+    """What a custom metric may return instead of a bare number: the value with the
+    tokens it cost (a metric that asks a model) and why it scored so.
+
+    The tokens are added to the run's judging totals (and to its cost with
+    ``[pricing] judge``); the reason is shown beside the value in the reports.
+    """
+
+    value: float
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One question's value of a judged metric (``[metrics] judged``) or of a custom
+    metric, computed while the question was answered.
+
+    ``score`` is ``None`` when the judgement failed: ``error`` says why, and the
+    question is counted and listed as an error (never a silent 0). ``replayed`` says the
+    verdict was read from the verdict store (no call was made); ``key`` is its key there
+    (empty for custom metrics, which are not stored). ``prompt_tokens`` and
+    ``completion_tokens`` are what producing it cost (a replayed verdict keeps the
+    recorded cost of its call).
+    """
+
+    metric: str
+    score: float | None
+    reason: str = ""
+    error: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    replayed: bool = False
+    key: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-safe plain data, empty fields left out."""
+        data: dict[str, Any] = {"metric": self.metric, "score": self.score}
+        if self.reason:
+            data["reason"] = self.reason
+        if self.error is not None:
+            data["error"] = self.error
+        if self.prompt_tokens or self.completion_tokens:
+            data["prompt_tokens"] = self.prompt_tokens
+            data["completion_tokens"] = self.completion_tokens
+        if self.replayed:
+            data["replayed"] = True
+        if self.key:
+            data["key"] = self.key
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Verdict:
+        """Inverse of :meth:`to_json`."""
+        score = data.get("score")
+        error = data.get("error")
+        return cls(
+            metric=str(data["metric"]),
+            score=None if score is None else float(score),
+            reason=str(data.get("reason", "")),
+            error=None if error is None else str(error),
+            prompt_tokens=int(data.get("prompt_tokens", 0)),
+            completion_tokens=int(data.get("completion_tokens", 0)),
+            replayed=bool(data.get("replayed", False)),
+            key=str(data.get("key", "")),
+        )
+
+
+@dataclass(frozen=True)
 class CustomMetric:
     """An extra metric returned by the ``pytest_ragev_metrics`` hook.
 
-    ``function`` maps one question to a float. It receives a :class:`MetricCase`: a
+    ``function`` maps one question to a float (or a :class:`MetricValue`: the float with
+    the tokens it cost and a reason). It receives a :class:`MetricCase`: a
     :class:`MetricInput` (a function written for that keeps working) that also carries
     the question, the retrieved texts and the answer's ``meta``. ``direction`` says
     whether larger is better (``"higher"``) or worse (``"lower"``: latency, tokens,
@@ -176,7 +256,7 @@ class CustomMetric:
     """
 
     name: str
-    function: Callable[[MetricCase], float]
+    function: Callable[[MetricCase], float | MetricValue]
     direction: Literal["higher", "lower"] = "higher"
     kind: Literal["retrieval", "generation", "all"] = "all"
     bounds: Bounds = (0.0, 1.0)

@@ -24,12 +24,13 @@ from pytest_ragev.evaluation.outcome import (
     ChunkShare,
     LowestQuestions,
     Outcome,
-    QuestionError,
     RunFacts,
     chunk_share,
     lowest_questions,
+    question_errors,
 )
 from pytest_ragev.evaluation.plan import RunPlan
+from pytest_ragev.evaluation.quality import SimilarityScorer
 from pytest_ragev.evaluation.scoring import TextScoreMemo, build_run
 from pytest_ragev.gate.thresholds import check_question, check_thresholds
 from pytest_ragev.gate.workflow import GateInputs, GateOutcome, run_gate
@@ -63,6 +64,8 @@ class EvalInputs:
     scored: frozenset[QuestionKey] = frozenset()
     #: The text metrics of earlier runs, where the shell keeps them (``None``: none).
     memo: TextScoreMemo | None = None
+    #: Scores ``similarity`` when the plan measures it (``None``: the plan does not).
+    similarity: SimilarityScorer | None = None
 
 
 
@@ -105,8 +108,11 @@ def run_params(
                 "limit": plan.options.limit,
             },
             "pipeline": {"name": name, **pipeline_snapshot, **identity},
-            "metrics": {"profile": plan.profile, "tokenizer": plan.tokenizer.identity},
+            "metrics": {"profile": plan.profile, "tokenizer": plan.tokenizer.identity,
+                        **({"scorers": plan.scorers} if plan.quality else {}),
+                        **({"judge": plan.judge.snapshot()} if plan.judge else {})},
             "thresholds": dict(config.thresholds),
+            **({"pricing": config.pricing.to_json()} if config.pricing else {}),
         }
     )
     return params
@@ -129,7 +135,8 @@ def evaluate(inputs: EvalInputs, *, phase: Phase = _no_phase) -> Outcome:
     phase(f"scoring {sum(1 for r in inputs.records if r.key not in inputs.scored)} answers")
     runs = tuple(
         build_run(by_variant[variant], plan=plan, dataset=inputs.dataset, variant=variant,
-                  params=inputs.params[variant], scored=inputs.scored, memo=inputs.memo)
+                  params=inputs.params[variant], scored=inputs.scored, memo=inputs.memo,
+                  similarity=inputs.similarity)
         for variant in plan.variants if variant in by_variant
     )
     interrupted = None
@@ -138,10 +145,7 @@ def evaluate(inputs: EvalInputs, *, phase: Phase = _no_phase) -> Outcome:
             f"ragev: run {facts.interrupted}: {facts.finished} of {facts.total} "
             "questions answered"
         )
-    error_list = tuple(
-        QuestionError(qid=s.qid, question=s.question, error=s.error, variant=s.variant)
-        for run in runs for s in run.samples if s.error is not None
-    )
+    error_list = question_errors(runs)
     fallbacks = sum(1 for run in runs for s in run.samples if s.meta.get("fallback"))
     # Thresholds hold the base configuration (the one you ship); variants are checked
     # only when one is selected alone.
@@ -215,6 +219,7 @@ def evaluate(inputs: EvalInputs, *, phase: Phase = _no_phase) -> Outcome:
         # Computed once, on first use: for the baseline, or for the JSON report's samples.
         question_hashes=(dataset.question_hashes if plan.baseline_path is not None
                          or plan.report_json is not None else {}),
+        pricing=plan.config.pricing,
     )
     return outcome.shown(roots)
 

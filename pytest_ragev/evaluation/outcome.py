@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from pytest_ragev.config import Pricing
 from pytest_ragev.core.fmt import percent
 from pytest_ragev.core.paths import relative_text
 from pytest_ragev.core.record import Record
@@ -49,12 +50,14 @@ class RunFacts:
 
 @dataclass(frozen=True)
 class QuestionError:
-    """A question whose pipeline raised (or whose item failed): the Errors section's row."""
+    """A question whose pipeline raised (or whose item failed), or whose judged metric
+    could not be judged (``metric`` names it): the Errors section's row."""
 
     qid: int
     question: str
     error: str
     variant: str | None = None
+    metric: str | None = None
 
     @property
     def kind(self) -> str:
@@ -63,8 +66,27 @@ class QuestionError:
 
     @property
     def label(self) -> str:
-        """``q7``, or ``q7 [k10]`` for a variant's question."""
-        return f"q{self.qid}" if self.variant is None else f"q{self.qid} [{self.variant}]"
+        """``q7``, ``q7 [k10]`` for a variant's question, ``q7 correctness`` for a judged
+        metric that failed."""
+        label = f"q{self.qid}" if self.variant is None else f"q{self.qid} [{self.variant}]"
+        return label if self.metric is None else f"{label} {self.metric}"
+
+
+def question_errors(runs: Sequence[RunResult]) -> tuple[QuestionError, ...]:
+    """Every error of ``runs``: the questions that raised, then, question by question,
+    the judged metrics that could not be judged."""
+    errors: list[QuestionError] = []
+    for run in runs:
+        for sample in run.samples:
+            if sample.error is not None:
+                errors.append(QuestionError(qid=sample.qid, question=sample.question,
+                                            error=sample.error, variant=sample.variant))
+                continue
+            errors += [QuestionError(qid=sample.qid, question=sample.question,
+                                     error=verdict.error, variant=sample.variant,
+                                     metric=verdict.metric)
+                       for verdict in sample.verdicts if verdict.error is not None]
+    return tuple(errors)
 
 
 # "TimeoutError: ...", "requests.exceptions.ConnectionError: ...", "KnowledgeBaseFailed: ...".
@@ -199,6 +221,8 @@ class Outcome:
     #: report records per sample so that saved files pair questions after a dataset
     #: edit; empty when no baseline and no JSON report needed them.
     question_hashes: Mapping[int, str] = field(default_factory=dict)
+    #: ``[pricing]``: turns the run's tokens into money in the usage lines.
+    pricing: Pricing | None = None
 
     @property
     def failed(self) -> bool:

@@ -16,7 +16,16 @@ from pathlib import Path
 from pytest_ragev.config import RagevConfig, RunOptions, select_variants, variant_settings
 from pytest_ragev.core.errors import ConfigError
 from pytest_ragev.core.results import Direction
-from pytest_ragev.core.types import METRIC_NAMES, CustomMetric, PipelineSettings
+from pytest_ragev.core.types import (
+    METRIC_NAMES,
+    QUALITY_METRICS,
+    SIMILARITY,
+    CustomMetric,
+    PipelineSettings,
+)
+from pytest_ragev.evaluation.judge import JudgeConfig, check_judged
+from pytest_ragev.evaluation.prompts import PROMPTS
+from pytest_ragev.evaluation.quality import check_similarity_available, similarity_identity
 from pytest_ragev.gate.rules import GateRules
 from pytest_ragev.gate.thresholds import MaxValue, MinValue, thresholds_from_table
 from pytest_ragev.metrics import TokenizerChoice, custom_tokenizer, resolve_tokenizer
@@ -43,6 +52,12 @@ class RunPlan:
     item_thresholds: tuple[MinValue | MaxValue, ...] = ()
     tokenizer: TokenizerChoice = field(default_factory=lambda: resolve_tokenizer(
         "default", source="ragev.toml"))
+    #: ``[metrics] similarity``: the run scores ``similarity``.
+    similarity: bool = False
+    #: ``[metrics] judged``: the metrics the judge scores, in report order.
+    judged: tuple[str, ...] = ()
+    #: The ``[judge]`` table, resolved (``None`` when no metric is judged).
+    judge: JudgeConfig | None = None
 
     @classmethod
     def build(
@@ -61,15 +76,31 @@ class RunPlan:
         else:
             tokenizer = resolve_tokenizer(config.tokenizer, source=config.source,
                                           base_dir=config.source.parent)
-        names = [*METRIC_NAMES, *(m.name for m in custom)]
+        if config.similarity:
+            check_similarity_available(str(config.source))
+        judge = check_judged(config.judged, config.judge, source=config.source,
+                             base_dir=config.base_dir)
+        quality = ((SIMILARITY,) if config.similarity else ()) + config.judged
+        names = [*METRIC_NAMES, *quality, *(m.name for m in custom)]
         rules = GateRules.from_config(config, metric_names=names)
         if options.no_baseline and options.update_baseline:
             raise ConfigError(
                 "--ragev-no-baseline and --ragev-update-baseline contradict each other: "
                 "drop --ragev-no-baseline to write the baseline"
             )
-        directions: dict[str, Direction] = {name: "higher" for name in METRIC_NAMES}
+        directions: dict[str, Direction] = {name: "higher" for name in (*METRIC_NAMES,
+                                                                         *quality)}
         directions.update({m.name: m.direction for m in custom})
+        for table, where in ((config.thresholds, "[thresholds]"),
+                             (config.item_thresholds, "[item_thresholds]")):
+            off = [name for name in table if name in QUALITY_METRICS and name not in quality]
+            if off:
+                how = ("similarity = true" if off[0] == SIMILARITY
+                       else f'judged = ["{off[0]}"] (and a [judge] table)')
+                raise ConfigError(
+                    f"{config.source}: {where} {off[0]} = {table[off[0]]:g}: the run does not "
+                    f"measure {off[0]}; add {how} under [metrics], or remove the threshold"
+                )
         thresholds = thresholds_from_table(
             config.thresholds, source=str(config.source), directions=directions
         )
@@ -89,6 +120,7 @@ class RunPlan:
             config=config, options=options, variants=select_variants(config, options.variants),
             custom_metrics=custom, rules=rules, thresholds=tuple(thresholds),
             item_thresholds=tuple(item_thresholds), tokenizer=tokenizer,
+            similarity=config.similarity, judged=config.judged, judge=judge,
         )
 
     @property
@@ -104,9 +136,13 @@ class RunPlan:
 
     def concurrency_for(self, kind: PipelineKind) -> int:
         """Calls in flight: ``--ragev-concurrency``, else ``[run] concurrency``, else
-        :func:`default_concurrency` for the kind of pipeline."""
+        :func:`default_concurrency` for the kind of pipeline. A run with a judge waits
+        on the judge's service for every question, so it gets the default of a pipeline
+        that waits on a service, whatever answers."""
         value = self.options.concurrency or self.config.concurrency
-        return value if value is not None else default_concurrency(kind)
+        if value is not None:
+            return value
+        return default_concurrency("service" if self.judge is not None else kind)
 
     @property
     def report_json(self) -> Path | None:
@@ -133,9 +169,27 @@ class RunPlan:
         return (None, *(v.name for v in self.config.variants))
 
     @property
+    def quality(self) -> tuple[str, ...]:
+        """The answer-quality metrics the run measures, in report order."""
+        return ((SIMILARITY,) if self.similarity else ()) + self.judged
+
+    @property
     def metric_names(self) -> tuple[str, ...]:
-        """The twelve metrics, then the custom ones, in report order."""
-        return (*METRIC_NAMES, *(m.name for m in self.custom_metrics))
+        """The twelve metrics, the answer-quality ones measured, then the custom ones, in
+        report order."""
+        return (*METRIC_NAMES, *self.quality, *(m.name for m in self.custom_metrics))
+
+    @property
+    def scorers(self) -> dict[str, str]:
+        """Who scores each answer-quality metric measured (recorded with the runs: a
+        baseline scored by another model or prompt is not compared)."""
+        found: dict[str, str] = {}
+        if self.similarity:
+            found[SIMILARITY] = similarity_identity()
+        if self.judge is not None:
+            for name in self.judged:
+                found[name] = f"{self.judge.label} {PROMPTS[name].version}"
+        return found
 
     def settings(self, variant: str | None) -> PipelineSettings:
         """The pipeline settings of the base configuration (``None``) or of a variant."""

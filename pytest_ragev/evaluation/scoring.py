@@ -22,13 +22,16 @@ from pytest_ragev.core.types import (
     GENERATION_METRICS,
     METRIC_NAMES,
     RETRIEVAL_METRICS,
+    SIMILARITY,
     CustomMetric,
     MetricCase,
     MetricInput,
+    MetricValue,
     QAPair,
 )
 from pytest_ragev.dataset import Dataset
 from pytest_ragev.evaluation.plan import RunPlan, Tokenizer
+from pytest_ragev.evaluation.quality import SimilarityScorer
 from pytest_ragev.metrics import TokenizerChoice, aggregate, score
 from pytest_ragev.metrics.memo import pair_key, scores_context
 
@@ -43,20 +46,28 @@ def score_records(
     corpus: Mapping[int, str] | None = None,
     scored: frozenset[QuestionKey] = frozenset(),
     memo: TextScoreMemo | None = None,
+    judged: Sequence[str] = (),
+    similarity: SimilarityScorer | None = None,
 ) -> list[Record]:
     """The records with their metrics: only those that apply to each question.
 
     ``cases`` and ``corpus`` (the dataset's) give custom metrics the question as the
     pipeline got it and the texts of retrieved passage ids; without them a custom metric
-    sees the record's own view of the question. The records of the questions in
-    ``scored`` already carry their metrics (with the same settings) and are kept as they
-    are. ``memo`` holds the text metrics of pairs scored before (by this or an earlier
-    run) and keeps those scored now, where it serves ``profile`` and ``tokenizer``.
+    sees the record's own view of the question. A custom metric whose value the record
+    already carries (a verdict computed while the question was answered) is not called
+    again. The records of the questions in ``scored`` already carry their metrics (with
+    the same settings) and are kept as they are. ``memo`` holds the text metrics of pairs
+    scored before (by this or an earlier run) and keeps those scored now, where it serves
+    ``profile`` and ``tokenizer``. ``judged`` names the judged metrics the run measures
+    (their values are the records' verdicts; a verdict that failed gives no value: the
+    question is listed as an error for it); ``similarity`` scores ``similarity`` when the
+    run measures it.
     """
     if scored:
         todo = [r for r in records if r.key not in scored]
         done = score_records(todo, profile=profile, custom=custom, tokenizer=tokenizer,
-                             cases=cases, corpus=corpus, memo=memo)
+                             cases=cases, corpus=corpus, memo=memo, judged=judged,
+                             similarity=similarity)
         fresh = {id(source): record for source, record in zip(todo, done, strict=True)}
         return [fresh.get(id(r), r) for r in records]
     ok = [r for r in records if not r.error]
@@ -68,6 +79,11 @@ def score_records(
         rows = memo.score(inputs, grades, [r.has_answer for r in ok])
     else:
         rows = score(inputs, profile=profile, grades=grades, tokenizer=tokenizer)
+    similar: dict[int, float] = {}
+    if similarity is not None:
+        answered = [r for r in ok if r.has_answer]
+        similar = dict(zip((id(r) for r in answered), similarity.score(
+            [(r.generated_text, r.generated_gt) for r in answered]), strict=True))
     with_metrics: dict[int, Record] = {}
     for record, metric_input, row in zip(ok, inputs, rows, strict=True):
         has_qrels = bool(record.retrieval_gt)
@@ -77,8 +93,18 @@ def score_records(
             if (name in RETRIEVAL_METRICS and has_qrels)
             or (name in GENERATION_METRICS and record.has_answer)
         }
+        if id(record) in similar:
+            kept[SIMILARITY] = similar[id(record)]
+        for name in judged:
+            verdict = record.verdict(name)
+            if verdict is not None and verdict.score is not None:
+                kept[name] = verdict.score
         metric_case: MetricCase | None = None
         for metric in custom:
+            verdict = record.verdict(metric.name)
+            if verdict is not None and verdict.score is not None:
+                kept[metric.name] = verdict.score  # computed while it was answered
+                continue
             applies = (
                 metric.kind == "all"
                 or (metric.kind == "retrieval" and has_qrels)
@@ -86,17 +112,18 @@ def score_records(
             )
             if applies:
                 if metric_case is None:
-                    metric_case = _metric_case(record, metric_input, cases, corpus)
-                kept[metric.name] = _custom_value(metric, metric_case, record.qid)
+                    metric_case = metric_case_of(record, metric_input, cases, corpus)
+                kept[metric.name] = custom_value(metric, metric_case, record.qid)
         with_metrics[id(record)] = record.scored(kept)
     # Not with_metrics.get(id(r), r.scored({})): that would copy every record a second time.
     return [with_metrics[id(r)] if id(r) in with_metrics else r.scored({}) for r in records]
 
 
-def _metric_case(
+def metric_case_of(
     record: Record, metric_input: MetricInput, cases: Mapping[int, QAPair] | None,
     corpus: Mapping[int, str] | None,
 ) -> MetricCase:
+    """What a custom metric is given of ``record``'s question."""
     case = cases.get(record.qid) if cases is not None else None
     if case is None:
         pids = tuple(sorted(record.relevant))
@@ -120,17 +147,26 @@ def _metric_case(
     )
 
 
-def _custom_value(metric: CustomMetric, metric_case: MetricCase, qid: int) -> float:
-    value = metric.function(metric_case)
+def custom_value(metric: CustomMetric, metric_case: MetricCase, qid: int) -> float:
+    """The value ``metric`` gives the question; see :func:`checked_value`."""
+    return checked_value(metric, metric.function(metric_case), qid)
+
+
+def checked_value(metric: CustomMetric, produced: object, qid: int) -> float:
+    """What ``metric`` returned for question ``qid`` as its value (a
+    :class:`MetricValue`'s value); a one-line :class:`ConfigError` when it is not a
+    finite number within the metric's bounds."""
+    value = produced.value if isinstance(produced, MetricValue) else produced
     wanted = f"return a finite number in {metric.range_text}"
     if metric.bounds != (0.0, 1.0):
         wanted += " (CustomMetric bounds)"
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigError(f"custom metric {metric.name!r} returned {value!r} for q{qid}; {wanted}")
-    value = float(value)
-    if not math.isfinite(value) or metric.out_of_bounds(value):
-        raise ConfigError(f"custom metric {metric.name!r} returned {value!r} for q{qid}; {wanted}")
-    return value
+    number = float(value)
+    if not math.isfinite(number) or metric.out_of_bounds(number):
+        raise ConfigError(f"custom metric {metric.name!r} returned {number!r} for q{qid}; "
+                          f"{wanted}")
+    return number
 
 
 class RecordScorer:
@@ -146,10 +182,12 @@ class RecordScorer:
     """
 
     def __init__(self, plan: RunPlan, dataset: Dataset, *, remember: bool = True,
-                 memo: TextScoreMemo | None = None) -> None:
+                 memo: TextScoreMemo | None = None,
+                 similarity: SimilarityScorer | None = None) -> None:
         self._plan = plan
         self._dataset = dataset
         self._text_memo = memo
+        self._similarity = similarity
         self._cases = _custom_cases(plan, dataset)  # once: a -v run scores item by item
         self._remember = remember
         # question -> (the record that was scored, the scored copy)
@@ -165,7 +203,7 @@ class RecordScorer:
         todo = [r for r, known in zip(records, out, strict=True) if known is None]
         if todo:
             fresh = iter(_score_for_run(todo, self._plan, self._dataset, self._cases,
-                                        memo=self._text_memo))
+                                        memo=self._text_memo, similarity=self._similarity))
             for position, known in enumerate(out):
                 if known is None:
                     source = records[position]
@@ -289,14 +327,15 @@ def _custom_cases(plan: RunPlan, dataset: Dataset) -> dict[int, QAPair] | None:
 def _score_for_run(
     records: Sequence[Record], plan: RunPlan, dataset: Dataset,
     cases: Mapping[int, QAPair] | None, scored: frozenset[QuestionKey] = frozenset(),
-    memo: TextScoreMemo | None = None,
+    memo: TextScoreMemo | None = None, similarity: SimilarityScorer | None = None,
 ) -> list[Record]:
     """:func:`score_records` with the plan's metrics and the dataset's questions and
-    passages: the one way a run's records are scored, during the run and at its end."""
+    passages: the one way a run's records are scored, during the run and at its end.
+    ``similarity`` scores ``similarity`` (the plan measures it only with one)."""
     return score_records(
         records, profile=plan.profile, custom=plan.custom_metrics,
         tokenizer=plan.tokenizer.tokenizer, cases=cases, corpus=dataset.corpus, scored=scored,
-        memo=memo,
+        memo=memo, judged=plan.judged, similarity=similarity if plan.similarity else None,
     )
 
 
@@ -342,11 +381,12 @@ def build_run(
     params: Mapping[str, Any],
     scored: frozenset[QuestionKey] = frozenset(),
     memo: TextScoreMemo | None = None,
+    similarity: SimilarityScorer | None = None,
 ) -> RunResult:
     """The :class:`RunResult` of one configuration from its records (in qid order); the
     records of the questions in ``scored`` already carry their metrics."""
     samples = _score_for_run(sorted(records, key=lambda r: r.qid), plan, dataset,
-                             _custom_cases(plan, dataset), scored, memo)
+                             _custom_cases(plan, dataset), scored, memo, similarity)
     summary = aggregate(
         [s.metrics for s in samples if s.error is None],
         names=list(plan.metric_names),
@@ -363,5 +403,6 @@ def build_run(
         summary=summary,
         variant=variant,
         tokenizer=plan.tokenizer.identity,
+        scorers=dict(plan.scorers),
     )
 

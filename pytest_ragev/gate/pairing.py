@@ -138,7 +138,8 @@ class Judgement:
 
 def refusal(recorded: Recorded, run: RunResult) -> str | None:
     """Why ``run``'s numbers cannot sit beside the recorded ones at all (another metric
-    profile or text tokenizer), or ``None`` when they can."""
+    profile or text tokenizer, an answer-quality metric scored by another model or
+    prompt), or ``None`` when they can."""
     before = recorded.run_for(run.variant) or (recorded.runs[0] if recorded.runs else None)
     if before is None:
         return None
@@ -154,6 +155,13 @@ def refusal(recorded: Recorded, run: RunResult) -> str | None:
             f"this run uses {run.tokenizer!r}; text metrics across tokenizers are not "
             f"comparable: {FIX}, or set [metrics] tokenizer back"
         )
+    for metric in sorted(before.scorers.keys() & run.scorers.keys()):
+        if before.scorers[metric] != run.scorers[metric]:
+            return (
+                f"ragev: {recorded.source} scored {metric} with {before.scorers[metric]!r}, "
+                f"this run with {run.scorers[metric]!r}; scores of another model or prompt "
+                f"are not comparable: {FIX}, or set the judge (or model) back"
+            )
     return None
 
 

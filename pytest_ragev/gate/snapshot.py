@@ -60,7 +60,7 @@ import re
 import sys
 import zlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +119,8 @@ class Snapshot:
     corpus_fingerprint: str | None = None
     #: The text metrics' tokenizer identity.
     tokenizer: str = ""
+    #: Who scored each answer-quality metric (see ``RunResult.scorers``).
+    scorers: Mapping[str, str] = field(default_factory=dict)
     #: Answers longer than this many characters are written cut, with their digest
     #: (``None``: every answer whole). Answers already cut (read from a file) stay cut.
     answer_chars: int | None = field(default=None, compare=False)
@@ -151,8 +153,8 @@ class Snapshot:
                 continue
             if run.variant in variants:
                 raise ValueError(f"variant {run.variant!r} appears twice")
-            if ((run.fingerprint, run.profile, run.tokenizer)
-                    != (base.fingerprint, base.profile, base.tokenizer)):
+            if ((run.fingerprint, run.profile, run.tokenizer, dict(run.scorers))
+                    != (base.fingerprint, base.profile, base.tokenizer, dict(base.scorers))):
                 raise ValueError(f"variant {run.variant!r} ran on another dataset, profile or "
                                  "tokenizer")
             variants[run.variant] = run
@@ -172,6 +174,7 @@ class Snapshot:
             hashes={qid: known[qid] for qid in sorted(recorded)},
             corpus_fingerprint=corpus_fingerprint,
             tokenizer=base.tokenizer,
+            scorers=dict(base.scorers),
             answer_chars=answer_limit(answer_chars, sum(len(run.samples) for run in runs)),
         )
 
@@ -204,6 +207,7 @@ class Snapshot:
             "plugin_version": self.plugin_version,
             "profile": self.profile,
             "tokenizer": self.tokenizer,
+            **({"scorers": dict(sorted(self.scorers.items()))} if self.scorers else {}),
             "dataset": {
                 "id": self.dataset_id,
                 "fingerprint": self.fingerprint,
@@ -238,6 +242,8 @@ class Snapshot:
         dataset = read.mapping(read.key(top, "dataset"), "dataset")
         profile = read.string(read.key(top, "profile"), "profile")
         tokenizer = read.string(top["tokenizer"], "tokenizer")
+        scorers = {str(k): read.string(v, f"scorers.{k}")
+                   for k, v in read.mapping(top.get("scorers", {}), "scorers").items()}
         dataset_id = read.string(read.key(dataset, "id", "dataset.id"), "dataset.id")
         fingerprint = read.string(read.key(dataset, "fingerprint", "dataset.fingerprint"),
                                   "dataset.fingerprint")
@@ -247,9 +253,10 @@ class Snapshot:
             corpus = read.string(corpus, "dataset.corpus_fingerprint")
 
         def run_of(raw: Any, where: str, variant: str | None) -> RunResult:
-            return _run_from_data(read, raw, where, variant=variant, dataset_id=dataset_id,
-                                  fingerprint=fingerprint, stats=stats, profile=profile,
-                                  tokenizer=tokenizer)
+            run = _run_from_data(read, raw, where, variant=variant, dataset_id=dataset_id,
+                                 fingerprint=fingerprint, stats=stats, profile=profile,
+                                 tokenizer=tokenizer)
+            return replace(run, scorers=scorers)
 
         base = run_of(read.key(top, "base"), "base", None)
         variants_data = read.mapping(top.get("variants", {}), "variants")
@@ -269,6 +276,7 @@ class Snapshot:
             hashes=_read_hashes(read, top),
             corpus_fingerprint=corpus,
             tokenizer=tokenizer,
+            scorers=scorers,
         )
 
 

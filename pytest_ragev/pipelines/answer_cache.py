@@ -10,10 +10,11 @@ writer, lookups by key without loading an index, and committed rows that survive
 killed process (so an interrupted run resumes). The store is smaller than the answers'
 JSON.
 
-A second table, ``text_scores``, keeps the six text metrics of scored (answer,
-reference) pairs for the evaluation's ``TextScoreMemo``: 48 bytes of float64 values and
-a 16-byte checksum per pair, under a key that digests both texts and everything else
-the numbers depend on (``pytest_ragev.metrics.memo``).
+A second table, ``text_scores``, keeps the scores of (answer, reference) pairs: the six
+text metrics for the evaluation's ``TextScoreMemo``, the ``similarity`` of a pair for
+its similarity scorer; float64 values (48 bytes for six) and a 16-byte checksum per
+pair, under a key that digests both texts and everything else the numbers depend on
+(``pytest_ragev.metrics.memo``).
 
 It is an optimisation, so nothing about it fails a run: a row whose checksum or JSON
 does not match is a miss (one warning; the answer is recomputed and rewritten), a
@@ -60,7 +61,6 @@ _SCHEMA = ("CREATE TABLE IF NOT EXISTS answers "
 _SCORES_SCHEMA = ("CREATE TABLE IF NOT EXISTS text_scores "
                   "(key BLOB PRIMARY KEY, body BLOB NOT NULL)")
 #: Six float64 values and a 16-byte checksum of the key and the values.
-_SCORES = struct.Struct("<6d")
 #: Keys looked up in one statement (SQLite allows 32,766 parameters since 3.32).
 _LOOKUP_BATCH = 500
 
@@ -170,7 +170,7 @@ class AnswerCache:
                       (raw, _checksum(raw, body), body))
 
     def get_text_scores(self, keys: Sequence[bytes]) -> dict[bytes, tuple[float, ...]]:
-        """The stored text metrics of those ``keys`` (32-byte digests) that have them.
+        """The stored scores of those ``keys`` (32-byte digests) that have them.
 
         A damaged entry (its checksum does not match) is left out and removed, as a
         damaged answer is: its pair is scored again.
@@ -185,9 +185,10 @@ class AnswerCache:
                                  f"({marks})", batch)
             for key, body in rows or ():
                 key, body = bytes(key), bytes(body)
-                values = body[:_SCORES.size]
-                if len(body) == _SCORES.size + 16 and body[_SCORES.size:] == _checksum(key, values):
-                    found[key] = _SCORES.unpack(values)
+                values = body[:-16]
+                if (len(body) > 16 and len(values) % 8 == 0
+                        and body[-16:] == _checksum(key, values)):
+                    found[key] = struct.unpack(f"<{len(values) // 8}d", values)
                 else:
                     damaged.append((key,))
         if damaged:
@@ -199,11 +200,12 @@ class AnswerCache:
         return found
 
     def put_text_scores(self, entries: Sequence[tuple[bytes, Sequence[float]]]) -> None:
-        """Store text metrics: ``(key, six values)`` each, in one transaction. Never
-        raises for the store itself (a failed write warns once and is skipped)."""
+        """Store scores: ``(key, values)`` each (six text metrics, one similarity), in one
+        transaction. Never raises for the store itself (a failed write warns once and is
+        skipped)."""
         rows = []
         for key, values in entries:
-            packed = _SCORES.pack(*values)
+            packed = struct.pack(f"<{len(values)}d", *values)
             rows.append((key, packed + _checksum(key, packed)))
         if rows:
             with self._lock:

@@ -127,6 +127,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="neither read nor write cached pipeline answers and knowledge bases.",
     )
     group.addoption(
+        "--ragev-rejudge", dest="ragev_rejudge", action="store_true", default=False,
+        help="ask the [judge] for every verdict anew instead of replaying recorded ones "
+             "(the new verdicts replace them in the verdict store).",
+    )
+    group.addoption(
         "--ragev-profile", dest="ragev_profile", metavar="NAME", default=None,
         choices=("weknora", "standard"),
         help="metric profile: 'weknora' (default) or 'standard' (trec_eval/rouge-score/NLTK).",
@@ -263,6 +268,7 @@ def pytest_configure(config: pytest.Config) -> None:
         update_baseline=bool(config.getoption("ragev_update_baseline")),
         variants=tuple(config.getoption("ragev_variant") or ()),
         no_cache=bool(config.getoption("ragev_no_cache")),
+        rejudge=bool(config.getoption("ragev_rejudge")),
         profile=config.getoption("ragev_profile"),
         no_baseline=bool(config.getoption("ragev_no_baseline")),
         summary=config.getoption("ragev_summary") or "short",

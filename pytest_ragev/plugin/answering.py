@@ -29,6 +29,7 @@ from pytest_ragev.core.record import (
     make_record,
 )
 from pytest_ragev.core.types import Answer, PipelineSettings, QAPair
+from pytest_ragev.evaluation import AssessmentFailed
 from pytest_ragev.gate.thresholds import MaxValue, MinValue, check_question
 from pytest_ragev.plugin.collect import PipelineFailed, QuestionFailed, RagevItem
 from pytest_ragev.plugin.defaults import DefaultPipelineHooks
@@ -160,7 +161,10 @@ class Answerer:
     (and scored at item time) from the one attached: what the run needs to keep of it.
     ``full_text`` attaches the whole record to the test report (what ``--junitxml``
     writes, and what a custom metric on the controller reads); without it the report
-    carries the kept record, a few KB less a question.
+    carries the kept record, a few KB less a question. ``assess`` computes a question's
+    judged and custom metrics right after its answer, in the same thread (the pool's:
+    judge calls run as concurrently as the pipeline's); a custom metric or a judge that
+    cannot score stops the run at that question (:class:`AssessmentFailed`).
     """
 
     def __init__(
@@ -182,7 +186,9 @@ class Answerer:
         handoff: Callable[[str, Record], None] | None = None,
         keep: Callable[[Record], Record] | None = None,
         full_text: bool = True,
+        assess: Callable[[Record], Record] | None = None,
     ) -> None:
+        self._assess = assess
         self._hook = hook
         self._full_text = full_text
         self._handoff = handoff
@@ -207,7 +213,7 @@ class Answerer:
         self._kb_ready: set[str | None] = set()  # configurations whose KB exists (prefetch)
         self._cached: dict[QuestionKey, bool] = {}
         self._pool: CallPool | None = None
-        self._futures: dict[QuestionKey, concurrent.futures.Future[Answer]] = {}
+        self._futures: dict[QuestionKey, concurrent.futures.Future[Record]] = {}
         self._positions: dict[int, int] | None = None
         # Scoring at item time: every question when -v, --junitxml or per-question
         # floors need its metrics, else the first one only (a misbehaving custom metric
@@ -295,6 +301,16 @@ class Answerer:
             cache.put(key, replace(result, meta=finite_meta(result.meta)))
         return result
 
+    def answer_record(self, case: QAPair, variant: str | None) -> Record:
+        """Answer ``case``, map the answer to passage ids and compute its judged and custom
+        metrics: one question's whole work, in the thread that runs it."""
+        answer = self.answer(case, variant)
+        return self._assessed(make_record(case, answer, index=self._index(), variant=variant,
+                                          cached=self._take_cached(case, variant)))
+
+    def _assessed(self, record: Record) -> Record:
+        return record if self._assess is None else self._assess(record)
+
     def _cached_answer(self, case: QAPair, variant: str | None) -> Answer | None:
         """The cached answer of ``case`` (counted as a hit), or ``None`` (not counted:
         :meth:`answer` looks again and counts the miss)."""
@@ -327,13 +343,17 @@ class Answerer:
                     self._ensure_kb(variant)
                 future = self._future(case, variant)  # already submitted by the prefetch
                 self._futures.pop((variant, case.qid), None)
-                answer = self._wait(future)
+                record = self._wait(future)
             else:
-                answer = self.answer(case, variant)
-            record = make_record(case, answer, index=self._index(), variant=variant,
-                                 cached=self._take_cached(case, variant))
+                record = self.answer_record(case, variant)
         except (pytest.UsageError, pytest.exit.Exception):
             raise
+        except AssessmentFailed as exc:
+            # The question was answered, but a custom metric or the judge cannot score:
+            # every question would fail alike, so the run stops here (exit status 4).
+            self.usage_error = str(exc)
+            item.session.shouldstop = f"ragev: {exc}"
+            raise QuestionFailed([str(exc)]) from None
         except Exception as exc:
             self._take_cached(case, variant)
             record = make_record(case, None, index=self._index(), variant=variant,
@@ -364,9 +384,17 @@ class Answerer:
     def record_manual(
         self, item: pytest.Item, case: QAPair, answer: Answer, variant: str | None = None
     ) -> Record:
-        """Record an answer produced by a hand-written test (the ``ragev_record`` fixture)."""
+        """Record an answer produced by a hand-written test (the ``ragev_record`` fixture),
+        with its judged and custom metrics."""
         record = make_record(case, answer, index=self._index(), variant=variant,
                              cached=self._take_cached(case, variant))
+        try:
+            record = self._assessed(record)
+        except AssessmentFailed as exc:
+            self._attach(item, record)
+            self.usage_error = str(exc)
+            item.session.shouldstop = f"ragev: {exc}"
+            raise QuestionFailed([str(exc)]) from None
         self._attach(item, record)
         return record
 
@@ -404,7 +432,7 @@ class Answerer:
         item.user_properties.append((RECORD_KEY, text))
 
     # -- time limits
-    def _wait(self, future: concurrent.futures.Future[Answer]) -> Answer:
+    def _wait(self, future: concurrent.futures.Future[Record]) -> Record:
         """``future``'s answer, within ``[run] timeout`` of its start and the deadline."""
         if future.done():  # e.g. a cached answer: no call, perhaps no pool at all
             return future.result()
@@ -450,13 +478,13 @@ class Answerer:
         )
 
     # -- running ahead
-    def _future(self, case: QAPair, variant: str | None) -> concurrent.futures.Future[Answer]:
+    def _future(self, case: QAPair, variant: str | None) -> concurrent.futures.Future[Record]:
         key = (variant, case.qid)
         future = self._futures.get(key)
         if future is None:
             if self._pool is None:
                 self._pool = CallPool(self._concurrency if self._prefetch_on else 1)
-            future = self._pool.submit(self.answer, case, variant)
+            future = self._pool.submit(self.answer_record, case, variant)
             self._futures[key] = future
         return future
 
@@ -482,10 +510,17 @@ class Answerer:
             # A cached answer needs no pipeline call and no KB: a fully cached rerun
             # then never builds (or loads) one, as without --ragev-concurrency.
             cached = self._cached_answer(upcoming.case, upcoming.variant)
-            if cached is not None:
-                done: concurrent.futures.Future[Answer] = concurrent.futures.Future()
-                done.set_result(cached)
+            if cached is not None and self._assess is None:
+                done: concurrent.futures.Future[Record] = concurrent.futures.Future()
+                done.set_result(make_record(upcoming.case, cached, index=self._index(),
+                                            variant=upcoming.variant,
+                                            cached=self._take_cached(upcoming.case,
+                                                                     upcoming.variant)))
                 self._futures[key] = done
+                continue
+            if cached is not None:
+                # The answer is cached, but judging it may call the judge: in the pool.
+                self._future(upcoming.case, upcoming.variant)
                 continue
             try:
                 # Knowledge bases are built here, in the main thread, never in the pool.

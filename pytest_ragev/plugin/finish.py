@@ -180,8 +180,10 @@ class Finisher:
     it started: its knowledge bases are closed, its usage error or deadline said),
     ``close_pipelines`` (releases every pipeline, answering or not), ``node_ids`` (the
     verdict's node id), ``inputs`` (what :func:`evaluate` reads, given how the run was
-    interrupted) and ``params`` (a configuration's settings snapshot; ``None``: the
-    base). Files and the status are written on the controller only (``is_worker``).
+    interrupted), ``params`` (a configuration's settings snapshot; ``None``: the
+    base) and ``save_verdicts`` (writes the judge's verdict store, told whether every
+    question was answered; returns the lines of a write that failed). Files and the
+    status are written on the controller only (``is_worker``).
     """
 
     def __init__(
@@ -197,7 +199,9 @@ class Finisher:
         node_ids: Callable[[], NodeIds],
         inputs: Callable[[str | None], EvalInputs],
         params: Callable[[str | None], Mapping[str, Any]],
+        save_verdicts: Callable[[bool], list[str]] | None = None,
     ) -> None:
+        self._save_verdicts = save_verdicts
         self._config = config
         self._is_worker = is_worker
         self._records = records
@@ -272,10 +276,13 @@ class Finisher:
         answerer_error = None if answerer is None else answerer.usage_error
         if answerer_error is not None:
             # A question showed a usage error (a custom metric out of range): the run
-            # stopped there; say it as the settings errors are said.
+            # stopped there; say it as the settings errors are said. The verdicts it
+            # paid for are kept.
+            self._store_verdicts(finished=False)
             self._fail(_unprefixed(answerer_error), pytest.ExitCode.USAGE_ERROR)
             return
         interrupted = self._interruption(session, exitstatus)
+        self._store_verdicts(finished=interrupted is None)
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         try:
             inputs = self._inputs(interrupted)
@@ -301,6 +308,18 @@ class Finisher:
             return
         self.outcome = outcome
         self._report_verdict(outcome)
+
+    def _store_verdicts(self, *, finished: bool) -> None:
+        """Write the verdict store; a store that cannot be written is a write error
+        (exit status 4), never a traceback."""
+        if self._save_verdicts is None:
+            return
+        try:
+            self.write_errors += self._save_verdicts(finished)
+        except Exception as exc:  # a bug of ours must not hide the run's summary
+            traceback.print_exc()
+            self.write_errors.append(f"internal error while writing the verdict store: "
+                                     f"{type(exc).__name__}: {exc}")
 
     def _set_status(self, session: pytest.Session) -> None:
         if self._status is not None:

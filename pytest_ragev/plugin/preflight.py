@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from pytest_ragev.core.errors import name_variant
-from pytest_ragev.core.types import METRIC_NAMES, CustomMetric, QAPair
+from pytest_ragev.core.types import BUILTIN_METRICS, CustomMetric, QAPair
+from pytest_ragev.evaluation import Judge
 from pytest_ragev.pipelines import Pipeline, Preflight, is_io_bound
 
 
@@ -31,7 +32,13 @@ def custom_metrics(groups: Iterable[Iterable[Any] | None]) -> tuple[CustomMetric
                     f"pytest_ragev_metrics returned {metric!r}; return "
                     "pytest_ragev.CustomMetric objects"
                 )
-            if metric.name in METRIC_NAMES or metric.name in {m.name for m in found}:
+            if metric.name in BUILTIN_METRICS:
+                raise pytest.UsageError(
+                    f"pytest_ragev_metrics: metric name {metric.name!r} is one of "
+                    "pytest-ragev's own metrics (the answer-quality ones are switched on "
+                    "under [metrics]); give the custom metric another name"
+                )
+            if metric.name in {m.name for m in found}:
                 raise pytest.UsageError(
                     f"pytest_ragev_metrics: metric name {metric.name!r} is used twice; "
                     "give each custom metric its own name"
@@ -96,3 +103,18 @@ def check_services(
             raise pytest.UsageError(name_variant(
                 f"{source}: {reason}; no question was asked (set [run] preflight = false "
                 "to skip this check)", source, variant))
+
+
+def check_judge(judge: Judge | None, *, source: Path, preflight: bool) -> None:
+    """The environment the ``[judge]`` needs is set and (``preflight``) its service
+    answers and takes the key: else one usage error before any question."""
+    if judge is None:
+        return
+    missing = judge.missing_environment()
+    if missing:
+        raise pytest.UsageError("; ".join(f"{source}: {line}" for line in missing))
+    if preflight:
+        reason = judge.preflight()
+        if reason is not None:
+            raise pytest.UsageError(f"{source}: {reason}; no question was asked (set [run] "
+                                    "preflight = false to skip this check)")

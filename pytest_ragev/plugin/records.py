@@ -18,7 +18,7 @@ import pytest
 
 from pytest_ragev.core import fmt
 from pytest_ragev.core.record import RECORD_KEY, QuestionKey, Record
-from pytest_ragev.core.types import STATUS_PENDING, STATUS_RUNNING
+from pytest_ragev.core.types import QUALITY_METRICS, STATUS_PENDING, STATUS_RUNNING
 from pytest_ragev.plugin.collect import NodeIds
 from pytest_ragev.plugin.progress import ProgressFile
 
@@ -208,7 +208,7 @@ class ItemStatus:
         if not metrics:
             return None
         scores = " ".join(f"{name} {fmt.num(metrics[name], digits=2)}"
-                          for name in KEY_METRICS if name in metrics)
+                          for name in (*KEY_METRICS, *QUALITY_METRICS) if name in metrics)
         if report.passed:
             return "passed", ".", (f"PASSED {scores}", {"green": True})
         if report.failed:

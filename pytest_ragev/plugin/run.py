@@ -27,18 +27,24 @@ import pytest
 from pytest_ragev.config import RagevConfig, RunOptions
 from pytest_ragev.core.attribution import PassageIndex
 from pytest_ragev.core.errors import CacheWarning, RagevError
+from pytest_ragev.core.io import WRITE_ERRORS, write_error_cause, write_error_fix
 from pytest_ragev.core.record import QuestionKey, Record, nonfinite_warning
 from pytest_ragev.core.task import make_task_id, task_user
 from pytest_ragev.core.types import STATUS_RUNNING, QAPair
 from pytest_ragev.dataset import SPILL_TEXT_BYTES, Dataset, load_dataset
 from pytest_ragev.evaluation import (
+    Assessor,
     EvalInputs,
+    Judge,
     RecordScorer,
     RunFacts,
     RunningMeans,
     RunPlan,
+    SimilarityScorer,
     TextScoreMemo,
+    VerdictStore,
     run_params,
+    write_store,
 )
 from pytest_ragev.pipelines import Pipeline, PipelineKind, pipeline_kind
 from pytest_ragev.plugin.answering import Answerer
@@ -50,7 +56,12 @@ from pytest_ragev.plugin.knobs import (
     unread_knob_lines,
     unused_builtin_knob_lines,
 )
-from pytest_ragev.plugin.preflight import check_baseline_target, check_services, custom_metrics
+from pytest_ragev.plugin.preflight import (
+    check_baseline_target,
+    check_judge,
+    check_services,
+    custom_metrics,
+)
 from pytest_ragev.plugin.progress import ProgressFile, XdistProgress
 from pytest_ragev.plugin.records import ItemStatus, RecordCollector, RecordHandoff
 from pytest_ragev.plugin.samples import SamplesFile
@@ -112,6 +123,7 @@ class ActiveRun:
             progress=self.progress, signals=self.signals,
             answerer=lambda: self._answerer, close_pipelines=self._close_pipelines,
             node_ids=lambda: self.node_ids, inputs=self.inputs, params=self.params,
+            save_verdicts=self.save_verdicts,
         )
         self._answerer: Answerer | None = None
         self._scorer: RecordScorer | None = None
@@ -204,8 +216,80 @@ class ActiveRun:
                 handoff=None if self.is_worker else self.handoff.leave,
                 keep=self.kept_record,
                 full_text=self.attach_whole_records,
+                assess=self.assessor.assess if self.assessor.active else None,
             )
         return self._answerer
+
+    @functools.cached_property
+    def verdict_store(self) -> VerdictStore | None:
+        """The judge's verdicts of earlier runs: ``[judge] store``, else a file in the
+        plugin's cache folder (``None``: no judge, or no cache and no store named)."""
+        judge = self.plan.judge
+        if judge is None:
+            return None
+        path = judge.store
+        if path is None:
+            root = None if self.options.no_cache else self._cache_root()
+            if root is None:
+                return None
+            path = root / "verdicts.jsonl"
+        try:
+            return VerdictStore.load(path)
+        except RagevError as exc:
+            raise _usage(exc) from None
+
+    @functools.cached_property
+    def judge(self) -> Judge | None:
+        """The ``[judge]`` of the run (``None`` when no metric is judged)."""
+        config = self.plan.judge
+        if config is None:
+            return None
+        return Judge(config, store=self.verdict_store, rejudge=self.options.rejudge)
+
+    @functools.cached_property
+    def assessor(self) -> Assessor:
+        """Computes each question's judged and custom metrics as it is answered."""
+        return Assessor(judge=self.judge, judged=self.plan.judged,
+                        custom=self.plan.custom_metrics, cases=self.cases,
+                        corpus=self.dataset.corpus)
+
+    @functools.cached_property
+    def similarity(self) -> SimilarityScorer | None:
+        """Scores ``similarity`` when the run measures it, keeping each pair's score in
+        the answer cache's database."""
+        if not self.plan.similarity:
+            return None
+        return SimilarityScorer(store=self.defaults.text_score_store())
+
+    def save_verdicts(self, finished: bool) -> list[str]:
+        """Write the verdicts the run made or replayed into the verdict store (on the
+        controller, at the end): the lines to print when it cannot be written.
+
+        A complete run (``finished``, every question of every configured configuration
+        answered, no ``--ragev-limit``) keeps only its own verdicts, so the store holds
+        what the current answers were judged by; any other run keeps the others too.
+        """
+        if self.plan.judge is None:
+            return []
+        judge, store = self.judge, self.verdict_store
+        if judge is None or store is None or store.path is None:
+            return []
+        every = len(self.dataset.pairs) * len(self.plan.configured)
+        complete = (finished and not self.options.limit
+                    and self.plan.variants == self.plan.configured
+                    and len({r.key for r in self.records.records}) == every)
+        entries = [judge.stored(verdict, record.question)
+                   for record in self.records.records for verdict in record.verdicts
+                   if verdict.key and verdict.score is not None]
+        if not store.changed_by(entries, prune=complete):
+            return []
+        try:
+            write_store(store.path, store.merged(entries, prune=complete))
+        except WRITE_ERRORS as exc:
+            cause, _ = write_error_cause(exc)
+            return [f"could not write the verdict store {store.path}: {cause}; the previous "
+                    f"file, if any, is untouched: {write_error_fix(exc)}"]
+        return []
 
     def kept_record(self, record: Record) -> Record:
         """What the run keeps of a question's record until its end.
@@ -248,7 +332,7 @@ class ActiveRun:
         if self._scorer is None:
             # A worker's records are scored again on the controller: nothing to keep.
             self._scorer = RecordScorer(self.plan, self.dataset, remember=not self.is_worker,
-                                        memo=self.text_memo)
+                                        memo=self.text_memo, similarity=self.similarity)
         return self._scorer
 
     def _kb_phase(self, name: str | None, done: int, total: int) -> None:
@@ -310,6 +394,8 @@ class ActiveRun:
                 check_services(pipelines, source=self.ragev.source,
                                first=pairs[0] if self.ragev.preflight and pairs else None,
                                cached=self._answer_is_cached)
+                check_judge(self.judge, source=self.ragev.source,
+                            preflight=self.ragev.preflight)
                 if self.samples is not None:
                     problem = self.samples.open()
                     if problem is not None:
@@ -402,6 +488,7 @@ class ActiveRun:
             params={v: self.params(v) for v in self.plan.variants if v in variants},
             scored=scored,
             memo=self.text_memo,
+            similarity=self.similarity,
         )
 
     def _progress(self, status: int, err_msg: str) -> dict[str, Any]:

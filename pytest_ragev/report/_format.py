@@ -47,7 +47,7 @@ def run_facts(outcome: Outcome, *, value: Callable[[str], str]) -> list[str]:
         if share.chunks:
             facts.append(f"unattributed chunks {share.unattributed}/{share.chunks} "
                          f"({percent(share.share)})")
-        figures = usage(base.samples)
+        figures = usage(base.samples, outcome.pricing)
         if figures.reported:
             facts.append(figures.text())
     if outcome.facts.duration_s is not None:

@@ -64,6 +64,7 @@ table.sortable th[aria-sort=descending]::after{content:" ▼";font-size:10px}
 .filter{margin:6px 0;font-size:13px}.filter input[type=search]{width:320px;padding:3px 6px}
 .passages{margin:0;padding-left:18px;font-size:12px;max-width:420px}
 .passages li{margin-bottom:3px}details summary{cursor:pointer}details p.missing{margin:4px 0 2px}
+td.why{text-decoration:underline dotted;cursor:help}
 .missing{color:#999}
 table.questions th,table.questions td{padding:3px 6px;font-size:12px}
 table.questions .q{min-width:240px;max-width:360px}table.questions .err{min-width:220px}
@@ -531,8 +532,13 @@ def _questions_section(run: RunResult | None) -> str:
             cells.append(f'<td><div class="err">{_e(sample.error or "")}</div></td>')
         for metric in metrics:
             value = sample.metrics.get(metric)
-            cells.append(f'<td class="num" data-sort="{"" if value is None else repr(value)}">'
-                         f"{fmt.num(value, missing='—')}</td>")
+            verdict = sample.verdict(metric)
+            why = "" if verdict is None else (verdict.error or verdict.reason)
+            tip = f' title="{_e(why)}"' if why else ""
+            shown = fmt.num(value, missing="error" if verdict is not None and
+                            verdict.error else "—")
+            cells.append(f'<td class="num{" why" if why else ""}"{tip} data-sort="'
+                         f'{"" if value is None else repr(value)}">{shown}</td>')
         cells.append(f'<td class="ids">{_ids_html(sample.retrieval_ids, sample.relevant, 5)}'
                      "</td>")
         body.append(f"<tr>{''.join(cells)}</tr>")
@@ -541,8 +547,9 @@ def _questions_section(run: RunResult | None) -> str:
     return (
         f"<h2>Questions ({len(run.samples)})</h2>"
         '<p class="meta">Click a column to sort; type words, or a rule such as '
-        "<code>recall &lt; 1</code>, to filter. Hover a question for its answer; ✓ marks a "
-        f"relevant passage; — : the metric does not apply.{more}</p>"
+        "<code>recall &lt; 1</code>, to filter. Hover a question for its answer, a judged "
+        "score (dotted) for the judge's reason; ✓ marks a relevant passage; — : the metric "
+        f"does not apply.{more}</p>"
         '<p class="filter"><input type="search" data-filter="questions" '
         'placeholder="filter: words, or recall &lt; 0.5" aria-label="filter the questions"> '
         '<span class="muted" data-count="questions"></span></p>'

@@ -14,11 +14,13 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_ragev.config import Pricing
 from pytest_ragev.core.record import Record
 from pytest_ragev.core.results import MetricSummary, RunResult
 from pytest_ragev.core.types import (
+    BUILTIN_METRICS,
     GENERATION_METRICS,
-    METRIC_NAMES,
+    QUALITY_METRICS,
     RETRIEVAL_METRICS,
     STATUS_FAILED,
     STATUS_RUNNING,
@@ -67,7 +69,10 @@ def summary_block(summary: Mapping[str, MetricSummary] | None) -> dict[str, Any]
         "generation_metrics": means(GENERATION_METRICS),
     }
     if summary is not None:
-        custom = [name for name in summary if name not in METRIC_NAMES]
+        quality = [name for name in QUALITY_METRICS if name in summary]
+        if quality:
+            block["quality_metrics"] = means(quality)
+        custom = [name for name in summary if name not in BUILTIN_METRICS]
         if custom:
             block["custom_metrics"] = means(custom)
             block["directions"] = {name: summary[name].direction for name in custom}
@@ -137,7 +142,7 @@ def final_report(
             "fallbacks": outcome.fallbacks,
         },
         "errors": errors_json(outcome.error_list),
-        **run_figures(base),
+        **run_figures(base, outcome.pricing),
         "lowest": lowest_json(outcome.lowest),
         # After the seed's keys and ours that every report has: the seed's order first.
         "schema_version": REPORT_SCHEMA_VERSION,
@@ -168,7 +173,7 @@ def final_report(
             run.variant: {
                 "params": run.params,
                 "metric": metric_block(run),
-                **run_figures(run),
+                **run_figures(run, outcome.pricing),
                 "samples": _samples(run, outcome.question_hashes),
             }
             for run in variants
@@ -202,7 +207,7 @@ def errors_json(errors: Sequence[QuestionError]) -> dict[str, Any]:
     }
 
 
-def run_figures(run: RunResult | None) -> dict[str, Any]:
+def run_figures(run: RunResult | None, pricing: Pricing | None = None) -> dict[str, Any]:
     """A run's ``attribution`` (retrieved chunk texts that matched no corpus passage)
     and ``usage`` (latency percentiles and token totals from ``Answer.meta``)."""
     samples = run.samples if run is not None else []
@@ -210,7 +215,7 @@ def run_figures(run: RunResult | None) -> dict[str, Any]:
     return {
         "attribution": {"chunks": share.chunks, "unattributed": share.unattributed,
                         "share": share.share, "first": share.first},
-        "usage": usage(samples).to_json(),
+        "usage": usage(samples, pricing).to_json(),
     }
 
 

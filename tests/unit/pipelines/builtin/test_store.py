@@ -42,7 +42,7 @@ def test_code_digest_covers_every_module_that_decides_kb_and_answers(tmp_path: P
                for name in ("chunking.py", "pipeline.py", "bm25.py", "tokens.py", "__init__.py")]
     watched += [copy / "plugin" / "defaults.py", copy / "core" / "segment.py",
                 copy / "pipelines" / "identity.py", copy / "core" / "digest.py",
-                copy / "pipelines" / "remote" / "_retry.py", copy / "core" / "types.py"]
+                copy / "clients" / "_retry.py", copy / "core" / "types.py"]
     seen = {store.source_digest(copy)}
     for path in watched:
         path.write_text(path.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
@@ -62,8 +62,8 @@ NOT_IN_THE_DIGEST = {
     "core/io.py": "atomic writes: how a file is written, not what",
     "core/redact.py": "hides secrets in errors, snapshots for reports, and logs",
     "core/version.py": "the version is hashed as text, beside the sources",
-    "pipelines/remote/_env.py": "${VAR} headers: headers are transport knobs (docs/remote.md)",
-    "pipelines/remote/_breaker.py": "stops after failures; a failed answer is never cached",
+    "clients/_env.py": "${VAR} headers: headers are transport knobs (docs/remote.md)",
+    "clients/_breaker.py": "stops after failures; a failed answer is never cached",
 }
 
 
@@ -383,7 +383,7 @@ def test_a_kb_built_from_spilled_chunks_saves_the_same_files(
     assert isinstance(built.chunks, store.ChunkTable)
     assert isinstance(built.chunks._text, store.TextFile)
     held = store.KnowledgeBase(store.ChunkTable.from_chunks(list(built.chunks)), built.index,
-                               None, key=built.key)
+                               None, key=built.key, language=built.language)
     built.save(tmp_path / "spilled")
     held.save(tmp_path / "held")
     for path in sorted((tmp_path / "held").iterdir()):

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from pytest_ragev import ConfigError, PipelineError
-from pytest_ragev.pipelines.remote import ChatClient, ChatConfig, _retry
+from pytest_ragev.clients import _retry
+from pytest_ragev.pipelines.remote import ChatClient, ChatConfig
 from tests._remote_server import Reply, ScriptedServer, Seen
 
 SECRET = "sk-test-4f1c9e-do-not-leak"
@@ -181,15 +182,6 @@ def test_concurrent_calls(server: ScriptedServer) -> None:
     for thread in threads:
         thread.join()
     assert results == {i: f"question {i}" for i in range(16)}
-
-
-def test_retry_after_parsing() -> None:
-    assert _retry.parse_retry_after("3") == 3.0
-    assert _retry.parse_retry_after("Wed, 21 Oct 2015 07:28:10 GMT", now=1445412480.0) == 10.0
-    assert _retry.parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412490.0) == 0.0
-    assert _retry.parse_retry_after("soon") is None
-    assert _retry.parse_retry_after(None) is None
-    assert _retry.RetryPolicy(backoff=1).delay(1, 1e9) == _retry.MAX_DELAY_S
 
 
 def test_snapshot_has_defaults_and_is_json(server: ScriptedServer) -> None:

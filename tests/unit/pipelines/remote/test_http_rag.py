@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from pytest_ragev import Chunk, ConfigError, PipelineError, PipelineSettings, QAPair
-from pytest_ragev.pipelines.remote import HttpRagPipeline, _retry, build_remote_pipeline
+from pytest_ragev.clients import _retry
+from pytest_ragev.pipelines.remote import HttpRagPipeline, build_remote_pipeline
 from pytest_ragev.pipelines.remote._paths import JsonPath, PathMissError, PathSyntaxError
 from tests._remote_server import Reply, ScriptedServer, Seen
 

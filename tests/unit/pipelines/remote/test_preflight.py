@@ -4,23 +4,20 @@ circuit breaker of the remote clients, against a real server on 127.0.0.1."""
 from __future__ import annotations
 
 import socket
-import threading
 from typing import Any
 
 import pytest
 
 from pytest_ragev import PipelineError, PipelineSettings, QAPair
+from pytest_ragev.clients import _retry
 from pytest_ragev.pipelines import is_io_bound
 from pytest_ragev.pipelines.builtin import BuiltinPipeline
 from pytest_ragev.pipelines.remote import (
     ChatClient,
     ChatConfig,
     HttpRagPipeline,
-    _retry,
     build_remote_pipeline,
 )
-from pytest_ragev.pipelines.remote._breaker import Breaker
-from pytest_ragev.pipelines.remote._env import unset_references
 from tests._remote_server import Reply, ScriptedServer, Seen
 
 CASE = QAPair(qid=3, question="Wie hoch ist der Eiffelturm?", pids=(2,), passages=("...",),
@@ -55,17 +52,6 @@ def chat(base_url: str, **options: Any) -> ChatClient:
 
 
 # -- the environment
-def test_unset_references_lists_each_missing_variable_once(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("RAGEV_SET", "x")
-    monkeypatch.delenv("RAGEV_GONE_A", raising=False)
-    monkeypatch.delenv("RAGEV_GONE_B", raising=False)
-    headers = {"A": "Bearer ${RAGEV_GONE_A}", "B": "${RAGEV_SET}-${RAGEV_GONE_B}",
-               "C": "${RAGEV_GONE_A}", "D": "literal $NOT_A_REFERENCE"}
-    assert unset_references(headers) == ["RAGEV_GONE_A", "RAGEV_GONE_B"]
-
-
 def test_chat_names_the_unset_key_and_header_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("RAGEV_NO_KEY", raising=False)
     monkeypatch.delenv("RAGEV_NO_ORG", raising=False)
@@ -177,54 +163,6 @@ def test_remote_pipelines_are_io_bound(server: ScriptedServer) -> None:
 
 
 # -- the breaker
-def test_breaker_opens_after_the_limit_and_says_why() -> None:
-    breaker = Breaker(3, knob="[pipeline] max_consecutive_failures")
-    for _ in range(2):
-        breaker.failed("cannot connect (refused)")
-        breaker.check("[pipeline] http qid 1", "http://x")  # still closed
-    breaker.failed("cannot connect (refused)")
-    assert breaker.is_open
-    with pytest.raises(PipelineError) as raised:
-        breaker.check("[pipeline] http qid 9", "http://x/rag")
-    message = str(raised.value)
-    assert message.startswith("[pipeline] http qid 9: not sent: http://x/rag failed for 3 "
-                              "questions in a row (last: cannot connect (refused))")
-    assert "[pipeline] max_consecutive_failures" in message and "\n" not in message
-
-
-def test_an_answer_between_failures_starts_the_count_anew() -> None:
-    breaker = Breaker(2)
-    for _ in range(5):
-        breaker.failed("HTTP 503")
-        breaker.answered()
-    assert not breaker.is_open
-
-
-def test_an_open_breaker_stays_open() -> None:
-    breaker = Breaker(1)
-    breaker.failed("HTTP 401")
-    breaker.answered()  # a reply to a request sent before it opened
-    assert breaker.is_open
-
-
-def test_limit_zero_never_opens() -> None:
-    breaker = Breaker(0)
-    for _ in range(100):
-        breaker.failed("down")
-    assert not breaker.is_open
-
-
-def test_breaker_counts_across_threads() -> None:
-    breaker = Breaker(400)
-    threads = [threading.Thread(target=lambda: [breaker.failed("x") for _ in range(100)])
-               for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert breaker.is_open
-
-
 def test_http_pipeline_stops_sending_after_the_limit(server: ScriptedServer) -> None:
     server.default = lambda seen: Reply(503, {"error": {"message": "overloaded"}})
     pipe = http(server.url + "/rag", max_consecutive_failures=2)

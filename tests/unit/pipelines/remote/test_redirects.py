@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from pytest_ragev import PipelineError, PipelineSettings, QAPair
-from pytest_ragev.pipelines.remote import ChatClient, ChatConfig, HttpRagPipeline, _retry
+from pytest_ragev.clients import _retry
+from pytest_ragev.pipelines.remote import ChatClient, ChatConfig, HttpRagPipeline
 from tests._remote_server import Reply, ScriptedServer, Seen, serve
 
 KEY = "sk-redirect-CANARY-5d1e"

@@ -1,8 +1,9 @@
-"""HTTP requests with retries, shared by the chat client and the ``http`` pipeline.
+"""HTTP requests with retries, shared by every client of a service (chat, embeddings,
+rerank, a judge) and the ``http`` pipeline.
 
-Standard library only (``urllib.request``): a remote pipeline must not pull in an HTTP
-stack. Every call opens its own connection, so one :func:`send` is safe to run from many
-threads at once.
+Standard library only (``urllib.request``): a client must not pull in an HTTP stack.
+Every call opens its own connection, so one :func:`send` is safe to run from many threads
+at once.
 
 Redirects are followed only within the request's origin (scheme, host and port):
 ``urllib`` copies every request header, ``Authorization`` included, to wherever a
@@ -31,8 +32,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import IO, Any
 
+from pytest_ragev.clients._breaker import Breaker
 from pytest_ragev.core.errors import PipelineError
-from pytest_ragev.pipelines.remote._breaker import Breaker
 
 #: No single wait (backoff or ``Retry-After``) is longer than this many seconds.
 MAX_DELAY_S = 60.0
@@ -149,6 +150,10 @@ class Scrubber:
 
     def __bool__(self) -> bool:
         return bool(self._spellings)
+
+    def found_in(self, text: str) -> bool:
+        """Whether ``text`` holds a spelling of a secret."""
+        return any(spelling in text for spelling in self._spellings)
 
     def __call__(self, text: str) -> str:
         for spelling in self._spellings:
@@ -441,7 +446,8 @@ def send(
             if breaker is not None:
                 breaker.answered()
             try:
-                body = json.loads(raw.decode("utf-8"))
+                text = raw.decode("utf-8")
+                body = json.loads(text)
             except RecursionError:
                 raise PipelineError(
                     f"{what}: {url} answered HTTP {status} with JSON nested too deeply to "
@@ -458,7 +464,10 @@ def send(
                 ) from None
             # Everything read from a reply (answers, error messages that quote it, key
             # lists) comes from the scrubbed body: an echoed key reaches none of them.
-            if scrubber:
+            # A reply whose text holds no spelling of a secret and no escape (through
+            # which JSON could spell one otherwise) has none to scrub: skipping the walk
+            # saves a pass over every number of an embeddings reply.
+            if scrubber and (scrubber.found_in(text) or "\\" in text):
                 body = scrubber.json(body)
             return Response(status=status, body=body, attempts=attempt, latency_s=latency)
         if attempt > policy.max_retries:

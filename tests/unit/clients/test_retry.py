@@ -1,4 +1,6 @@
-"""The HTTP timeout is a deadline for the whole request (#16 item 6).
+"""``clients._retry``: the request of every client.
+
+The HTTP timeout is a deadline for the whole request (#16 item 6).
 
 ``urllib``'s timeout limits each socket read, so a server that trickles its reply a byte
 at a time held one question for as long as it liked (13.9 s with ``timeout = 1``). A real
@@ -16,7 +18,8 @@ import time
 import pytest
 
 from pytest_ragev import PipelineError
-from pytest_ragev.pipelines.remote import _retry
+from pytest_ragev.clients import _env, _retry
+from tests._remote_server import Reply, ScriptedServer
 
 BODY = b'{"answer": "Der Eiffelturm ist etwa 330 Meter hoch."}'
 
@@ -128,3 +131,63 @@ def test_the_deadline_is_kept_across_same_origin_redirects() -> None:
     new = handler.redirect_request(request, None, 302, "Found", {}, "http://127.0.0.1:1/b")
     assert new is not None
     assert getattr(new, _retry._DEADLINE) == getattr(request, _retry._DEADLINE)
+
+
+# -- Retry-After, and failures that are not HTTP replies
+CANARY = "sk-CANARY-7f3a9c"
+
+
+def test_retry_after_parsing() -> None:
+    assert _retry.parse_retry_after("3") == 3.0
+    assert _retry.parse_retry_after("Wed, 21 Oct 2015 07:28:10 GMT", now=1445412480.0) == 10.0
+    assert _retry.parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412490.0) == 0.0
+    assert _retry.parse_retry_after("soon") is None
+    assert _retry.parse_retry_after(None) is None
+    assert _retry.RetryPolicy(backoff=1).delay(1, 1e9) == _retry.MAX_DELAY_S
+
+
+def test_unexpected_transport_errors_become_scrubbed_pipeline_errors() -> None:
+    # A broken IPv6 host makes urllib raise a bare ValueError, not a URLError.
+    with pytest.raises(PipelineError) as excinfo:
+        _retry.send(method="POST", url=f"http://[{CANARY}/x", headers={}, payload={"a": 1},
+                    policy=_retry.RetryPolicy(max_retries=0), what="[pipeline] http",
+                    client_error_hint=lambda status, message: "", secrets=[CANARY])
+    assert str(excinfo.value).startswith(
+        "[pipeline] http: the request to http://[***/x failed: ValueError: ")
+    assert CANARY not in str(excinfo.value)
+    with pytest.raises(PipelineError, match="the request body is not JSON"):
+        _retry.send(method="POST", url="http://127.0.0.1:9/x", headers={}, payload={"a": {1, 2}},
+                    policy=_retry.RetryPolicy(max_retries=0), what="w",
+                    client_error_hint=lambda status, message: "")
+
+
+@pytest.mark.parametrize("key", [f"{CANARY}\\x", f"{CANARY}'x"])
+def test_a_key_repr_escapes_is_scrubbed_from_a_quoted_reply(
+    server: ScriptedServer, key: str
+) -> None:
+    """A non-JSON reply is quoted with ``!r``: the escaped spelling of the key goes too."""
+    server.default = lambda seen: Reply(
+        200, f"""<p class="err">it's {seen.headers.get('Authorization')}</p>""".encode())
+    with pytest.raises(PipelineError, match="a body that is not JSON") as excinfo:
+        _retry.send(method="POST", url=f"{server.url}/x", headers={"Authorization": key},
+                    payload={"a": 1}, policy=_retry.RetryPolicy(max_retries=0), what="w",
+                    client_error_hint=lambda status, message: "", secrets=[_env.Secret(key)])
+    assert "CANARY" not in str(excinfo.value) and "***" in str(excinfo.value)
+
+
+def test_a_key_spelled_with_json_escapes_is_still_scrubbed(server: ScriptedServer) -> None:
+    # The fast path skips the scrubbing walk only for a reply whose text holds neither a
+    # spelling of a secret nor an escape: "\u0073k-..." is the key once decoded.
+    escaped = "\\u0073" + CANARY[1:]
+    server.default = lambda seen: Reply(200, ('{"answer": "' + escaped + '"}').encode())
+    response = _retry.send(method="POST", url=f"{server.url}/x", headers={}, payload={"a": 1},
+                           policy=_retry.RetryPolicy(max_retries=0), what="w",
+                           client_error_hint=lambda status, message: "",
+                           secrets=[_env.Secret(CANARY)])
+    assert response.body == {"answer": "***"}
+    server.default = lambda seen: Reply(200, {"data": [{"embedding": [0.5, -0.25]}]})
+    clean = _retry.send(method="POST", url=f"{server.url}/x", headers={}, payload={"a": 1},
+                        policy=_retry.RetryPolicy(max_retries=0), what="w",
+                        client_error_hint=lambda status, message: "",
+                        secrets=[_env.Secret(CANARY)])
+    assert clean.body == {"data": [{"embedding": [0.5, -0.25]}]}
