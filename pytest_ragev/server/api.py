@@ -68,7 +68,7 @@ def _create(service: Service, principal: Principal, body: CreateEvaluation) -> d
         plan = service.catalog.plan(
             dataset_id=body.dataset_id, knowledge_base_id=body.knowledge_base_id,
             embedding_id=body.embedding_id, chat_id=body.chat_id, rerank_id=body.rerank_id,
-            config=body.config, variants=body.variants(), limit=body.limit,
+            judge_id=body.judge_id, config=body.config, variants=body.variants(), limit=body.limit,
             profile=body.profile,
         )
     except FieldError as exc:
@@ -81,7 +81,8 @@ def _create(service: Service, principal: Principal, body: CreateEvaluation) -> d
         "id": task_id, "tenant_id": principal.tenant, "dataset_id": plan.dataset_id,
         "config": plan.config, "knowledge_base_id": plan.knowledge_base_id,
         "embedding_id": plan.embedding_id, "chat_id": plan.chat_id,
-        "rerank_id": plan.rerank_id, "variants": list(plan.variants), "limit_n": plan.limit,
+        "rerank_id": plan.rerank_id, "judge_id": plan.judge_id,
+        "variants": list(plan.variants), "limit_n": plan.limit,
         "profile": plan.profile, "status": 0, "err_msg": "", "total": 0, "finished": 0,
         "created_ms": created_ms, "start_time": now_iso(), "created_by": principal.key_id,
     }
@@ -202,7 +203,7 @@ def _configs(service: Service) -> list[dict[str, Any]]:
     entries = [entry.to_json() for entry in service.catalog.configs_list()]
     try:
         models = {kind: sorted(service.catalog.models(kind))
-                  for kind in ("embedding", "chat", "rerank")}
+                  for kind in ("embedding", "chat", "rerank", "judge")}
     except RagevError as exc:
         raise ApiError(400, f"the server's catalog is invalid: {exc}") from None
     for entry in entries:

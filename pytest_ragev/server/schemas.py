@@ -44,6 +44,9 @@ class CreateEvaluation(BaseModel):
                                 description="a chat model of the server's model table")
     rerank_id: str | None = Field(None, max_length=200,
                                   description="a rerank model of the server's model table")
+    judge_id: str | None = Field(
+        None, max_length=200,
+        description="a judge of the server's model table (an extension): the task's [judge]")
     config: str | None = Field(None, max_length=200,
                                description="the config to run (default: knowledge_base_id)")
     variant: list[str] | str | None = Field(None, description="run only these variants")
@@ -52,7 +55,7 @@ class CreateEvaluation(BaseModel):
     profile: Literal["weknora", "standard"] | None = Field(None, description="metric profile")
 
     @field_validator("dataset_id", "knowledge_base_id", "embedding_id", "chat_id", "rerank_id",
-                     "config")
+                     "judge_id", "config")
     @classmethod
     def _empty_is_unset(cls, value: str | None) -> str | None:
         # The original's clients send "" for a field they leave unset (Go's zero value).
@@ -96,6 +99,7 @@ class Request(BaseModel):
     embedding_id: str | None = None
     chat_id: str | None
     rerank_id: str | None
+    judge_id: str | None = None
     variant: list[str]
     limit: int | None
     profile: str | None
@@ -194,7 +198,8 @@ def request_json(row: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "config": row["config"], "knowledge_base_id": row["knowledge_base_id"],
         "embedding_id": row.get("embedding_id"), "chat_id": row["chat_id"],
-        "rerank_id": row["rerank_id"], "variant": row["variants"] or [],
+        "rerank_id": row["rerank_id"], "judge_id": row.get("judge_id"),
+        "variant": row["variants"] or [],
         "limit": row["limit_n"], "profile": row["profile"],
     }
 

