@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from html import escape
 from typing import Any
@@ -18,7 +18,7 @@ from urllib.parse import quote, urlencode
 from pytest_ragev.core import fmt
 from pytest_ragev.core.results import RunResult
 from pytest_ragev.core.tables import changed_keys
-from pytest_ragev.core.types import METRIC_NAMES, RETRIEVAL_METRICS
+from pytest_ragev.core.types import METRIC_NAMES
 from pytest_ragev.gate import GateRules, QuestionDiff, compare, top_regressions
 from pytest_ragev.server.keys import Principal
 from pytest_ragev.server.svg import Point, line_chart
@@ -114,7 +114,8 @@ SCRIPT = """
   function refresh(id, task, metric, phase) {
     var blocks = metric || {};
     var means = Object.assign({}, blocks.retrieval_metrics || {},
-                              blocks.generation_metrics || {});
+                              blocks.generation_metrics || {}, blocks.quality_metrics || {},
+                              blocks.custom_metrics || {});
     var counts = blocks.counts || {};
     document.querySelectorAll('[data-live]').forEach(function (scope) {
       if (scope.getAttribute('data-live') !== id) { return; }
@@ -218,11 +219,30 @@ def _figure(value: Any) -> str:
     return _MISSING
 
 
+#: The blocks of a report's ``metric`` that hold means, in the order pages show them.
+_MEAN_BLOCKS = ("retrieval_metrics", "generation_metrics", "quality_metrics", "custom_metrics")
+
+
 def _metric(metric: Mapping[str, Any] | None, name: str) -> Any:
     if not metric:
         return None
-    block = "retrieval_metrics" if name in RETRIEVAL_METRICS else "generation_metrics"
-    return (metric.get(block) or {}).get(name)
+    for block in _MEAN_BLOCKS:
+        means = metric.get(block)
+        if isinstance(means, Mapping) and name in means:
+            return means[name]
+    return None
+
+
+def metric_names(metrics: Iterable[Mapping[str, Any] | None]) -> list[str]:
+    """The twelve metrics, then every other metric (similarity, judged, custom) that one
+    of ``metrics`` has a mean for, in the order they come."""
+    names = list(METRIC_NAMES)
+    for metric in metrics:
+        for block in _MEAN_BLOCKS[2:]:
+            means = (metric or {}).get(block)
+            if isinstance(means, Mapping):
+                names += [str(name) for name in means if str(name) not in names]
+    return names
 
 
 def _progress(task: Mapping[str, Any], phase: Mapping[str, Any] | None = None) -> str:
@@ -377,6 +397,7 @@ def run_page(
         ("embedding model", request.get("embedding_id") or "(the config's)"),
         ("chat model", request["chat_id"] or "(the config's)"),
         ("rerank model", request["rerank_id"] or "(the config's)"),
+        ("judge", request.get("judge_id") or "(the config's)"),
         ("variants", ", ".join(request["variant"]) or "all"),
         ("limit", request["limit"] or "none"),
         ("profile", request["profile"] or ((params or {}).get("metrics") or {}).get("profile")),
@@ -399,11 +420,12 @@ def run_page(
     counts = (metric or {}).get("counts") or {}
     parts.append('<table><thead><tr><th>metric</th><th class="num">mean</th>'
                  '<th class="num">n</th></tr></thead><tbody>')
-    for name in METRIC_NAMES:
+    for name in metric_names([metric]):
+        shown = escape(name)
         parts.append(
-            f'<tr><td>{name}</td><td class="num" data-metric="{name}">'
+            f'<tr><td>{shown}</td><td class="num" data-metric="{shown}">'
             f"{_figure(_metric(metric, name))}</td>"
-            f'<td class="num" data-metric-n="{name}">{escape(str(counts.get(name, "—")))}</td>'
+            f'<td class="num" data-metric-n="{shown}">{escape(str(counts.get(name, "—")))}</td>'
             "</tr>")
     parts.append("</tbody></table></div>")
     if verdict.get("failures"):
@@ -447,7 +469,7 @@ def trends_page(
             f"{escape(dataset_id)} · config {escape(config)} · {scope} · "
             f'<a href="/?{escape(query)}">{len(rows)} run{"" if len(rows) == 1 else "s"}</a>'
             '</h2><div class="grid">')
-        for name in METRIC_NAMES:
+        for name in metric_names(row["metric"] for row in rows):
             points = [Point(f"{row['id']} ({(row['start_time'] or '').replace('T', ' ')[:19]})",
                             _metric(row["metric"], name), at=_instant(row["start_time"]))
                       for row in rows]

@@ -46,7 +46,9 @@ def chat_manage(params: Mapping[str, Any], request: Mapping[str, Any]) -> dict[s
     for key, knob in PIPELINE_KEYS.items():
         if knob in pipeline:
             flat[key] = pipeline[knob]
-    rerank = request.get("rerank_id") or pipeline.get("rerank_model")
+    api_rerank = pipeline.get("rerank")
+    rerank = (request.get("rerank_id") or pipeline.get("rerank_model")
+              or (api_rerank.get("model") if isinstance(api_rerank, Mapping) else None))
     if rerank is not None or "rerank_model" in pipeline:
         flat["rerank_model_id"] = rerank or ""
     model = request.get("chat_id") or chat.get("model")

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from pytest_ragev.core.results import MetricSummary, RunResult, SampleResult
+from pytest_ragev.core.types import METRIC_NAMES
 from pytest_ragev.server.dashboard import (
     SCRIPT,
     comparability,
@@ -165,3 +166,25 @@ def test_a_long_config_name_may_break_at_its_separators() -> None:
                      principal=Principal("k1", "viewer", "none", 1), filters={})
     assert '<td class="config">team/<wbr>&lt;chunk&gt;-<wbr>256_<wbr>v2</td>' in page
     assert "1 task · page 1 of 1" in page
+
+
+def test_judged_similarity_and_custom_metrics_have_rows_and_trends() -> None:
+    """The run page and the trends show every metric a run has a mean for, not only the
+    twelve: the judged ones (quality_metrics) and custom ones, names escaped."""
+    metric = {"retrieval_metrics": {"recall": 0.5},
+              "generation_metrics": {"rougel": 0.25},
+              "quality_metrics": {"correctness": 0.75, "faithfulness": 1.0},
+              "custom_metrics": {"länge<b>": 0.125},
+              "counts": {"recall": 3, "correctness": 3, "länge<b>": 3}}
+    row = {**_row("evaluation_1_judged"), "metric": metric,
+           "request": {**_row("x")["request"], "judge_id": "qwen-72b"}}
+    page = run_page(row, params=None, has_report=False, log_tail=None, previous=None)
+    cells = dict(re.findall(r'<td class="num" data-metric="([^"]+)">([^<]*)</td>', page))
+    assert cells["recall"] == "0.500" and cells["correctness"] == "0.750"
+    assert cells["faithfulness"] == "1.000" and cells["länge&lt;b&gt;"] == "0.125"
+    names = re.findall(r'data-metric="([^"]+)"', page)
+    assert names == [*METRIC_NAMES, "correctness", "faithfulness", "länge&lt;b&gt;"]
+    assert "<tr><td>judge</td><td>qwen-72b</td></tr>" in page
+    point = {"id": "t", "start_time": "2026-12-05T11:14:33.000+00:00", "metric": metric}
+    trends = trends_page([("multi", "slow", None, [point])])
+    assert ">correctness</text>" in trends and ">länge&lt;b&gt;</text>" in trends

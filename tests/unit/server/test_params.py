@@ -37,3 +37,11 @@ def test_the_requests_model_ids_win_and_a_report_key_is_never_replaced() -> None
 def test_a_pipeline_of_ones_own_gets_only_the_keys_it_has() -> None:
     flat = chat_manage({"pipeline": {"name": "mine:build", "delay": 0.1}}, REQUEST)
     assert set(flat) == {"knowledge_base_ids", "pipeline"}
+
+
+def test_a_reranker_behind_an_api_is_the_rerank_model_id() -> None:
+    pipeline = {**PIPELINE, "rerank": {"base_url": "http://127.0.0.1:8081/v1",
+                                       "model": "bge-reranker-v2-m3"}}
+    del pipeline["rerank_model"]
+    assert chat_manage({"pipeline": pipeline}, REQUEST)["rerank_model_id"] == (
+        "bge-reranker-v2-m3")
