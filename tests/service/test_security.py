@@ -23,6 +23,8 @@ import pytest
 from tests._remote_server import Reply, ScriptedServer, Seen, serve
 from tests.service.conftest import Server, create, finished, wait_for
 
+pytestmark = pytest.mark.slow
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(CHROMIUM is None,
                                     reason="chromium is not installed (apt-get install chromium)")

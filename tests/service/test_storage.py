@@ -22,6 +22,8 @@ import pytest
 
 from tests.service.conftest import Server, create, finished, wait_for
 
+pytestmark = pytest.mark.slow
+
 
 def _is_envelope(response: httpx.Response, status: int, code: int, words: str) -> None:
     assert response.status_code == status, response.text

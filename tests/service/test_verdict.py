@@ -7,8 +7,11 @@ from __future__ import annotations
 import re
 
 import httpx
+import pytest
 
 from tests.service.conftest import Server, create, finished, wait_for
+
+pytestmark = pytest.mark.slow
 
 
 def _logged_in(server: Server) -> httpx.Client:

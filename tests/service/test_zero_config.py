@@ -9,10 +9,14 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from pytest_ragev.core.types import GENERATION_METRICS, RETRIEVAL_METRICS
 from pytest_ragev.dataset import write_dataset
 from tests._data import ANSWERS, CORPUS, QAS, QRELS, QUERIES
 from tests.service.conftest import Server, create, finished, wait_for
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 #: WeKnora's Go client (client/evaluation.go, EvaluationRequest) sends these four fields,
