@@ -49,7 +49,7 @@ from typing import Any
 import tomli_w
 
 from pytest_ragev.core.io import atomic_write_text
-from pytest_ragev.server.catalog import Catalog, FieldError, Plan
+from pytest_ragev.server.catalog import DEFAULT, Catalog, FieldError, Plan
 from pytest_ragev.server.follow import (
     LOADING,
     Job,
@@ -222,8 +222,13 @@ class Runner:
              **extra: Any) -> Job:
         return Job(row["id"], folder, pid, attempt, _shown_variant(row["variants"] or []),
                    request_json(row),
-                   shown_config=_shown_config(row["config"], row["knowledge_base_id"]),
+                   shown_config=shown_config(row, builtin=self._is_builtin(row)),
                    **extra)
+
+    def _is_builtin(self, row: Mapping[str, Any]) -> bool:
+        """Whether the task runs the built-in config (no file of that name exists)."""
+        name = str(row["knowledge_base_id"])
+        return name == DEFAULT and not (self.catalog.configs / f"{name}.toml").is_file()
 
     # --------------------------------------------------------------- queueing
     def _schedule(self) -> None:
@@ -494,11 +499,24 @@ def _task_config_name(task_id: str) -> str:
     return f".ragev-serve-{task_id}.toml"
 
 
-def _shown_config(config: str, knowledge_base_id: str) -> str:
-    """How error messages name the task's config: as the user knows it."""
-    if config == knowledge_base_id:
-        return f"{config}.toml"
-    return f"the task's config (from {config}.toml and {knowledge_base_id}.toml)"
+#: The request's fields that name a model of ``ragev-server.toml``.
+MODEL_FIELDS = ("embedding_id", "chat_id", "rerank_id", "judge_id")
+
+
+def shown_config(row: Mapping[str, Any], *, builtin: bool = False) -> str:
+    """How error messages name a task's config: as the user knows it, with the models the
+    request named (a bad value may come from one of them)."""
+    config, knowledge_base_id = str(row["config"]), str(row["knowledge_base_id"])
+    if builtin and config == knowledge_base_id:
+        base = f"the built-in config {config!r}"
+    elif config == knowledge_base_id:
+        base = f"{config}.toml"
+    else:
+        base = f"{config}.toml and {knowledge_base_id}.toml"
+    named = [f"{field} {row[field]!r}" for field in MODEL_FIELDS if row.get(field)]
+    if not named:
+        return base if config == knowledge_base_id else f"the task's config (from {base})"
+    return f"the task's config (from {base} with {', '.join(named)})"
 
 
 def _shown_variant(variants: list[str] | tuple[str, ...]) -> str | None:
