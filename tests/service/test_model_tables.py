@@ -5,6 +5,7 @@ the judge of the judged metrics; no key of theirs reaches an answer, page, log o
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -43,9 +44,23 @@ def _with_chat(model: ModelServer) -> Callable[[Seen], Reply]:
 
 @pytest.fixture
 def judge() -> Iterator[JudgeServer]:
+    """The test judge, whose reasons echo the credentials it was sent."""
     started = start_judge()
+    started.server.default = _echoing(started)
     yield started
     started.server.close()
+
+
+def _echoing(judge: JudgeServer) -> Callable[[Seen], Reply]:
+    def reply(seen: Seen) -> Reply:
+        answer = judge.reply(seen)
+        if seen.path.endswith("/chat/completions") and answer.status == 200:
+            verdict = json.loads(answer.body["choices"][0]["message"]["content"])
+            verdict["reason"] += f" (graded for {seen.headers.get('Authorization')})"
+            answer.body["choices"][0]["message"]["content"] = json.dumps(verdict)
+        return answer
+
+    return reply
 
 
 def _login(server: Server, key: str) -> httpx.Client:
@@ -182,4 +197,6 @@ def test_judge_id_names_the_judge_and_tasks_share_its_verdicts(
     assert unknown.status_code == 400
     assert unknown.json()["error"]["details"]["field"] == "judge_id"
     assert "did you mean 'strict'?" in unknown.json()["error"]["message"]
-    _assert_no_key(ragev, _everything_shown(ragev, [first["id"], second["id"]]), configs)
+    shown = _everything_shown(ragev, [first["id"], second["id"]])
+    assert any("graded for Bearer ***" in text for text in shown)  # the echo, scrubbed
+    _assert_no_key(ragev, shown, configs)

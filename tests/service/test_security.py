@@ -124,6 +124,7 @@ def _tree(folder: Path) -> set[str]:
     ("config", "../slow"), ("config", "slow/../slow"), ("knowledge_base_id", "/etc/passwd"),
     ("knowledge_base_id", "..\\slow"), ("dataset_id", "../data/multi"),
     ("dataset_id", "/tmp"), ("chat_id", "../../ragev-server"), ("embedding_id", "../x"),
+    ("rerank_id", "/etc/passwd"), ("judge_id", "../ragev-server"),
     ("variant", "../../faster"),
 ])
 def test_no_id_names_a_path_outside(shared_server: Server, field: str, value: str) -> None:
