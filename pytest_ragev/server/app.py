@@ -31,6 +31,7 @@ from pytest_ragev.core.tables import suggest
 from pytest_ragev.server import api, pages
 from pytest_ragev.server.dependencies import required_action
 from pytest_ragev.server.envelope import ApiError, error_response
+from pytest_ragev.server.fastpath import DetailFastPath
 from pytest_ragev.server.guard import ASGIApp, Guard
 from pytest_ragev.server.schemas import CreateEvaluation
 from pytest_ragev.server.service import Service
@@ -211,8 +212,11 @@ def describe_api(app: FastAPI) -> dict[str, Any]:
 
 # -------------------------------------------------------------- uvicorn
 def asgi(settings: ServerSettings) -> ASGIApp:
-    """:func:`create_app` inside the :class:`Guard` (what uvicorn serves)."""
-    return Guard(create_app(settings), max_body=settings.max_body, max_depth=settings.max_depth)
+    """:func:`create_app` behind the pollers' fast path, inside the :class:`Guard` (what
+    uvicorn serves)."""
+    app = create_app(settings)
+    return Guard(DetailFastPath(app, app.state.service), max_body=settings.max_body,
+                 max_depth=settings.max_depth)
 
 
 def app_from_environment() -> ASGIApp:
