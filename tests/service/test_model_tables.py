@@ -193,6 +193,7 @@ def test_judge_id_names_the_judge_and_tasks_share_its_verdicts(
     assert again["metric"]["quality_metrics"] == quality
     assert judge.total == 12  # the second task replayed every verdict
 
+    assert admin.get("/api/v1/configs").json()["data"][0]["judge_ids"] == ["strict"]
     unknown = admin.post("/api/v1/evaluation", json={"judge_id": "stritc"})
     assert unknown.status_code == 400
     assert unknown.json()["error"]["details"]["field"] == "judge_id"
