@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from pytest_ragev.dataset import write_dataset
-from tests._oracle import ORACLE_CONFTEST
+from tests._oracle import ORACLE_CONFTEST, set_quality
 
 Project = Callable[..., Path]
 
@@ -21,17 +21,6 @@ BASELINE = '[baseline]\npath = "ragev-baseline.json"\n'
 # Five questions: the smallest one-sided p-value is 1/32, which Holm's correction over
 # twelve metrics multiplies past any alpha; these tests gate each metric on its own.
 UNCORRECTED = BASELINE + '[gate]\ncorrection = "none"\n'
-
-
-def set_quality(config: Path, quality: str) -> None:
-    text = config.read_text(encoding="utf-8")
-    if "quality = " in text:
-        text = text.replace('quality = "good"', f'quality = "{quality}"').replace(
-            'quality = "bad"', f'quality = "{quality}"'
-        )
-    else:
-        text = text.replace('name = "oracle"\n', f'name = "oracle"\nquality = "{quality}"\n', 1)
-    config.write_text(text, encoding="utf-8")
 
 
 def test_life_cycle(pytester: pytest.Pytester, make_project: Project) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_ragev.dataset import write_dataset
+from tests._pytester import read_json
 
 Project = Callable[..., Path]
 
@@ -42,16 +43,11 @@ def write_cjk(pytester: pytest.Pytester, extra: str = "") -> None:
     pytester.makeconftest(CJK_CONFTEST)
 
 
-def report_of(path: Path) -> dict[str, object]:
-    data: dict[str, object] = json.loads(path.read_text(encoding="utf-8"))
-    return data
-
-
 def test_the_tokenizer_identity_is_in_the_report(pytester: pytest.Pytester) -> None:
     write_cjk(pytester)
     result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
     assert result.ret == pytest.ExitCode.OK
-    params = report_of(pytester.path / "r.json")["data"]["params"]  # type: ignore[index]
+    params = read_json(pytester.path / "r.json")["data"]["params"]
     assert params["metrics"]["tokenizer"].startswith("default/3 jieba==")
 
 
@@ -61,9 +57,9 @@ def test_a_japanese_tokenizer_is_chosen_explicitly(pytester: pytest.Pytester) ->
     write_cjk(pytester, '[metrics]\ntokenizer = "ja"\n')
     result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
     assert result.ret == pytest.ExitCode.OK
-    data = report_of(pytester.path / "r.json")["data"]
-    assert data["params"]["metrics"]["tokenizer"].startswith("ja/2 fugashi==")  # type: ignore[index]
-    assert data["metric"]["generation_metrics"]["rouge1"] == pytest.approx(1.0)  # type: ignore[index]
+    data = read_json(pytester.path / "r.json")["data"]
+    assert data["params"]["metrics"]["tokenizer"].startswith("ja/2 fugashi==")
+    assert data["metric"]["generation_metrics"]["rouge1"] == pytest.approx(1.0)
 
 
 def test_a_misspelt_tokenizer_is_a_usage_error(pytester: pytest.Pytester) -> None:
@@ -95,7 +91,7 @@ def test_a_baseline_made_with_another_tokenizer_is_not_compared(
         "comparable*",
     ])
     # The run's own metrics are still reported.
-    assert report_of(pytester.path / "r.json")["data"]["metric"] is not None
+    assert read_json(pytester.path / "r.json")["data"]["metric"] is not None
 
 
 def test_a_custom_tokenizer_that_loses_letters_is_warned_about_once(
@@ -185,7 +181,7 @@ def test_an_old_baseline_whose_texts_the_rules_now_read_otherwise_is_not_compare
     result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stdout.fnmatch_lines([reason.replace("[", "[[]")])
-    assert report_of(pytester.path / "r.json")["data"]["metric"] is not None
+    assert read_json(pytester.path / "r.json")["data"]["metric"] is not None
     if recorded is None:  # the fix the line names (once): rebuild it, then it gates again
         assert pytester.runpytest("--ragev-config", "ragev.toml",
                                   "--ragev-update-baseline").ret == pytest.ExitCode.OK
@@ -201,7 +197,7 @@ def test_an_old_baseline_of_ascii_and_chinese_texts_is_compared(
     result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     assert "gate not compared" not in result.stdout.str()
-    gate = report_of(pytester.path / "r.json")["data"]["baseline"]  # type: ignore[index]
+    gate = read_json(pytester.path / "r.json")["data"]["baseline"]
     assert gate["compared"] is True
     assert gate["comparisons"][0]["common_questions"] == 2
 
