@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -98,3 +99,11 @@ def serve() -> Iterator[ScriptedServer]:
         yield server
     finally:
         server.close()
+
+
+def closed_url() -> str:
+    """A 127.0.0.1 URL nobody listens on (its port was free a moment ago)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"

@@ -3,7 +3,6 @@ circuit breaker of the remote clients, against a real server on 127.0.0.1."""
 
 from __future__ import annotations
 
-import socket
 import threading
 from typing import Any
 
@@ -16,29 +15,19 @@ from pytest_ragev.pipelines.remote import (
     ChatClient,
     ChatConfig,
     HttpRagPipeline,
-    _retry,
     build_remote_pipeline,
 )
 from pytest_ragev.pipelines.remote._breaker import Breaker
 from pytest_ragev.pipelines.remote._env import unset_references
-from tests._remote_server import Reply, ScriptedServer, Seen
+from tests._remote_server import Reply, ScriptedServer, Seen, closed_url
 
 CASE = QAPair(qid=3, question="Wie hoch ist der Eiffelturm?", pids=(2,), passages=("...",),
               aid=1, answer="330 Meter")
 CANARY = "sk-preflight-7f3e-never-print"
 
 
-@pytest.fixture(autouse=True)
-def no_sleep(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_retry, "_sleep", lambda seconds: None)
-
-
-def closed_url() -> str:
-    """A 127.0.0.1 URL nobody listens on (the port was just free)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
+#: The retries' waits are recorded, not slept through (``waits`` in conftest.py).
+pytestmark = pytest.mark.usefixtures("waits")
 
 
 def http(url: str, **options: Any) -> HttpRagPipeline:

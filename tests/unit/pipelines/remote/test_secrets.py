@@ -17,20 +17,12 @@ from pytest_ragev import PipelineSettings, QAPair
 from pytest_ragev.core.errors import ConfigError, PipelineError
 from pytest_ragev.pipelines.remote import HttpRagPipeline, _env, _retry
 from pytest_ragev.pipelines.remote.chat import ChatClient, ChatConfig
-from tests._remote_server import Reply, ScriptedServer, Seen
+from tests._remote_server import Reply, ScriptedServer
 
 CANARY = "sk-CANARY-7f3a9c"
 Project = Callable[..., Path]
 CASE = QAPair(qid=3, question="Quelle est la hauteur ?", pids=(), passages=(), aid=None,
               answer=None)
-
-
-def echo(status: int) -> Callable[[Seen], Reply]:
-    def reply(seen: Seen) -> Reply:
-        told = f"{seen.headers.get('Authorization')} {seen.headers.get('X-Token')}"
-        return Reply(status, {"error": {"message": f"rejected {told}"}})
-
-    return reply
 
 
 def test_secret_repr_is_redacted_but_its_value_is_sent() -> None:
