@@ -15,14 +15,6 @@ from tests._remote_server import Reply, ScriptedServer, Seen
 SECRET = "sk-test-4f1c9e-do-not-leak"
 
 
-@pytest.fixture
-def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """Record the retry waits instead of sleeping through them."""
-    recorded: list[float] = []
-    monkeypatch.setattr(_retry, "_sleep", recorded.append)
-    return recorded
-
-
 def completion(text: str, **usage: int) -> Reply:
     return Reply(200, {"id": "c1", "object": "chat.completion",
                        "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
