@@ -101,9 +101,13 @@ def serve() -> Iterator[ScriptedServer]:
         server.close()
 
 
-def closed_url() -> str:
-    """A 127.0.0.1 URL nobody listens on (its port was free a moment ago)."""
+def free_port() -> int:
+    """A port of 127.0.0.1 that was free a moment ago."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
+        return int(sock.getsockname()[1])
+
+
+def closed_url() -> str:
+    """A 127.0.0.1 URL nobody listens on (its port was free a moment ago)."""
+    return f"http://127.0.0.1:{free_port()}"
