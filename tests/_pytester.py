@@ -12,6 +12,10 @@ from typing import Any
 
 import pytest
 
+#: The ``dist`` parameters of a test run serially and under xdist: the ``-n 2`` run starts
+#: two workers, which takes seconds, so it is marked slow (``dist0``, ``dist1``).
+SERIAL_AND_XDIST = [[], pytest.param(["-n", "2"], marks=pytest.mark.slow)]
+
 
 def run_ragev(pytester: pytest.Pytester, *args: str, cache: bool = False) -> pytest.RunResult:
     """Run pytest in-process on pytester's ``ragev.toml`` with ``args``.

@@ -198,6 +198,7 @@ def test_bad_gate_table_is_a_usage_error(pytester: pytest.Pytester, make_project
     result.stderr.fnmatch_lines(["ERROR: *[[]gate[]]*mode*"])
 
 
+@pytest.mark.slow
 def test_verdict_parity_under_xdist(pytester: pytest.Pytester, make_project: Project) -> None:
     config = make_project(UNCORRECTED)
     pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-update-baseline")
@@ -273,6 +274,7 @@ class _Collector(HTMLParser):
         self.tags.append((tag, dict(attrs)))
 
 
+@pytest.mark.slow
 def test_markdown_junit_and_html_reports(
     pytester: pytest.Pytester, make_project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -115,6 +115,7 @@ def test_unusable_cache_folders_warn_once_and_the_run_passes(
     assert _scores(pytester) == expected
 
 
+@pytest.mark.slow
 def test_xdist_workers_share_one_answer_store(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:

@@ -84,6 +84,7 @@ def test_subfolder_conftest_threshold_on_a_custom_metric_can_fail(
     result.stdout.fnmatch_lines(["*ragev: has_prefix 0.000 < threshold 0.900 (n=5)*"])
 
 
+@pytest.mark.slow
 def test_subfolder_conftest_under_xdist(
     pytester: pytest.Pytester, mini_data: dict[str, Any]
 ) -> None:

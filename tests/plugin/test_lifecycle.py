@@ -61,6 +61,7 @@ def test_sigterm_ends_the_run_like_ctrl_c(
     assert "verdict passed" not in result.stdout.str()
 
 
+@pytest.mark.slow
 def test_sigterm_to_the_xdist_controller_leaves_status_3(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:
@@ -101,6 +102,7 @@ def test_sigterm_handler_is_restored_after_the_run(
 
 
 # ---------------------------------------------------------------------- crashed workers
+@pytest.mark.slow
 def test_crashed_worker_counts_its_question_as_an_error(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:
@@ -173,6 +175,7 @@ def test_progress_file_is_pending_then_running_with_the_new_task(
     assert seen == [f"{task_id} 1 {n} 5" for n in range(5)]
 
 
+@pytest.mark.slow
 def test_progress_total_under_xdist_is_known_before_the_end(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:

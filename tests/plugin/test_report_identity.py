@@ -252,6 +252,7 @@ def test_knobs_a_factory_never_reads_are_warned_about(
         f"({module}:build); remove it or read it"]
 
 
+@pytest.mark.slow
 def test_knobs_read_on_xdist_workers_count(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:

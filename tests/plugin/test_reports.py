@@ -65,6 +65,7 @@ def test_a_failed_knowledge_base_is_built_once_and_fails_every_question(
     result.stdout.fnmatch_lines(["ragev: verdict FAILED (5 errors)"])
 
 
+@pytest.mark.slow
 def test_answer_cache_counts_add_up_under_xdist(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:

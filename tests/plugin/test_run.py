@@ -414,6 +414,7 @@ def _comparable(report: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+@pytest.mark.slow
 def test_xdist_parity_with_serial(pytester: pytest.Pytester, make_project: Project) -> None:
     make_project("[thresholds]\nprecision = 0.9\n")
     serial = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "serial.json",

@@ -22,6 +22,9 @@ import pytest
 
 from tests._pytester import read_json
 
+#: Every test runs pytest in a subprocess and waits out a timeout, a deadline or a signal.
+pytestmark = pytest.mark.slow
+
 Project = Callable[..., Path]
 
 #: Long enough that no run may wait for it, short enough to free its thread eventually.

