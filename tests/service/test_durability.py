@@ -9,9 +9,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from pytest_ragev.server.follow import alive
 from pytest_ragev.server.store import Store
 from tests.service.conftest import Server, create, finished, wait_for
+
+#: Each module starts a real `ragev serve` (seconds), and its tests wait for evaluations.
+pytestmark = pytest.mark.slow
 
 
 def _running_pid(server: Server, task_id: str) -> int:
