@@ -304,6 +304,13 @@ def wait_for(client: httpx.Client, task_id: str, done: Callable[[dict[str, Any]]
     raise AssertionError(f"task {task_id} never got there; last: {data}")
 
 
+def logged_in(server: Server, key: str) -> httpx.Client:
+    """A client logged in to the dashboard with ``key`` (its session cookie kept)."""
+    client = httpx.Client(base_url=server.url, timeout=30)
+    assert client.post("/login", data={"key": key}).status_code == 303
+    return client
+
+
 def finished(data: dict[str, Any]) -> bool:
     return bool(data["task"]["status"] in (2, 3))
 

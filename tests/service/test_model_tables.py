@@ -9,12 +9,11 @@ import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests._judge_server import JudgeServer, start_judge
 from tests._remote_server import ModelServer, Reply, ScriptedServer, Seen, serve
-from tests.service.conftest import Server, create, finished, wait_for
+from tests.service.conftest import Server, create, finished, logged_in, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -63,12 +62,6 @@ def _echoing(judge: JudgeServer) -> Callable[[Seen], Reply]:
     return reply
 
 
-def _login(server: Server, key: str) -> httpx.Client:
-    client = server.client()
-    assert client.post("/login", data={"key": key}).status_code == 303
-    return client
-
-
 def _everything_shown(server: Server, task_ids: list[str]) -> list[str]:
     """Every API answer and page about the tasks, and the server's log."""
     viewer = server.client(server.keys.viewer)
@@ -77,7 +70,7 @@ def _everything_shown(server: Server, task_ids: list[str]) -> list[str]:
              for path in ("/api/v1/evaluation", "/api/v1/evaluation/samples")]
     shown += [viewer.get(path).text for path in ("/api/v1/evaluations", "/api/v1/configs",
                                                  "/api/v1/datasets")]
-    pages = _login(server, server.keys.viewer)
+    pages = logged_in(server, server.keys.viewer)
     shown += [pages.get(path).text for path in ("/", "/trends")]
     for task_id in task_ids:
         for path in (f"/runs/{task_id}", f"/runs/{task_id}/report.html"):
@@ -183,7 +176,7 @@ def test_judge_id_names_the_judge_and_tasks_share_its_verdicts(
     assert judge.calls == {"correctness": 6, "faithfulness": 6}
     assert all(seen.headers.get("Authorization") == f"Bearer {KEYS['judge']}"
                for seen in judge.server.seen if seen.path.endswith("/chat/completions"))
-    run_page = _login(ragev, ragev.keys.viewer).get(f"/runs/{first['id']}").text
+    run_page = logged_in(ragev, ragev.keys.viewer).get(f"/runs/{first['id']}").text
     assert "strict" in run_page and "correctness" in run_page
 
     second = create(admin, dataset_id="multi-copy", knowledge_base_id="default",

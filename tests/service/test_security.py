@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from tests._remote_server import Reply, ScriptedServer, Seen, serve
-from tests.service.conftest import Server, create, finished, wait_for
+from tests.service.conftest import Server, create, finished, logged_in, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -82,21 +82,15 @@ def test_the_login_form_redirects_only_to_own_paths(shared_server: Server, targe
     assert kept.headers["location"] == "/trends?dataset_id=multi"
 
 
-def _login(server: Server, key: str) -> httpx.Client:
-    client = httpx.Client(base_url=server.url, timeout=30)
-    assert client.post("/login", data={"key": key}).status_code == 303
-    return client
-
-
 def test_pages_and_endpoints_see_only_their_tenant(shared_server: Server) -> None:
     admin = shared_server.client(shared_server.keys.admin)
     runs = [create(admin, config="slow", variant="faster", limit=2)["id"] for _ in range(2)]
     for task_id in runs:
         assert wait_for(admin, task_id, finished)["task"]["status"] == 2
-    own = _login(shared_server, shared_server.keys.viewer)
+    own = logged_in(shared_server, shared_server.keys.viewer)
     assert own.get(f"/runs/{runs[0]}/report.html").status_code == 200
     assert own.get("/compare", params={"a": runs[0], "b": runs[1]}).status_code == 200
-    stranger = _login(shared_server, shared_server.keys.other)  # tenant 2
+    stranger = logged_in(shared_server, shared_server.keys.other)  # tenant 2
     for path, params in ((f"/runs/{runs[0]}", {}), (f"/runs/{runs[0]}/report.html", {}),
                          ("/compare", {"a": runs[0], "b": runs[1]})):
         response = stranger.get(path, params=params)
@@ -142,7 +136,7 @@ def test_no_id_names_a_path_outside(shared_server: Server, field: str, value: st
 @pytest.mark.parametrize("task_id", ["..", "../ragev-server.db", "..%2Fragev-server.db",
                                      "%2E%2E", "evaluation_1_0_00_x/../../..", "/etc/passwd"])
 def test_no_task_id_reads_a_file_outside(shared_server: Server, task_id: str) -> None:
-    client = _login(shared_server, shared_server.keys.viewer)
+    client = logged_in(shared_server, shared_server.keys.viewer)
     cookie = "; ".join(f"{name}={value}" for name, value in client.cookies.items())
     for path in (f"/runs/{task_id}", f"/runs/{task_id}/report.html"):
         # As sent, dot segments and all (httpx would resolve them before sending).
@@ -186,7 +180,7 @@ def test_every_string_is_escaped_in_the_browser(shared_server: Server, tmp_path:
         assert "<img" not in body and "<script>document" not in body, name
         assert "pwned" not in re.search(r"<title>(.*?)</title>", dom).group(1)
         assert "&lt;img src=x onerror=alert(1)&gt;" in body, name
-    run_page = _login(shared_server, shared_server.keys.viewer).get(f"/runs/{task['id']}").text
+    run_page = logged_in(shared_server, shared_server.keys.viewer).get(f"/runs/{task['id']}").text
     assert html.escape(data["task"]["err_msg"]) in run_page
 
 
@@ -241,7 +235,7 @@ def test_no_model_secret_reaches_any_answer_page_log_or_file(
     answers += [viewer.get(p).text for p in ("/api/v1/evaluations", "/api/v1/configs",
                                              "/api/v1/datasets")]
     assert "答案: Authorization: ***" in answers[1]  # the echo arrived, scrubbed
-    pages = _login(ragev, ragev.keys.viewer)
+    pages = logged_in(ragev, ragev.keys.viewer)
     for path in ("/", "/trends", f"/runs/{tasks[0]['id']}", f"/runs/{tasks[1]['id']}",
                  f"/runs/{tasks[0]['id']}/report.html", f"/runs/{tasks[1]['id']}/report.html",
                  f"/compare?a={tasks[0]['id']}&b={tasks[1]['id']}"):

@@ -6,18 +6,11 @@ from __future__ import annotations
 
 import re
 
-import httpx
 import pytest
 
-from tests.service.conftest import Server, create, finished, wait_for
+from tests.service.conftest import Server, create, finished, logged_in, wait_for
 
 pytestmark = pytest.mark.slow
-
-
-def _logged_in(server: Server) -> httpx.Client:
-    client = httpx.Client(base_url=server.url, timeout=30)
-    assert client.post("/login", data={"key": server.keys.viewer}).status_code == 303
-    return client
 
 
 def test_a_failed_threshold_is_shown_beside_the_status(shared_server: Server) -> None:
@@ -36,7 +29,7 @@ def test_a_failed_threshold_is_shown_beside_the_status(shared_server: Server) ->
         "/api/v1/evaluations", params={"page_size": 100}).json()["data"]["items"]}
     assert listed[failing["id"]]["verdict"]["passed"] is False
 
-    client = _logged_in(shared_server)
+    client = logged_in(shared_server, shared_server.keys.viewer)
     runs = client.get("/").text
     row = re.search(rf'<tr data-status="2" data-live="{failing["id"]}">(.*?)</tr>', runs, re.S)
     assert row is not None
