@@ -70,11 +70,17 @@ def test_killed_with_its_evaluation_resumes_from_the_answer_cache(
 
 
 def test_killed_server_adopts_the_evaluation_that_kept_running(
-    make_server: Callable[..., Server],
+    make_server: Callable[..., Server], configs: Path,
 ) -> None:
+    # A second a question: the evaluation must outlast the restart, which takes many
+    # seconds on a loaded machine (else the server finds it ended, which another test
+    # covers).
+    (configs / "slower.toml").write_text(
+        (configs / "slow-long.toml").read_text(encoding="utf-8").replace(
+            "delay = 0.5", "delay = 1.0"), encoding="utf-8")
     server = make_server()
     admin = server.client(server.keys.admin)
-    task = create(admin, config="slow-long")
+    task = create(admin, config="slower")
     wait_for(admin, task["id"], _mid_run)
     pid = _running_pid(server, task["id"])
     server.kill()
