@@ -15,12 +15,17 @@ import json
 import os
 import signal
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_ragev.core.types import GENERATION_METRICS, RETRIEVAL_METRICS
+from pytest_ragev.core.types import (
+    BUILTIN_METRICS,
+    GENERATION_METRICS,
+    QUALITY_METRICS,
+    RETRIEVAL_METRICS,
+)
 from pytest_ragev.server.params import chat_manage
 
 #: The phase of an evaluation that has not written its first report yet.
@@ -55,14 +60,23 @@ class Means:
             return None
         sums, counts = self.sums.get(variant, {}), self.counts.get(variant, {})
 
-        def means(names: tuple[str, ...]) -> dict[str, float | None]:
+        def means(names: Sequence[str]) -> dict[str, float | None]:
             return {n: (sums[n] / counts[n] if counts.get(n) else None) for n in names}
 
-        return {
+        block: dict[str, Any] = {
             "retrieval_metrics": means(RETRIEVAL_METRICS),
             "generation_metrics": means(GENERATION_METRICS),
-            "counts": {n: counts.get(n, 0) for n in (*RETRIEVAL_METRICS, *GENERATION_METRICS)},
         }
+        # The final report's other blocks, for the metrics the questions have so far.
+        quality = [n for n in QUALITY_METRICS if n in counts]
+        custom = [n for n in counts if n not in BUILTIN_METRICS]
+        if quality:
+            block["quality_metrics"] = means(quality)
+        if custom:
+            block["custom_metrics"] = means(custom)
+        block["counts"] = {n: counts.get(n, 0)
+                           for n in (*RETRIEVAL_METRICS, *GENERATION_METRICS, *quality, *custom)}
+        return block
 
 
 def alive(pid: int) -> bool:
