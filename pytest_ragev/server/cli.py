@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Protocol
 
 from pytest_ragev.core.errors import ConfigError
+from pytest_ragev.core.install import install_command
 from pytest_ragev.server import lock
 from pytest_ragev.server.catalog import Catalog
 from pytest_ragev.server.keys import CAPABILITIES, ROLES, new_key
@@ -100,8 +101,7 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         import uvicorn
     except ImportError:
-        raise ConfigError("ragev serve needs the server extra: pip install "
-                          "'pytest-ragev[server]' (from a clone: pip install '.[server]')"
+        raise ConfigError(f"ragev serve needs the server extra: {install_command('server')}"
                           ) from None
     for line in startup_lines(settings, Catalog(configs, exclude=(workspace, settings.cache)),
                               url=url, key_file=made):
