@@ -17,31 +17,8 @@ from typing import Any
 
 import pytest
 
-from pytest_ragev.dataset import write_dataset
+from tests._data import write_questions
 from tests._pytester import SERIAL_AND_XDIST, read_json, run_ragev
-
-#: Question templates in six languages; question q uses template q % 6.
-TEMPLATES = (
-    "长城第{q}段有多长？", "Wie hoch ist der Berg Nummer {q}?", "Какая река номер {q}?",
-    "{q}番目の山の高さは？", "{q}번째 섬은 어디에 있습니까?", "When was building {q} finished?",
-)
-FACTS = (
-    "长城第{q}段长{n}公里。", "Der Berg Nummer {q} ist {n} Meter hoch.",
-    "Река номер {q} длиной {n} километров.", "{q}番目の山の高さは{n}メートルです。",
-    "{q}번째 섬은 {n}번 바다에 있습니다.", "Building {q} was finished in {n}.",
-)
-
-
-def write_questions(folder: Path, count: int) -> None:
-    """``count`` questions, each with one gold passage and a reference answer, and ten
-    distractor passages."""
-    queries = {q: TEMPLATES[q % 6].format(q=q) for q in range(1, count + 1)}
-    corpus = {q: FACTS[q % 6].format(q=q, n=q * 37 % 1000) for q in queries}
-    corpus.update({100_000 + d: f"Distractor {d}: 无关的段落 {d}." for d in range(10)})
-    answers = {10_000 + q: FACTS[q % 6].format(q=q, n=q * 37 % 1000) for q in queries}
-    write_dataset(folder, queries=queries, corpus=corpus, answers=answers,
-                  qrels=[(q, q) for q in queries], qas=[(q, 10_000 + q) for q in queries])
-
 
 #: Good answers are gold; a "worse" pipeline misses one question in four (a regression)
 #: and the "sloppy" variant one in three. Latency is recorded (for balancing the shards).
