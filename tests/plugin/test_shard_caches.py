@@ -56,6 +56,7 @@ def ragev(cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
                           cwd=cwd)
 
 
+@pytest.mark.slow
 def test_the_shards_answer_caches_merge_into_one_store(pytester: pytest.Pytester) -> None:
     write_questions(pytester.path / "questions", 30)
     pytester.makeconftest(CONFTEST)
@@ -91,6 +92,7 @@ def test_the_shards_answer_caches_merge_into_one_store(pytester: pytest.Pytester
     assert bad.stderr.startswith("ragev: error: questions: no answer cache there")
 
 
+@pytest.mark.slow
 def test_the_knowledge_base_is_built_once_and_restored_by_every_shard(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:

@@ -179,6 +179,7 @@ def test_a_shard_is_deterministic_and_the_ini_key_is_its_twin(
         read_json(shards[0])["data"]["shard"]["questions"]
 
 
+@pytest.mark.slow
 def test_the_baseline_of_a_merged_run_is_the_unsharded_update(
     pytester: pytest.Pytester, small: Path
 ) -> None:
@@ -213,6 +214,7 @@ def refused(pytester: pytest.Pytester, *shards: Path) -> str:
     return result.stderr.removeprefix("ragev: error: ").rstrip("\n")
 
 
+@pytest.mark.slow
 def test_shards_that_are_not_one_run_are_refused(
     pytester: pytest.Pytester, small: Path
 ) -> None:
@@ -277,6 +279,7 @@ def test_shards_that_are_not_one_run_are_refused(
     assert f"{one} is a partial report (shard 1 of 3)" in compared.stderr
 
 
+@pytest.mark.slow
 def test_a_shard_fails_only_on_its_own_questions(
     pytester: pytest.Pytester, small: Path
 ) -> None:
@@ -317,6 +320,7 @@ def test_bad_shard_options_are_usage_errors(
     assert not (pytester.path / "r.json").exists()
 
 
+@pytest.mark.slow
 def test_balanced_shards_follow_the_recorded_latency(
     pytester: pytest.Pytester, small: Path
 ) -> None:
