@@ -165,6 +165,8 @@ class Answerer:
     judged and custom metrics right after its answer, in the same thread (the pool's:
     judge calls run as concurrently as the pipeline's); a custom metric or a judge that
     cannot score stops the run at that question (:class:`AssessmentFailed`).
+    ``item_ids`` keeps, in each record, the passage id each retrieved item named (for
+    ``--ragev-answers-out``, whose file a replay reads back item for item).
     """
 
     def __init__(
@@ -187,8 +189,10 @@ class Answerer:
         keep: Callable[[Record], Record] | None = None,
         full_text: bool = True,
         assess: Callable[[Record], Record] | None = None,
+        item_ids: bool = False,
     ) -> None:
         self._assess = assess
+        self._item_ids = item_ids
         self._hook = hook
         self._full_text = full_text
         self._handoff = handoff
@@ -306,7 +310,8 @@ class Answerer:
         metrics: one question's whole work, in the thread that runs it."""
         answer = self.answer(case, variant)
         return self._assessed(make_record(case, answer, index=self._index(), variant=variant,
-                                          cached=self._take_cached(case, variant)))
+                                          cached=self._take_cached(case, variant),
+                                          item_ids=self._item_ids))
 
     def _assessed(self, record: Record) -> Record:
         return record if self._assess is None else self._assess(record)
@@ -387,7 +392,7 @@ class Answerer:
         """Record an answer produced by a hand-written test (the ``ragev_record`` fixture),
         with its judged and custom metrics."""
         record = make_record(case, answer, index=self._index(), variant=variant,
-                             cached=self._take_cached(case, variant))
+                             cached=self._take_cached(case, variant), item_ids=self._item_ids)
         try:
             record = self._assessed(record)
         except AssessmentFailed as exc:
@@ -515,7 +520,8 @@ class Answerer:
                 done.set_result(make_record(upcoming.case, cached, index=self._index(),
                                             variant=upcoming.variant,
                                             cached=self._take_cached(upcoming.case,
-                                                                     upcoming.variant)))
+                                                                     upcoming.variant),
+                                            item_ids=self._item_ids))
                 self._futures[key] = done
                 continue
             if cached is not None:

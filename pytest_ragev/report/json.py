@@ -31,6 +31,7 @@ from pytest_ragev.evaluation import (
     Outcome,
     QuestionError,
     RunFacts,
+    ShardPart,
     chunk_share,
     count_kinds,
     usage,
@@ -134,7 +135,8 @@ def final_report(
         "task": _task(facts, dataset_id, status=status, err_msg=err_msg),
         "params": base.params if base is not None else dict(params),
         "metric": metric_block(base),
-        "samples": _samples(base, outcome.question_hashes) if base is not None else [],
+        "samples": (_samples(base, outcome.question_hashes, part=outcome.shard is not None)
+                    if base is not None else []),
         "verdict": {
             "passed": not outcome.failed,
             "failures": outcome.verdict_failures(),
@@ -174,19 +176,50 @@ def final_report(
                 "params": run.params,
                 "metric": metric_block(run),
                 **run_figures(run, outcome.pricing),
-                "samples": _samples(run, outcome.question_hashes),
+                "samples": _samples(run, outcome.question_hashes,
+                                    part=outcome.shard is not None),
             }
             for run in variants
         }
+    if outcome.shard is not None:
+        data["shard"] = shard_json(outcome.shard, facts)
     return {"success": status != STATUS_FAILED, "data": data}
 
 
-def _samples(run: RunResult, hashes: Mapping[int, str]) -> list[dict[str, Any]]:
+def shard_json(shard: ShardPart, facts: RunFacts) -> dict[str, Any]:
+    """``data.shard`` of a partial report: which shard of how many, the questions it
+    owns, how they were assigned, and what ``ragev report merge`` needs beyond the
+    samples to rebuild the run's end (the shell's warnings and counts, the custom
+    metrics' definitions, the configurations that ran, the plugin version)."""
+    return {
+        "index": shard.spec.index,
+        "total": shard.spec.total,
+        "questions": list(shard.questions),
+        "dataset_questions": shard.dataset_questions,
+        "assignment": shard.assignment,
+        "configurations": list(shard.configurations),
+        "plugin_version": shard.plugin_version,
+        "config": shard.config,
+        "custom_metrics": [dict(metric) for metric in shard.custom_metrics],
+        "run": {
+            "warnings": list(facts.warnings),
+            "duplicates": facts.duplicates,
+            "cache_hits": facts.cache_hits,
+            "cache_misses": facts.cache_misses,
+            "interrupted": facts.interrupted,
+        },
+    }
+
+
+def _samples(run: RunResult, hashes: Mapping[int, str], *, part: bool = False
+             ) -> list[dict[str, Any]]:
     """The run's records as ``data.samples`` holds them, each with its question's content
-    ``hash`` when known: a saved report then pairs questions after a dataset edit."""
+    ``hash`` when known: a saved report then pairs questions after a dataset edit. A
+    partial report (``part``) writes each record in the form a merge reads back whole
+    (:meth:`~pytest_ragev.core.record.Record.to_part_json`)."""
     samples = []
     for sample in run.samples:
-        item = sample.to_report_json()
+        item = sample.to_part_json() if part else sample.to_report_json()
         content = hashes.get(sample.qid)
         if content is not None:
             item["hash"] = content
