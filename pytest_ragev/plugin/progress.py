@@ -64,8 +64,10 @@ class ProgressFile:
         #: What became of that report when a failure report could not replace it (one
         #: clause for the error line), else ``None``.
         self.stale: str | None = None
-        #: What the run does now (``data.phase`` of the running report); ``None``: answering.
+        #: What the run does now (``data.phase`` of the running report); ``None``: loading
+        #: until :meth:`answering` (or a built knowledge base) says the answers began.
         self._phase: dict[str, Any] | None = None
+        self._answering = False
         #: The last pending or running report written (the end phases rewrite it).
         self._last: dict[str, Any] | None = None
         # The knowledge base may report its build from another thread than the items'.
@@ -106,7 +108,9 @@ class ProgressFile:
         if status == STATUS_PENDING:
             phase: dict[str, Any] = {"name": "loading"}
         else:
-            phase = self._phase or {"name": "answering"}
+            # The first item starts before the knowledge base is built (in its set-up):
+            # "answering" only once a question was answered or the build is over.
+            phase = self._phase or {"name": "answering" if self._answering else "loading"}
         return {**report, "data": {**data, "phase": phase}}
 
     def _put(self, report: dict[str, Any], status: int, *, quiet: bool) -> bool:
@@ -138,12 +142,23 @@ class ProgressFile:
         once per interval (a count that moves is no reason to rewrite the file more often)."""
         shown = None if name is None else (
             {"name": name} if total is None else {"name": name, "done": done, "total": total})
-        if shown == self._phase:
+        before = self._shown_name()
+        if shown == self._phase and (name is not None or self._answering):
             return
-        renamed = (shown or {}).get("name") != (self._phase or {}).get("name")
+        self._answering = self._answering or name is None
         self._phase = shown
+        renamed = self._shown_name() != before
         if renamed or time.monotonic() - self._last_write >= self._interval:
             self.write(STATUS_RUNNING, quiet=True)
+
+    def _shown_name(self) -> str:
+        return str((self._phase or {}).get("name", "answering" if self._answering
+                                           else "loading"))
+
+    def answering(self) -> None:
+        """A question was answered: the running report says "answering" from now on."""
+        if not self._answering and self._phase is None:
+            self.phase(None)
 
     def end_phase(self, name: str) -> None:
         """A phase of the end of the run (``scoring``, ``gating``, ``writing_reports``):

@@ -166,6 +166,7 @@ class RecordCollector:
             if key is not None:
                 self._done.add(key)
             if self._running:
+                self._progress.answering()
                 self._progress.maybe_write()
 
     def _add(self, record: Record) -> None:

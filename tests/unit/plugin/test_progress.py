@@ -232,7 +232,8 @@ def test_the_running_report_names_the_phase(tmp_path: Path, clock: Clock) -> Non
     run.write(STATUS_PENDING)
     assert read(path)["data"]["phase"] == {"name": "loading"}
     run.write(STATUS_RUNNING)
-    assert read(path)["data"]["phase"] == {"name": "answering"}
+    # The first item started; its set-up builds the knowledge base: not answering yet.
+    assert read(path)["data"]["phase"] == {"name": "loading"}
     # A new phase is written at once; its counts only once per interval.
     run.phase("building_kb", 0, 400)
     assert read(path)["data"]["phase"] == {"name": "building_kb", "done": 0, "total": 400}
@@ -243,6 +244,21 @@ def test_the_running_report_names_the_phase(tmp_path: Path, clock: Clock) -> Non
     assert read(path)["data"]["phase"] == {"name": "building_kb", "done": 240, "total": 400}
     run.phase(None)  # built: answering again, said at once
     assert read(path)["data"]["phase"] == {"name": "answering"} and reports.made == 5
+
+
+def test_the_first_answer_without_a_knowledge_base_says_answering_once(
+    tmp_path: Path, clock: Clock
+) -> None:
+    path = tmp_path / "report.json"
+    reports = ShapedReports()
+    run = ProgressFile(path, interval=2.0, report=reports)
+    run.write(STATUS_RUNNING)
+    assert read(path)["data"]["phase"] == {"name": "loading"} and reports.made == 1
+    run.answering()  # a conftest pipeline's first answer: said at once
+    assert read(path)["data"]["phase"] == {"name": "answering"} and reports.made == 2
+    run.answering()
+    run.phase(None)
+    assert reports.made == 2  # nothing new to say
 
 
 def test_end_phases_rewrite_the_last_running_report_after_stop(tmp_path: Path,

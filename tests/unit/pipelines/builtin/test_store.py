@@ -55,6 +55,7 @@ def test_every_code_module_pattern_names_a_file(pattern: str) -> None:
 NOT_IN_THE_DIGEST = {
     "core/errors.py": "error classes: message text only",
     "core/io.py": "atomic writes: how a file is written, not what",
+    "core/install.py": "the pip command a missing extra's message prints",
     "core/redact.py": "hides secrets in errors, snapshots for reports, and logs",
     "core/version.py": "the version is hashed as text, beside the sources",
     "clients/_env.py": "${VAR} headers: headers are transport knobs (docs/remote.md)",
