@@ -44,12 +44,12 @@ from pytest_ragev.dataset._write import write_dataset_folder
 
 __all__ = [
     "DATASET_FILES",
+    "LANG_PREFIX",
     "SPILL_TEXT_BYTES",
     "Corpus",
     "Dataset",
     "DatasetError",
     "DatasetStats",
-    "LANG_PREFIX",
     "corpus_fingerprint",
     "load_dataset",
     "question_hash",

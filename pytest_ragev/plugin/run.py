@@ -217,6 +217,12 @@ class ActiveRun:
                 keep=self.kept_record,
                 full_text=self.attach_whole_records,
                 assess=self.assessor.assess if self.assessor.active else None,
+                repeat=self.plan.repeat,
+                # The project's own code: measured, and given more threads when it waits.
+                adaptive=(self.plan.options.concurrency is None
+                          and self.plan.config.concurrency is None
+                          and self.plan.judge is None
+                          and self._pipeline_kind() == "project"),
             )
         return self._answerer
 
@@ -460,6 +466,8 @@ class ActiveRun:
             duplicates=records.duplicates, cache_hits=records.cache_hits,
             cache_misses=records.cache_misses, rootdir=str(self.config.rootpath),
             warnings=self._warnings, duration_s=time.monotonic() - self._started,
+            notes=(self._answerer.note,) if self._answerer is not None
+            and self._answerer.note is not None else (),
         )
 
     def inputs(self, interrupted: str | None) -> EvalInputs:

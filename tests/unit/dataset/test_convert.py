@@ -526,8 +526,8 @@ def test_beir_query_categories_and_tags_become_tags(
     (beir / "qrels").mkdir()
     (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n"
                                              "q2\td2\t1\n")
-    code, out, err = run(capsys, "dataset", "convert", "--from", "beir", str(beir),
-                         str(tmp_path / "out"))
+    code, _out, err = run(capsys, "dataset", "convert", "--from", "beir", str(beir),
+                          str(tmp_path / "out"))
     assert code == 0, err
     ds = load_dataset(tmp_path / "out")
     assert [pair.tags for pair in ds.pairs] == [("setup",), ("billing",)]

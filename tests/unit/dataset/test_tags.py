@@ -64,7 +64,7 @@ def test_bad_tags_are_one_line_naming_the_row(
     tmp_path: Path, tags: pa.Array, message: str
 ) -> None:
     folder = _write(tmp_path / "d", tags)
-    with pytest.raises(DatasetError, match="queries.parquet") as caught:
+    with pytest.raises(DatasetError, match=r"queries\.parquet") as caught:
         load_dataset(folder)
     assert message in str(caught.value) and "\n" not in str(caught.value)
 
