@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -190,3 +191,15 @@ class ModelServer:
                        for i, text in enumerate(body.get("documents", []))]
             return Reply(200, {"results": sorted(results, key=lambda r: -r["relevance_score"])})
         return Reply(404, {"error": {"message": f"no route {seen.path}"}})
+
+
+def free_port() -> int:
+    """A port of 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def closed_url() -> str:
+    """A 127.0.0.1 URL nobody listens on (its port was free a moment ago)."""
+    return f"http://127.0.0.1:{free_port()}"

@@ -19,17 +19,42 @@ PUBLIC = frozenset({
 })
 
 
-@functools.cache
-def _private_imports(path: Path) -> tuple[str, ...]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+#: The shared test modules (``tests/_*.py``) end-to-end tests may import. The guard reads
+#: each one a test imports as it reads the test, so a helper brings in nothing private.
+SHARED = frozenset({
+    "tests._data", "tests._judge_server", "tests._oracle", "tests._pytester",
+    "tests._remote_server",
+})
+#: The repository's root: ``tests.x`` is the file ``ROOT / "tests" / "x.py"``.
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _imported(tree: ast.Module) -> list[str]:
     names: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names += [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names.append(node.module)
-    allowed = PUBLIC
-    return tuple(sorted({n for n in names if n.startswith("pytest_ragev") and n not in allowed}))
+            if node.module == "tests":  # from tests import _oracle
+                names += [f"tests.{alias.name}" for alias in node.names]
+    return names
+
+
+@functools.cache
+def _private_imports(path: Path) -> tuple[str, ...]:
+    """What ``path`` imports that an end-to-end test may not, directly or through a helper."""
+    refused: set[str] = set()
+    for name in _imported(ast.parse(path.read_text(encoding="utf-8"))):
+        if name.startswith("pytest_ragev") and name not in PUBLIC:
+            refused.add(name)
+        elif name in SHARED:
+            helper = ROOT.joinpath(*name.split(".")).with_suffix(".py")
+            refused.update(f"{private} (through {name})" for private in _private_imports(helper))
+        elif name.startswith("tests.") and not name.startswith("tests.plugin."):
+            # tests.plugin.* are end-to-end modules under this guard themselves.
+            refused.add(f"{name} (not a shared helper: SHARED in tests/plugin/conftest.py)")
+    return tuple(sorted(refused))
 
 
 @pytest.fixture(autouse=True)

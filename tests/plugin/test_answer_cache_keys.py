@@ -59,6 +59,7 @@ def test_editing_the_conftest_itself_misses_the_cache(
     assert "0 hits / 5 misses" in cache_line(edited)
 
 
+@pytest.mark.slow
 def test_a_factory_pipelines_module_is_part_of_the_key(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from pytest_ragev.dataset import write_dataset
-from tests._oracle import ORACLE_CONFTEST
+from tests._oracle import ORACLE_CONFTEST, set_quality
 
 Project = Callable[..., Path]
 
@@ -21,17 +21,6 @@ BASELINE = '[baseline]\npath = "ragev-baseline.json"\n'
 # Five questions: the smallest one-sided p-value is 1/32, which Holm's correction over
 # twelve metrics multiplies past any alpha; these tests gate each metric on its own.
 UNCORRECTED = BASELINE + '[gate]\ncorrection = "none"\n'
-
-
-def set_quality(config: Path, quality: str) -> None:
-    text = config.read_text(encoding="utf-8")
-    if "quality = " in text:
-        text = text.replace('quality = "good"', f'quality = "{quality}"').replace(
-            'quality = "bad"', f'quality = "{quality}"'
-        )
-    else:
-        text = text.replace('name = "oracle"\n', f'name = "oracle"\nquality = "{quality}"\n', 1)
-    config.write_text(text, encoding="utf-8")
 
 
 def test_life_cycle(pytester: pytest.Pytester, make_project: Project) -> None:
@@ -209,6 +198,7 @@ def test_bad_gate_table_is_a_usage_error(pytester: pytest.Pytester, make_project
     result.stderr.fnmatch_lines(["ERROR: *[[]gate[]]*mode*"])
 
 
+@pytest.mark.slow
 def test_verdict_parity_under_xdist(pytester: pytest.Pytester, make_project: Project) -> None:
     config = make_project(UNCORRECTED)
     pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-update-baseline")
@@ -284,6 +274,7 @@ class _Collector(HTMLParser):
         self.tags.append((tag, dict(attrs)))
 
 
+@pytest.mark.slow
 def test_markdown_junit_and_html_reports(
     pytester: pytest.Pytester, make_project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:

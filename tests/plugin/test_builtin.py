@@ -27,6 +27,7 @@ HIDE_EXTRAS = (
 )
 
 
+@pytest.mark.slow
 def test_readme_first_command_evaluates_the_sample_offline(pytester: pytest.Pytester) -> None:
     # The same files as the README's quick start, copied so the test writes nothing in the repo.
     shutil.copytree(REPO / "dataset", pytester.path / "dataset")
@@ -174,6 +175,7 @@ BUILD_LOGGER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_xdist_workers_share_one_knowledge_base(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:

@@ -14,12 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from tests._pytester import run_ragev
+
 Project = Callable[..., Path]
 BUILTIN = '[pipeline]\nname = "builtin"\nchunk_size = 128\n'
-
-
-def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json", *args)
+REPORT = ("--ragev-report", "r.json")
 
 
 def _scores(pytester: pytest.Pytester) -> object:
@@ -36,18 +35,18 @@ def test_damaged_answer_rows_are_recomputed_with_one_warning(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:
     make_project(conftest=None, pipeline=BUILTIN)
-    _run(pytester).assert_outcomes(passed=6)
+    run_ragev(pytester, *REPORT, cache=True).assert_outcomes(passed=6)
     expected = _scores(pytester)
     database = _ragev(pytester) / "answers" / "answers.sqlite"
     with sqlite3.connect(database, isolation_level=None) as db:
         keys = [row[0] for row in db.execute("SELECT key FROM answers ORDER BY key")]
         db.execute("UPDATE answers SET body = x'00ff' WHERE key IN (?, ?)", keys[:2])
-    damaged = _run(pytester)
+    damaged = run_ragev(pytester, *REPORT, cache=True)
     damaged.assert_outcomes(passed=6)
     damaged.stdout.fnmatch_lines(["*answer cache 3 hits / 2 misses*"])
     assert damaged.stdout.str().count("a damaged entry in the answer cache") == 1
     assert _scores(pytester) == expected
-    healed = _run(pytester)
+    healed = run_ragev(pytester, *REPORT, cache=True)
     healed.stdout.fnmatch_lines(["*answer cache 5 hits / 0 misses*"])
     assert "a damaged entry" not in healed.stdout.str()
 
@@ -56,17 +55,18 @@ def test_a_damaged_answer_database_is_set_aside(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:
     make_project(conftest=None, pipeline=BUILTIN)
-    _run(pytester).assert_outcomes(passed=6)
+    run_ragev(pytester, *REPORT, cache=True).assert_outcomes(passed=6)
     expected = _scores(pytester)
     folder = _ragev(pytester) / "answers"
     for path in folder.glob("answers.sqlite*"):
         path.write_bytes(b"this is not a database " * 100)
-    result = _run(pytester)
+    result = run_ragev(pytester, *REPORT, cache=True)
     result.assert_outcomes(passed=6)
     result.stdout.fnmatch_lines(["*answer cache*is damaged*moved aside*",
                                  "*answer cache 0 hits / 5 misses*"])
     assert _scores(pytester) == expected
-    _run(pytester).stdout.fnmatch_lines(["*answer cache 5 hits / 0 misses*"])
+    healed = run_ragev(pytester, *REPORT, cache=True)
+    healed.stdout.fnmatch_lines(["*answer cache 5 hits / 0 misses*"])
 
 
 # One bit flipped, and the case #16 found (an emptied chunks file); the unit tests of the
@@ -76,7 +76,7 @@ def test_a_damaged_kb_entry_is_rebuilt_with_one_warning(
     pytester: pytest.Pytester, make_project: Project, damage: str
 ) -> None:
     make_project("[run]\ncache = false\n", conftest=None, pipeline=BUILTIN)
-    _run(pytester).assert_outcomes(passed=6)
+    run_ragev(pytester, *REPORT, cache=True).assert_outcomes(passed=6)
     expected = _scores(pytester)
     (entry,) = [p.parent for p in (_ragev(pytester) / "kb").glob("*/kb.json")]
     target = entry / ("indices.i4" if damage != "empty chunk text" else "chunk_text.utf8")
@@ -85,12 +85,12 @@ def test_a_damaged_kb_entry_is_rebuilt_with_one_warning(
         data[len(data) // 2] ^= 0x01
     target.write_bytes(b"" if damage == "empty chunk text" else
                        bytes(data[:-4] if damage == "truncated" else data))
-    result = _run(pytester)
+    result = run_ragev(pytester, *REPORT, cache=True)
     result.assert_outcomes(passed=6)
     assert result.stdout.str().count("is damaged (") == 1
     result.stdout.fnmatch_lines(["*cached knowledge base*is damaged*rebuilding it*"])
     assert _scores(pytester) == expected
-    again = _run(pytester)
+    again = run_ragev(pytester, *REPORT, cache=True)
     again.assert_outcomes(passed=6)
     assert "is damaged (" not in again.stdout.str()
 
@@ -99,14 +99,14 @@ def test_unusable_cache_folders_warn_once_and_the_run_passes(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:
     make_project(conftest=None, pipeline=BUILTIN)
-    _run(pytester, "-p", "no:cacheprovider").assert_outcomes(passed=6)
+    run_ragev(pytester, *REPORT).assert_outcomes(passed=6)
     expected = _scores(pytester)
     # Files where the cache folders must go: as unwritable as a read-only .pytest_cache.
     ragev = _ragev(pytester)
     ragev.mkdir(parents=True)
     (ragev / "kb").write_text("not a folder", encoding="utf-8")
     (ragev / "answers").write_text("not a folder", encoding="utf-8")
-    result = _run(pytester)
+    result = run_ragev(pytester, *REPORT, cache=True)
     result.assert_outcomes(passed=6)
     out = result.stdout.str()
     assert out.count("is not writable (") == 1 and out.count("cannot be used (") == 1
@@ -115,17 +115,18 @@ def test_unusable_cache_folders_warn_once_and_the_run_passes(
     assert _scores(pytester) == expected
 
 
+@pytest.mark.slow
 def test_xdist_workers_share_one_answer_store(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:
     pytest.importorskip("xdist")
     make_project(conftest=None, pipeline=BUILTIN)
-    _run(pytester, "-n", "2").assert_outcomes(passed=6)
+    run_ragev(pytester, *REPORT, "-n", "2", cache=True).assert_outcomes(passed=6)
     expected = _scores(pytester)
     folder = _ragev(pytester) / "answers"
     assert sorted(p.name for p in folder.iterdir() if p.is_file())[0] == "answers.sqlite"
     assert not [p for p in folder.iterdir() if p.is_dir()]  # one store, no file per answer
-    again = _run(pytester, "-n", "2")
+    again = run_ragev(pytester, *REPORT, "-n", "2", cache=True)
     again.stdout.fnmatch_lines(["*answer cache 5 hits / 0 misses*"])
     assert _scores(pytester) == expected
 
@@ -134,12 +135,12 @@ def test_an_unusable_pytest_cache_warns_once_and_runs_without_caches(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:
     make_project(conftest=None, pipeline=BUILTIN)
-    _run(pytester, "-p", "no:cacheprovider").assert_outcomes(passed=6)
+    run_ragev(pytester, *REPORT).assert_outcomes(passed=6)
     expected = _scores(pytester)
     # .pytest_cache itself cannot be made (as with a read-only project folder): pytest's
     # own cache warns and goes on, and so must the KB and answer caches.
     (pytester.path / ".pytest_cache").write_text("not a folder", encoding="utf-8")
-    result = _run(pytester)
+    result = run_ragev(pytester, *REPORT, cache=True)
     result.assert_outcomes(passed=6)
     out = result.stdout.str()
     assert out.count("the cache folder cannot be created") == 1

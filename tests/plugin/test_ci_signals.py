@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests._oracle import ORACLE_CONFTEST
+from tests._pytester import SERIAL_AND_XDIST
 
 Project = Callable[..., Path]
 
@@ -20,7 +21,7 @@ def junit_cases(path: Path) -> dict[str, ElementTree.Element]:
     return {f"{case.get('classname')}.{case.get('name')}": case for case in root.iter("testcase")}
 
 
-@pytest.mark.parametrize("dist", [[], ["-n", "2"]])
+@pytest.mark.parametrize("dist", SERIAL_AND_XDIST)
 def test_a_failed_verdict_is_a_failed_test_in_the_summary_and_junit(
     pytester: pytest.Pytester, make_project: Project, dist: list[str]
 ) -> None:

@@ -8,13 +8,13 @@ metrics and thresholds on them work, serial and under ``-n 2``.
 
 from __future__ import annotations
 
-import json
 import textwrap
 from typing import Any
 
 import pytest
 
 from pytest_ragev.dataset import write_dataset
+from tests._pytester import read_json
 
 EVAL_CONFTEST = textwrap.dedent(
     """
@@ -61,11 +61,6 @@ def make_eval_folder(pytester: pytest.Pytester, mini_data: dict[str, Any],
     pytester.makeini("[pytest]\n")  # the rootdir is the project root, not eval/
 
 
-def report(pytester: pytest.Pytester, name: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((pytester.path / name).read_text(encoding="utf-8"))["data"]
-    return data
-
-
 def test_subfolder_conftest_serves_pipeline_and_metrics(
     pytester: pytest.Pytester, mini_data: dict[str, Any]
 ) -> None:
@@ -73,7 +68,7 @@ def test_subfolder_conftest_serves_pipeline_and_metrics(
     result = pytester.runpytest("--ragev-config", "eval/ragev.toml", "--ragev-report", "r.json")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-3000:] + result.stderr.str()
     result.assert_outcomes(passed=6)
-    data = report(pytester, "r.json")
+    data = read_json(pytester.path / "r.json")["data"]
     assert data["params"]["pipeline"]["name"] == "my-team-pipeline"
     assert {s["generated_text"][:3] for s in data["samples"]} == {">> "}
     assert all(s["metrics"]["has_prefix"] == 1.0 for s in data["samples"])
@@ -89,6 +84,7 @@ def test_subfolder_conftest_threshold_on_a_custom_metric_can_fail(
     result.stdout.fnmatch_lines(["*ragev: has_prefix 0.000 < threshold 0.900 (n=5)*"])
 
 
+@pytest.mark.slow
 def test_subfolder_conftest_under_xdist(
     pytester: pytest.Pytester, mini_data: dict[str, Any]
 ) -> None:
@@ -104,8 +100,10 @@ def test_subfolder_conftest_under_xdist(
         parallel.stdout.str()[-3000:] + parallel.stderr.str()
     )
     parallel.assert_outcomes(passed=6)
-    assert report(pytester, "xdist.json")["samples"] == report(pytester, "serial.json")["samples"]
-    assert report(pytester, "xdist.json")["metric"] == report(pytester, "serial.json")["metric"]
+    xdist = read_json(pytester.path / "xdist.json")["data"]
+    serial = read_json(pytester.path / "serial.json")["data"]
+    assert xdist["samples"] == serial["samples"]
+    assert xdist["metric"] == serial["metric"]
 
 
 def test_ini_twin_config_in_a_subfolder_loads_its_conftest(
@@ -118,7 +116,7 @@ def test_ini_twin_config_in_a_subfolder_loads_its_conftest(
     result = pytester.runpytest("--ragev-report", "r.json")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-3000:] + result.stderr.str()
     result.assert_outcomes(passed=6)
-    assert report(pytester, "r.json")["verdict"]["passed"] is True
+    assert read_json(pytester.path / "r.json")["data"]["verdict"]["passed"] is True
 
 
 def test_noconftest_is_respected(pytester: pytest.Pytester, mini_data: dict[str, Any]) -> None:

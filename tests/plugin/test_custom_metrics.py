@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests._pytester import SERIAL_AND_XDIST
+
 Project = Callable[..., Path]
 
 METERED = textwrap.dedent(
@@ -144,7 +146,7 @@ def test_an_item_ceiling_on_a_lower_is_better_metric_fails_the_slow_questions(
     assert data["metric"]["counts"]["latency_s"] == 5
 
 
-@pytest.mark.parametrize("dist", [[], ["-n", "2"]])
+@pytest.mark.parametrize("dist", SERIAL_AND_XDIST)
 def test_a_custom_metric_reads_the_chunk_texts_without_junit_and_under_xdist(
     pytester: pytest.Pytester, make_project: Project, dist: list[str]
 ) -> None:
@@ -161,7 +163,7 @@ def test_a_custom_metric_reads_the_chunk_texts_without_junit_and_under_xdist(
     assert by_qid[2]["context_chars"] == 69 + 30
 
 
-@pytest.mark.parametrize("dist", [[], ["-n", "2"]])
+@pytest.mark.parametrize("dist", SERIAL_AND_XDIST)
 def test_a_questions_junit_metrics_are_the_reports_custom_ones_too(
     pytester: pytest.Pytester, make_project: Project, dist: list[str]
 ) -> None:

@@ -13,27 +13,20 @@ from pathlib import Path
 
 import pytest
 
+from tests._oracle import set_quality
+from tests._pytester import run_ragev
+
 Project = Callable[..., Path]
 
 BASELINE = '[baseline]\npath = "ragev-baseline.json"\n'
 
 
-def _degrade(config: Path) -> None:
-    text = config.read_text(encoding="utf-8")
-    config.write_text(text.replace('name = "oracle"\n', 'name = "oracle"\nquality = "bad"\n', 1),
-                      encoding="utf-8")
-
-
-def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest("--ragev-config", "ragev.toml", "-p", "no:cacheprovider", *args)
-
-
 def _gated(pytester: pytest.Pytester, make_project: Project, gate: str) -> pytest.RunResult:
     """Record a baseline under ``gate``, degrade the pipeline, run again."""
     config = make_project(BASELINE + textwrap.dedent(gate))
-    assert _run(pytester, "--ragev-update-baseline").ret == pytest.ExitCode.OK
-    _degrade(config)
-    return _run(pytester)
+    assert run_ragev(pytester, "--ragev-update-baseline").ret == pytest.ExitCode.OK
+    set_quality(config, "bad")
+    return run_ragev(pytester)
 
 
 @pytest.mark.parametrize(
@@ -87,7 +80,7 @@ def test_holm_correction_and_correction_none(
         config.read_text(encoding="utf-8").replace('correction = "holm"', 'correction = "none"'),
         encoding="utf-8",
     )
-    alone = _run(pytester)
+    alone = run_ragev(pytester)
     assert alone.ret == pytest.ExitCode.TESTS_FAILED
     alone.stdout.fnmatch_lines(["ragev: recall 0.000 < baseline 1.000 (*p=0.03?, n=5)"])
 
@@ -115,9 +108,9 @@ def test_other_metric_profile_is_not_compared_and_every_report_is_written(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:
     make_project(BASELINE)
-    _run(pytester, "--ragev-update-baseline")
-    result = _run(pytester, "--ragev-profile", "standard", "--ragev-report", "r.json",
-                  "--ragev-markdown", "r.md", "--ragev-html", "r.html")
+    run_ragev(pytester, "--ragev-update-baseline")
+    result = run_ragev(pytester, "--ragev-profile", "standard", "--ragev-report", "r.json",
+                       "--ragev-markdown", "r.md", "--ragev-html", "r.html")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stdout.fnmatch_lines([
         "ragev: mini (base configuration), 5 questions, profile standard",
@@ -174,8 +167,8 @@ def test_edited_baseline_is_not_compared(
     pytester: pytest.Pytester, make_project: Project, edit: Edit, line: str
 ) -> None:
     make_project(BASELINE)
-    _run(pytester, "--ragev-update-baseline")
+    run_ragev(pytester, "--ragev-update-baseline")
     _edit_baseline(pytester, edit)
-    result = _run(pytester)
+    result = run_ragev(pytester)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stdout.fnmatch_lines([line])

@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from tests._oracle import set_quality
+from tests._pytester import run_ragev
+
 Project = Callable[..., Path]
 
 BASELINE = '[baseline]\npath = "ragev-baseline.json"\n'
@@ -21,22 +24,12 @@ VARIANT = textwrap.dedent(
 )
 
 
-def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest("--ragev-config", "ragev.toml", "-p", "no:cacheprovider", *args)
-
-
-def _degrade(config: Path) -> None:
-    text = config.read_text(encoding="utf-8")
-    config.write_text(text.replace('name = "oracle"\n', 'name = "oracle"\nquality = "bad"\n', 1),
-                      encoding="utf-8")
-
-
 def test_the_summary_is_short_unless_full_is_asked_for(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:
     make_project(BASELINE + '[gate]\nmode = "tolerance"\n' + VARIANT)
-    _run(pytester, "--ragev-update-baseline")
-    short = _run(pytester)
+    run_ragev(pytester, "--ragev-update-baseline")
+    short = run_ragev(pytester)
     assert short.ret == pytest.ExitCode.OK
     lines = short.stdout.lines
     assert "ragev: base configuration against the baseline, 5 shared questions: no metric " \
@@ -46,7 +39,7 @@ def test_the_summary_is_short_unless_full_is_asked_for(
     # The variants table shows alt's means: its own table is not repeated.
     assert not any(line.startswith("ragev: mini (variant alt)") for line in lines)
     assert "ragev: variants against the base configuration:" in lines
-    full = _run(pytester, "--ragev-summary=full")
+    full = run_ragev(pytester, "--ragev-summary=full")
     full.stdout.fnmatch_lines([
         "ragev: mini (variant alt), 5 questions, profile weknora",
         "ragev: base configuration against the baseline, 5 shared questions:",
@@ -60,8 +53,8 @@ def test_the_power_warning_is_said_once(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:
     make_project(BASELINE + VARIANT)
-    _run(pytester, "--ragev-update-baseline")
-    result = _run(pytester)
+    run_ragev(pytester, "--ragev-update-baseline")
+    result = run_ragev(pytester)
     warnings = [line for line in result.stdout.lines if "cannot detect" in line]
     # Five questions, the default gate: a 0.05 drop is one question losing its score.
     assert warnings == [
@@ -73,7 +66,7 @@ def test_the_power_warning_is_said_once(
     config = pytester.path / "ragev.toml"
     config.write_text(config.read_text(encoding="utf-8").replace(
         BASELINE, BASELINE + '[gate]\nmode = "tolerance"\n'), encoding="utf-8")
-    assert "cannot detect" not in _run(pytester).stdout.str()
+    assert "cannot detect" not in run_ragev(pytester).stdout.str()
 
 
 def test_no_baseline_explores_without_gating_but_keeps_the_thresholds(
@@ -82,17 +75,17 @@ def test_no_baseline_explores_without_gating_but_keeps_the_thresholds(
     config = make_project(BASELINE + '[gate]\nmode = "tolerance"\n')
     baseline = pytester.path / "ragev-baseline.json"
     # No baseline yet: the flag neither creates it nor fails for it.
-    first = _run(pytester, "--ragev-no-baseline")
+    first = run_ragev(pytester, "--ragev-no-baseline")
     assert first.ret == pytest.ExitCode.OK and not baseline.exists()
     first.stdout.fnmatch_lines(["ragev: --ragev-no-baseline: not gated against a baseline this "
                                 "run (thresholds still apply)"])
-    _run(pytester, "--ragev-update-baseline")
+    run_ragev(pytester, "--ragev-update-baseline")
     written = baseline.read_bytes()
-    _degrade(config)
-    assert _run(pytester).ret == pytest.ExitCode.TESTS_FAILED  # the gate sees the drop
+    set_quality(config, "bad")
+    assert run_ragev(pytester).ret == pytest.ExitCode.TESTS_FAILED  # the gate sees the drop
     obtained = pytester.path / "ragev-baseline.obtained.json"
     obtained.unlink()
-    explore = _run(pytester, "--ragev-no-baseline", "--ragev-report", "r.json")
+    explore = run_ragev(pytester, "--ragev-no-baseline", "--ragev-report", "r.json")
     assert explore.ret == pytest.ExitCode.OK
     assert "< baseline" not in explore.stdout.str()
     assert "baseline" not in json.loads((pytester.path / "r.json").read_text())["data"]
@@ -101,11 +94,11 @@ def test_no_baseline_explores_without_gating_but_keeps_the_thresholds(
     # Thresholds still hold.
     config.write_text(config.read_text(encoding="utf-8") + "[thresholds]\nrecall = 0.5\n",
                       encoding="utf-8")
-    floors = _run(pytester, "--ragev-no-baseline")
+    floors = run_ragev(pytester, "--ragev-no-baseline")
     assert floors.ret == pytest.ExitCode.TESTS_FAILED
     floors.stdout.fnmatch_lines(["ragev: recall 0.000 < threshold 0.500*"])
     # Writing the baseline while switching it off is a contradiction, said at once.
-    both = _run(pytester, "--ragev-no-baseline", "--ragev-update-baseline")
+    both = run_ragev(pytester, "--ragev-no-baseline", "--ragev-update-baseline")
     assert both.ret == pytest.ExitCode.USAGE_ERROR
     assert "--ragev-no-baseline and --ragev-update-baseline contradict" in (
         both.stdout.str() + both.stderr.str())

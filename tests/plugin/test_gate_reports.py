@@ -14,28 +14,19 @@ from pathlib import Path
 
 import pytest
 
+from tests._oracle import set_quality
+from tests._pytester import run_ragev
+
 Project = Callable[..., Path]
 
 # correction = "none": five questions, each metric must be able to fail on its own.
 GATED = '[baseline]\npath = "ragev-baseline.json"\n\n[gate]\ncorrection = "none"\n'
 
 
-def _set_quality(config: Path, quality: str) -> None:
-    text = config.read_text(encoding="utf-8")
-    for old in ('quality = "good"\n', 'quality = "bad"\n'):
-        text = text.replace(old, "")
-    text = text.replace('name = "oracle"\n', f'name = "oracle"\nquality = "{quality}"\n', 1)
-    config.write_text(text, encoding="utf-8")
-
-
-def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest("--ragev-config", "ragev.toml", "-p", "no:cacheprovider", *args)
-
-
 def _degraded(pytester: pytest.Pytester, make_project: Project, extra: str = "") -> Path:
     config = make_project(GATED + extra)
-    assert _run(pytester, "--ragev-update-baseline").ret == pytest.ExitCode.OK
-    _set_quality(config, "bad")
+    assert run_ragev(pytester, "--ragev-update-baseline").ret == pytest.ExitCode.OK
+    set_quality(config, "bad")
     return config
 
 
@@ -46,8 +37,8 @@ def test_step_summary_is_appended_to(
     summary = pytester.path / "step-summary.md"
     summary.write_text("# an earlier step\n", encoding="utf-8")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    assert _run(pytester).ret == pytest.ExitCode.TESTS_FAILED
-    assert _run(pytester).ret == pytest.ExitCode.TESTS_FAILED
+    assert run_ragev(pytester).ret == pytest.ExitCode.TESTS_FAILED
+    assert run_ragev(pytester).ret == pytest.ExitCode.TESTS_FAILED
     text = summary.read_text(encoding="utf-8")
     assert text.startswith("# an earlier step\n## pytest-ragev: ❌ failed\n")
     assert text.count("## pytest-ragev: ❌ failed") == 2  # one per step, none overwritten
@@ -59,7 +50,7 @@ def test_markdown_report_is_written_where_asked(
 ) -> None:
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     _degraded(pytester, make_project)
-    result = _run(pytester, "--ragev-markdown", "out/ragev.md")
+    result = run_ragev(pytester, "--ragev-markdown", "out/ragev.md")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     text = (pytester.path / "out" / "ragev.md").read_text(encoding="utf-8")
     assert text.startswith("## pytest-ragev: ❌ failed\n")
@@ -75,7 +66,7 @@ def test_markdown_file_and_step_summary_are_both_written(
     _degraded(pytester, make_project)
     summary = pytester.path / "step-summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
-    assert _run(pytester, "--ragev-markdown", "ragev.md").ret == pytest.ExitCode.TESTS_FAILED
+    assert run_ragev(pytester, "--ragev-markdown", "ragev.md").ret == pytest.ExitCode.TESTS_FAILED
     written = (pytester.path / "ragev.md").read_text(encoding="utf-8")
     assert written.startswith("## pytest-ragev: ❌ failed\n")
     assert summary.read_text(encoding="utf-8") == written + "\n"
@@ -116,7 +107,7 @@ def test_obtained_snapshot_is_the_runs_snapshot_and_removed_once_passing(
     obtained = pytester.path / "ragev-baseline.obtained.json"
     recorded = baseline.read_bytes()
 
-    failed = _run(pytester)
+    failed = run_ragev(pytester)
     assert failed.ret == pytest.ExitCode.TESTS_FAILED
     failed.stdout.fnmatch_lines([f"ragev: this run's snapshot written to {obtained.name}*"])
     written = obtained.read_bytes()
@@ -125,16 +116,16 @@ def test_obtained_snapshot_is_the_runs_snapshot_and_removed_once_passing(
     assert data["base"]["metrics"]["recall"] == {"mean": 0.0, "n": 5, "direction": "higher"}
 
     # Back to the recorded pipeline: the comparison passes and the stale file goes.
-    _set_quality(config, "good")
-    passed = _run(pytester)
+    set_quality(config, "good")
+    passed = run_ragev(pytester)
     assert passed.ret == pytest.ExitCode.OK
     passed.stdout.fnmatch_lines([f"ragev: removed the stale {obtained.name} (this run passed)"])
     assert not obtained.exists()
     assert baseline.read_bytes() == recorded
 
     # Accepting the degraded pipeline writes byte for byte what the failing run left.
-    _set_quality(config, "bad")
-    assert _run(pytester, "--ragev-update-baseline").ret == pytest.ExitCode.OK
+    set_quality(config, "bad")
+    assert run_ragev(pytester, "--ragev-update-baseline").ret == pytest.ExitCode.OK
     assert baseline.read_bytes() == written
 
 
@@ -150,9 +141,9 @@ def test_top_regressions_from_report_table_then_gate_table(
     pytester: pytest.Pytester, make_project: Project, tables: str, listed: int
 ) -> None:
     config = make_project('[baseline]\npath = "ragev-baseline.json"\n' + tables)
-    _run(pytester, "--ragev-update-baseline")
-    _set_quality(config, "bad")
-    result = _run(pytester, "--ragev-report", "r.json", "-v")
+    run_ragev(pytester, "--ragev-update-baseline")
+    set_quality(config, "bad")
+    result = run_ragev(pytester, "--ragev-report", "r.json", "-v")
     report = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))
     assert len(report["data"]["baseline"]["regressions"]) == listed
     result.stdout.fnmatch_lines([f"ragev: {listed} most regressed question(s)*"])

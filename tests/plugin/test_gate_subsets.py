@@ -7,13 +7,14 @@ into the file instead of dropping what did not run.
 
 from __future__ import annotations
 
-import json
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
+
+from tests._oracle import set_quality
+from tests._pytester import read_json, run_ragev
 
 Project = Callable[..., Path]
 
@@ -29,47 +30,23 @@ VARIANT = textwrap.dedent(
 )
 
 
-def _set_variant_quality(config: Path, quality: str) -> None:
-    text = config.read_text(encoding="utf-8")
-    head, _, tail = text.partition("[[variants]]")
-    tail = tail.replace('quality = "good"', f'quality = "{quality}"').replace(
-        'quality = "bad"', f'quality = "{quality}"'
-    )
-    config.write_text(f"{head}[[variants]]{tail}", encoding="utf-8")
-
-
-def _set_base_quality(config: Path, quality: str) -> None:
-    text = config.read_text(encoding="utf-8")
-    text = text.replace('name = "oracle"\n', f'name = "oracle"\nquality = "{quality}"\n', 1)
-    config.write_text(text, encoding="utf-8")
-
-
-def _load(path: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return data
-
-
-def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest("--ragev-config", "ragev.toml", "-p", "no:cacheprovider", *args)
-
-
 def test_a_variant_run_alone_is_gated_against_its_own_recorded_run(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:
     config = make_project(GATED + VARIANT)
-    assert _run(pytester, "--ragev-update-baseline").ret == pytest.ExitCode.OK
-    _set_variant_quality(config, "bad")
+    assert run_ragev(pytester, "--ragev-update-baseline").ret == pytest.ExitCode.OK
+    set_quality(config, "bad", variant=True)
 
     for selection in (["--ragev-variant", "alt"], ["-k", "alt"]):
-        result = _run(pytester, *selection)
+        result = run_ragev(pytester, *selection)
         assert result.ret == pytest.ExitCode.TESTS_FAILED, selection
         result.stdout.fnmatch_lines(["ragev: recall [[]alt[]] 0.000 < baseline 1.000 (Δ −1.000*"])
         assert "internal error" not in result.stdout.str()
 
     # The base configuration did not change: selected alone, it passes.
-    assert _run(pytester, "--ragev-variant", "base").ret == pytest.ExitCode.OK
+    assert run_ragev(pytester, "--ragev-variant", "base").ret == pytest.ExitCode.OK
     # A full run gates the variant too, not only the base run.
-    full = _run(pytester)
+    full = run_ragev(pytester)
     assert full.ret == pytest.ExitCode.TESTS_FAILED
     full.stdout.fnmatch_lines(["ragev: recall [[]alt[]] 0.000 < baseline 1.000*"])
     assert "ragev: recall 0.000 < baseline" not in full.stdout.str()
@@ -80,26 +57,26 @@ def test_updating_a_subset_of_configurations_keeps_the_others(
 ) -> None:
     config = make_project(GATED + VARIANT)
     baseline = pytester.path / "ragev-baseline.json"
-    _run(pytester, "--ragev-update-baseline")
-    recorded = _load(baseline)
+    run_ragev(pytester, "--ragev-update-baseline")
+    recorded = read_json(baseline)
     assert list(recorded["variants"]) == ["alt"]
 
-    base_only = _run(pytester, "--ragev-variant", "base", "--ragev-update-baseline")
+    base_only = run_ragev(pytester, "--ragev-variant", "base", "--ragev-update-baseline")
     assert base_only.ret == pytest.ExitCode.OK
     base_only.stdout.fnmatch_lines(
         [f"ragev: baseline written to {baseline.name} (updated: base; kept from the previous "
          "file: alt)"]
     )
-    assert _load(baseline)["variants"] == recorded["variants"]
+    assert read_json(baseline)["variants"] == recorded["variants"]
 
-    _set_variant_quality(config, "bad")
-    alt_only = _run(pytester, "--ragev-variant", "alt", "--ragev-update-baseline")
+    set_quality(config, "bad", variant=True)
+    alt_only = run_ragev(pytester, "--ragev-variant", "alt", "--ragev-update-baseline")
     assert alt_only.ret == pytest.ExitCode.OK
-    merged = _load(baseline)
+    merged = read_json(baseline)
     assert merged["base"] == recorded["base"]
     assert merged["variants"]["alt"]["metrics"]["recall"]["mean"] == 0.0
     # The degraded variant is now the recorded one: the full run passes.
-    assert _run(pytester).ret == pytest.ExitCode.OK
+    assert run_ragev(pytester).ret == pytest.ExitCode.OK
 
 
 def test_variant_runs_alone_cannot_create_the_baseline(
@@ -107,12 +84,12 @@ def test_variant_runs_alone_cannot_create_the_baseline(
 ) -> None:
     make_project(GATED + VARIANT)
     baseline = pytester.path / "ragev-baseline.json"
-    gated = _run(pytester, "--ragev-variant", "alt")
+    gated = run_ragev(pytester, "--ragev-variant", "alt")
     assert gated.ret == pytest.ExitCode.TESTS_FAILED
     gated.stdout.fnmatch_lines(
         [f"ragev: baseline {baseline.name} not found, and the base configuration did not run*"]
     )
-    update = _run(pytester, "--ragev-variant", "alt", "--ragev-update-baseline")
+    update = run_ragev(pytester, "--ragev-variant", "alt", "--ragev-update-baseline")
     assert update.ret == pytest.ExitCode.USAGE_ERROR
     update.stdout.fnmatch_lines(["ragev: error: *needs the base configuration's run*"])
     assert not baseline.exists()
@@ -123,21 +100,21 @@ def test_a_variant_missing_from_the_baseline_is_new_until_recorded(
 ) -> None:
     config = make_project(GATED)
     baseline = pytester.path / "ragev-baseline.json"
-    _run(pytester, "--ragev-update-baseline")
+    run_ragev(pytester, "--ragev-update-baseline")
     config.write_text(config.read_text(encoding="utf-8") + VARIANT, encoding="utf-8")
-    missing = _run(pytester)
+    missing = run_ragev(pytester)
     assert missing.ret == pytest.ExitCode.OK
     missing.stdout.fnmatch_lines(
         ["ragev: warning: variant 'alt' is new, not compared (*has no run of it); record it "
          "with --ragev-update-baseline --ragev-variant alt*"]
     )
     # Its snapshot is in the obtained file, ready to be recorded.
-    obtained = _load(pytester.path / "ragev-baseline.obtained.json")
+    obtained = read_json(pytester.path / "ragev-baseline.obtained.json")
     assert obtained["variants"]["alt"]["metrics"]["recall"]["mean"] == 1.0
-    before = _load(baseline)["base"]
-    assert _run(pytester, "--ragev-variant", "alt", "--ragev-update-baseline").ret == 0
-    assert _load(baseline)["base"] == before
-    recorded = _run(pytester)
+    before = read_json(baseline)["base"]
+    assert run_ragev(pytester, "--ragev-variant", "alt", "--ragev-update-baseline").ret == 0
+    assert read_json(baseline)["base"] == before
+    recorded = run_ragev(pytester)
     assert recorded.ret == pytest.ExitCode.OK and "new, not compared" not in recorded.stdout.str()
 
 
@@ -146,26 +123,26 @@ def test_limit_is_compared_with_a_full_baseline_on_the_questions_it_ran(
 ) -> None:
     config = make_project(GATED)
     baseline = pytester.path / "ragev-baseline.json"
-    _run(pytester, "--ragev-update-baseline")
-    full = _load(baseline)
+    run_ragev(pytester, "--ragev-update-baseline")
+    full = read_json(baseline)
 
-    limited = _run(pytester, "--ragev-limit", "2")
+    limited = run_ragev(pytester, "--ragev-limit", "2")
     assert limited.ret == pytest.ExitCode.OK
     limited.stdout.fnmatch_lines(
         ["ragev: base configuration against the baseline, 2 shared questions (0 added, "
          "3 removed, 0 changed): no metric changed"]
     )
 
-    _set_base_quality(config, "bad")
-    degraded = _run(pytester, "--ragev-limit", "2")
+    set_quality(config, "bad")
+    degraded = run_ragev(pytester, "--ragev-limit", "2")
     assert degraded.ret == pytest.ExitCode.TESTS_FAILED
     degraded.stdout.fnmatch_lines(["ragev: recall 0.000 < baseline 1.000 (Δ −1.000*n=2)"])
 
     # Re-baselining under a limit keeps the full dataset's fingerprint, and says so.
-    update = _run(pytester, "--ragev-limit", "2", "--ragev-update-baseline")
+    update = run_ragev(pytester, "--ragev-limit", "2", "--ragev-update-baseline")
     assert update.ret == pytest.ExitCode.OK
     update.stdout.fnmatch_lines(["ragev: warning: --ragev-limit 2: * holds only the first 2*"])
-    written = _load(baseline)
+    written = read_json(baseline)
     assert written["dataset"]["fingerprint"] == full["dataset"]["fingerprint"]
     assert [q["qid"] for q in written["base"]["questions"]] == [1, 2]
 
@@ -176,20 +153,20 @@ def test_update_of_deselected_questions_warns_and_lists_them(
     make_project(GATED)
     baseline = pytester.path / "ragev-baseline.json"
     # Nothing selected: nothing written, and no claim that the path is missing.
-    nothing = _run(pytester, "-k", "nomatch", "--ragev-update-baseline")
+    nothing = run_ragev(pytester, "-k", "nomatch", "--ragev-update-baseline")
     assert nothing.ret == pytest.ExitCode.NO_TESTS_COLLECTED
     assert "needs a baseline path" not in nothing.stdout.str()
     assert not baseline.exists()
 
-    subset = _run(pytester, "-k", "q1 or q2", "--ragev-update-baseline")
+    subset = run_ragev(pytester, "-k", "q1 or q2", "--ragev-update-baseline")
     assert subset.ret == pytest.ExitCode.OK
     subset.stdout.fnmatch_lines(
         [f"ragev: warning: {baseline.name} now holds 2 of 5 questions for the base configuration"
          " (*): 3, 4, 5"]
     )
-    assert [q["qid"] for q in _load(baseline)["base"]["questions"]] == [1, 2]
+    assert [q["qid"] for q in read_json(baseline)["base"]["questions"]] == [1, 2]
     # A complete run says nothing of the kind.
-    complete = _run(pytester, "--ragev-update-baseline")
+    complete = run_ragev(pytester, "--ragev-update-baseline")
     assert "now holds" not in complete.stdout.str()
 
 
@@ -199,10 +176,10 @@ def test_a_partial_update_refuses_a_damaged_file_a_full_one_replaces_it(
     make_project(GATED + VARIANT)
     baseline = pytester.path / "ragev-baseline.json"
     baseline.write_text("{not json", encoding="utf-8")
-    partial = _run(pytester, "--ragev-variant", "alt", "--ragev-update-baseline")
+    partial = run_ragev(pytester, "--ragev-variant", "alt", "--ragev-update-baseline")
     assert partial.ret == pytest.ExitCode.USAGE_ERROR
     partial.stdout.fnmatch_lines(["ragev: error: *not valid JSON*run --ragev-update-baseline "
                                   "without --ragev-variant or -k to replace it)"])
     assert baseline.read_text(encoding="utf-8") == "{not json"
-    assert _run(pytester, "--ragev-update-baseline").ret == pytest.ExitCode.OK
-    assert list(_load(baseline)["variants"]) == ["alt"]
+    assert run_ragev(pytester, "--ragev-update-baseline").ret == pytest.ExitCode.OK
+    assert list(read_json(baseline)["variants"]) == ["alt"]

@@ -34,6 +34,7 @@ PROGRESS_LINES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flags", [(), ("-s",)])
 def test_progress_shows_through_output_capture_once(
     pytester: pytest.Pytester, flags: tuple[str, ...]

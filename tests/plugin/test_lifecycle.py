@@ -6,15 +6,12 @@ import json
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests._pytester import read_json
+
 Project = Callable[..., Path]
-
-
-def report_of(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def pipeline(body: str) -> str:
@@ -48,11 +45,11 @@ def test_sigterm_ends_the_run_like_ctrl_c(
         "--ragev-config", "ragev.toml", "--ragev-report", "r.json", "--ragev-concurrency", "1"
     )
     assert result.ret == pytest.ExitCode.INTERRUPTED
-    task = report_of(pytester.path / "r.json")["data"]["task"]
+    task = read_json(pytester.path / "r.json")["data"]["task"]
     assert task["status"] == 3
     assert task["err_msg"] == "interrupted by SIGTERM before every question was answered"
     assert (task["finished"], task["total"]) == (2, 5)
-    verdict = report_of(pytester.path / "r.json")["data"]["verdict"]
+    verdict = read_json(pytester.path / "r.json")["data"]["verdict"]
     assert verdict["passed"] is False
     assert verdict["failures"] == ["ragev: run interrupted by SIGTERM: 2 of 5 questions answered"]
     result.stdout.fnmatch_lines(
@@ -64,6 +61,7 @@ def test_sigterm_ends_the_run_like_ctrl_c(
     assert "verdict passed" not in result.stdout.str()
 
 
+@pytest.mark.slow
 def test_sigterm_to_the_xdist_controller_leaves_status_3(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:
@@ -79,7 +77,7 @@ def test_sigterm_to_the_xdist_controller_leaves_status_3(
         "--ragev-config", "ragev.toml", "--ragev-report", "r.json", "-n", "2"
     )
     assert result.ret == pytest.ExitCode.INTERRUPTED
-    task = report_of(pytester.path / "r.json")["data"]["task"]
+    task = read_json(pytester.path / "r.json")["data"]["task"]
     assert task["status"] == 3
     assert task["err_msg"].startswith("interrupted by SIGTERM")
     assert task["total"] == 5 and task["finished"] < 5
@@ -104,6 +102,7 @@ def test_sigterm_handler_is_restored_after_the_run(
 
 
 # ---------------------------------------------------------------------- crashed workers
+@pytest.mark.slow
 def test_crashed_worker_counts_its_question_as_an_error(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:
@@ -117,7 +116,7 @@ def test_crashed_worker_counts_its_question_as_an_error(
         "--ragev-config", "ragev.toml", "--ragev-report", "r.json", "-n", "2"
     )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    data = report_of(pytester.path / "r.json")["data"]
+    data = read_json(pytester.path / "r.json")["data"]
     assert [s["qid"] for s in data["samples"]] == [1, 2, 3, 4, 5]
     (crashed,) = [s for s in data["samples"] if s["error"]]
     assert crashed["qid"] == 3 and crashed["metrics"] == {}
@@ -168,7 +167,7 @@ def test_progress_file_is_pending_then_running_with_the_new_task(
         "--ragev-config", "ragev.toml", "--ragev-report", "r.json", "-p", "no:randomly"
     )
     assert result.ret == pytest.ExitCode.OK
-    task_id = report_of(pytester.path / "r.json")["data"]["task"]["id"]
+    task_id = read_json(pytester.path / "r.json")["data"]["task"]["id"]
     assert task_id != STALE["data"]["task"]["id"]
     # Before the first item: pending, with this run's id and total.
     assert (pytester.path / "loop.txt").read_text() == f"{task_id} 0 0 5"
@@ -176,6 +175,7 @@ def test_progress_file_is_pending_then_running_with_the_new_task(
     assert seen == [f"{task_id} 1 {n} 5" for n in range(5)]
 
 
+@pytest.mark.slow
 def test_progress_total_under_xdist_is_known_before_the_end(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:
@@ -194,7 +194,7 @@ def test_progress_total_under_xdist_is_known_before_the_end(
         "--ragev-config", "ragev.toml", "--ragev-report", "r.json", "-n", "2"
     )
     assert result.ret == pytest.ExitCode.OK
-    task_id = report_of(pytester.path / "r.json")["data"]["task"]["id"]
+    task_id = read_json(pytester.path / "r.json")["data"]["task"]["id"]
     seen = [
         line.split()
         for path in pytester.path.glob("seen-*.txt")
@@ -230,7 +230,7 @@ def test_hand_written_and_generated_items_count_questions_once(
     )
     result.assert_outcomes(passed=7)
     assert (pytester.path / "seen.txt").read_text().split() == ["0/3", "1/3", "2/3"]
-    task = report_of(pytester.path / "r.json")["data"]["task"]
+    task = read_json(pytester.path / "r.json")["data"]["task"]
     assert task["finished"] == task["total"] == 3
     result.stdout.fnmatch_lines(["ragev: 3 duplicate records*"])
 
@@ -252,7 +252,7 @@ def test_a_hand_written_test_failing_before_recording_has_finished(
         "--ragev-config", "ragev.toml", "test_manual.py", "--ragev-report", "r.json"
     )
     result.assert_outcomes(passed=5, failed=1)
-    task = report_of(pytester.path / "r.json")["data"]["task"]
+    task = read_json(pytester.path / "r.json")["data"]["task"]
     # The run went to its end: not "4 of 5", which reads as a run still going.
     assert (task["status"], task["finished"], task["total"]) == (2, 5, 5)
 
@@ -267,7 +267,7 @@ def test_collect_only_leaves_the_report_alone(
         "--ragev-config", "ragev.toml", "--collect-only", "--ragev-report", "co.json"
     )
     assert result.ret == pytest.ExitCode.OK
-    assert report_of(report) == STALE
+    assert read_json(report) == STALE
     assert "ragev:" not in result.stdout.str()
 
 
@@ -295,7 +295,7 @@ def test_ctrl_c_fails_the_verdict(pytester: pytest.Pytester, make_project: Proje
         "--ragev-config", "ragev.toml", "--ragev-report", "r.json", "--ragev-concurrency", "1"
     )
     assert result.ret == pytest.ExitCode.INTERRUPTED
-    data = report_of(pytester.path / "r.json")["data"]
+    data = read_json(pytester.path / "r.json")["data"]
     assert data["verdict"]["passed"] is False
     assert data["task"]["err_msg"] == "interrupted before every question was answered"
     result.stdout.fnmatch_lines(
@@ -312,7 +312,7 @@ def test_every_question_erroring_fails_the_verdict(
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["ragev: verdict FAILED (5 errors)"])
     assert "verdict passed" not in result.stdout.str()
-    verdict = report_of(pytester.path / "r.json")["data"]["verdict"]
+    verdict = read_json(pytester.path / "r.json")["data"]["verdict"]
     assert verdict["passed"] is False and verdict["errors"] == 5
 
 
@@ -330,7 +330,7 @@ def test_exitfirst_stop_is_not_a_finished_run(
         "--ragev-concurrency", "1",
     )
     result.assert_outcomes(passed=1, failed=2)
-    task = report_of(pytester.path / "r.json")["data"]["task"]
+    task = read_json(pytester.path / "r.json")["data"]["task"]
     assert task["status"] == 3 and (task["finished"], task["total"]) == (2, 5)
     assert task["err_msg"] == (
         "stopped early (stopping after 1 failures) before every question was answered"

@@ -7,7 +7,10 @@ import importlib.util
 import re
 from pathlib import Path
 
-from tests.plugin.conftest import PUBLIC
+import pytest
+
+import tests.plugin.conftest as guard
+from tests.plugin.conftest import PUBLIC, SHARED
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
@@ -58,3 +61,29 @@ def test_every_module_the_docs_name_is_allowed_and_has_what_they_name() -> None:
 def test_every_allowed_module_exists() -> None:
     for module in sorted(PUBLIC):
         assert importlib.util.find_spec(module) is not None, module
+
+
+def test_every_shared_helper_exists_and_imports_only_the_public_api() -> None:
+    for module in sorted(SHARED):
+        path = ROOT.joinpath(*module.split(".")).with_suffix(".py")
+        assert path.is_file(), module
+        assert guard._private_imports(path) == (), module
+
+
+def test_a_private_import_through_a_shared_helper_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    helpers = tmp_path / "tests"
+    helpers.mkdir()
+    (helpers / "_data.py").write_text("import json\n", encoding="utf-8")
+    (helpers / "_leaky.py").write_text("from pytest_ragev.core.types import QAPair\n",
+                                       encoding="utf-8")
+    test = tmp_path / "test_x.py"
+    test.write_text("from tests._data import QUERIES\nfrom tests._leaky import QAPair\n"
+                    "from tests.unit.gate._runs import make_run\n", encoding="utf-8")
+    monkeypatch.setattr(guard, "ROOT", tmp_path)
+    monkeypatch.setattr(guard, "SHARED", SHARED | {"tests._leaky"})
+    assert guard._private_imports(test) == (
+        "pytest_ragev.core.types (through tests._leaky)",
+        "tests.unit.gate._runs (not a shared helper: SHARED in tests/plugin/conftest.py)",
+    )

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import textwrap
 import threading
 import time
@@ -15,17 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests._remote_server import Reply, ScriptedServer, Seen
+from tests._remote_server import Reply, ScriptedServer, Seen, closed_url
 
 Project = Callable[..., Path]
 CANARY = "sk-e2e-preflight-0c9d-never-print"
-
-
-def closed_url() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
 
 
 def http_pipeline(url: str, extra: str = "") -> str:

@@ -4,7 +4,6 @@ knobs of the built-in pipeline that its mode never reads are warned about."""
 from __future__ import annotations
 
 import getpass
-import json
 import re
 import textwrap
 from collections.abc import Callable
@@ -14,12 +13,9 @@ from typing import Any
 import pytest
 
 from pytest_ragev.dataset import write_dataset
+from tests._pytester import read_json
 
 Project = Callable[..., Path]
-
-
-def report_of(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text(encoding="utf-8"))["data"]  # type: ignore[no-any-return]
 
 
 def test_the_task_id_names_no_user_unless_asked(
@@ -28,19 +24,20 @@ def test_the_task_id_names_no_user_unless_asked(
     monkeypatch.delenv("RAGEV_TASK_USER", raising=False)
     config = make_project()
     pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
-    task_id = report_of(pytester.path / "r.json")["task"]["id"]
+    task_id = read_json(pytester.path / "r.json")["data"]["task"]["id"]
     assert re.fullmatch(r"evaluation_\d{13}_[0-9a-f]{8}_mini", task_id), task_id
 
     config.write_text(config.read_text(encoding="utf-8") + "[report]\ntask_user = true\n",
                       encoding="utf-8")
     pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
     user = re.sub(r"[^\w.-]", "-", getpass.getuser())
-    assert report_of(pytester.path / "r.json")["task"]["id"].startswith(f"evaluation_{user}_")
+    task_id = read_json(pytester.path / "r.json")["data"]["task"]["id"]
+    assert task_id.startswith(f"evaluation_{user}_")
 
     monkeypatch.setenv("RAGEV_TASK_USER", "ci-bot")
     pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
     assert re.fullmatch(r"evaluation_ci-bot_\d{13}_[0-9a-f]{8}_mini",
-                        report_of(pytester.path / "r.json")["task"]["id"])
+                        read_json(pytester.path / "r.json")["data"]["task"]["id"])
 
 
 def test_report_paths_are_relative_to_the_rootdir(
@@ -68,7 +65,7 @@ def test_report_paths_are_relative_to_the_rootdir(
     assert first.ret == pytest.ExitCode.TESTS_FAILED  # the baseline was created
     root = str(pytester.path)
     created = "ragev: baseline not found, created eval/ragev-baseline.json; commit it and rerun"
-    assert report_of(pytester.path / "r.json")["verdict"]["failures"] == [created]
+    assert read_json(pytester.path / "r.json")["data"]["verdict"]["failures"] == [created]
     # The terminal and the verdict's JUnit failure say it as the reports do.
     first.stdout.fnmatch_lines([created])
     junit = (pytester.path / "j.xml").read_text(encoding="utf-8")
@@ -76,7 +73,7 @@ def test_report_paths_are_relative_to_the_rootdir(
     outputs = {"first run's terminal": ragev_lines(first), "first run's JUnit": junit}
     second = pytester.runpytest(*args)
     assert second.ret == pytest.ExitCode.OK
-    data = report_of(pytester.path / "r.json")
+    data = read_json(pytester.path / "r.json")["data"]
     assert data["baseline"]["path"] == "eval/ragev-baseline.json"
     assert data["params"]["dataset"]["path"] == "data"  # the config folder's, as before
     markdown = (pytester.path / "r.md").read_text(encoding="utf-8")
@@ -111,7 +108,7 @@ def test_the_summary_and_reports_name_the_conftest_that_answered(
                                 "--ragev-markdown", "r.md")
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["  pipeline: conftest hooks (conftest.py)"])
-    pipeline = report_of(pytester.path / "r.json")["params"]["pipeline"]
+    pipeline = read_json(pytester.path / "r.json")["data"]["params"]["pipeline"]
     # The configured name as written; who answered beside it.
     assert pipeline == {"name": "builtin", "chunk_size": 128, "my_knob": 3,
                         "answered_by": "conftest hooks (conftest.py)"}
@@ -160,7 +157,7 @@ def test_knobs_the_builtin_pipeline_never_reads_are_warned_about(
     ])
     # Said once: the variants inherit the base's knobs and its line covers them.
     assert result.stdout.str().count("vector_weight = 0.4 has no effect") == 1
-    assert len(report_of(pytester.path / "r.json")["warnings"]) == 3
+    assert len(read_json(pytester.path / "r.json")["data"]["warnings"]) == 3
 
 
 #: Reads "quality" for every question, "depth" only in the build of the knowledge base.
@@ -216,7 +213,7 @@ def test_knobs_the_conftest_never_reads_are_warned_about_once(
         "ragev: warning: ragev.toml: variant 'schlecht': pipeline.temperatur = 0.7 was never "
         "read by conftest hooks (conftest.py); remove it or read it",
     ]
-    assert [w for w in report_of(pytester.path / "r.json")["warnings"]
+    assert [w for w in read_json(pytester.path / "r.json")["data"]["warnings"]
             if "was never read by" in w] == [line.removeprefix("ragev: warning: ")
                                            for line in unread_lines(result)]
     assert "sk-never-print" not in result.stdout.str()
@@ -255,6 +252,7 @@ def test_knobs_a_factory_never_reads_are_warned_about(
         f"{module}:build; remove it or read it"]
 
 
+@pytest.mark.slow
 def test_knobs_read_on_xdist_workers_count(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:

@@ -30,6 +30,7 @@ def _report_in(text: str) -> dict[str, Any]:
     return report
 
 
+@pytest.mark.slow
 def test_dev_stdout_redirected_to_a_file_keeps_the_log_and_adds_the_report(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:
@@ -46,6 +47,7 @@ def test_dev_stdout_redirected_to_a_file_keeps_the_log_and_adds_the_report(
     assert "Traceback" not in out + result.stderr.str()
 
 
+@pytest.mark.slow
 def test_under_q_the_report_starts_on_a_line_of_its_own(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:
@@ -66,6 +68,7 @@ def test_under_q_the_report_starts_on_a_line_of_its_own(
     assert "passed" in out[end:] and "Traceback" not in out + result.stderr.str()
 
 
+@pytest.mark.slow
 def test_dev_stdout_on_a_pipe_gets_one_report_and_no_traceback(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -11,12 +10,9 @@ from typing import Any
 import pytest
 
 from pytest_ragev.dataset import write_dataset
+from tests._pytester import read_json
 
 Project = Callable[..., Path]
-
-
-def report_of(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text(encoding="utf-8"))
 
 
 KB_CONFTEST = textwrap.dedent(
@@ -61,7 +57,7 @@ def test_a_failed_knowledge_base_is_built_once_and_fails_every_question(
     )
     result.assert_outcomes(failed=6)
     assert (pytester.path / "kb-builds.txt").read_text().splitlines() == ["None MainThread"]
-    errors = {s["error"] for s in report_of(pytester.path / "r.json")["data"]["samples"]}
+    errors = {s["error"] for s in read_json(pytester.path / "r.json")["data"]["samples"]}
     assert errors == {
         "KnowledgeBaseFailed: building the knowledge base raised ValueError: "
         "index server unreachable"
@@ -69,6 +65,7 @@ def test_a_failed_knowledge_base_is_built_once_and_fails_every_question(
     result.stdout.fnmatch_lines(["ragev: verdict FAILED (5 errors)"])
 
 
+@pytest.mark.slow
 def test_answer_cache_counts_add_up_under_xdist(
     pytester: pytest.Pytester, make_project: Project
 ) -> None:
@@ -111,7 +108,7 @@ def test_dataset_warnings_reach_the_summary_and_the_report(
         "1 question without a reference answer (first: qid 4): excluded from generation means",
     ]
     result.stdout.fnmatch_lines([f"ragev: warning: {line}" for line in expected])
-    assert report_of(pytester.path / "r.json")["data"]["warnings"] == expected
+    assert read_json(pytester.path / "r.json")["data"]["warnings"] == expected
 
 
 def test_report_params_hold_the_dataset_path_relative_to_the_config(
@@ -120,7 +117,7 @@ def test_report_params_hold_the_dataset_path_relative_to_the_config(
     make_project()
     result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
     assert result.ret == pytest.ExitCode.OK
-    assert report_of(pytester.path / "r.json")["data"]["params"]["dataset"]["path"] == "data"
+    assert read_json(pytester.path / "r.json")["data"]["params"]["dataset"]["path"] == "data"
 
 
 def test_baseline_error_is_said_once(pytester: pytest.Pytester, make_project: Project) -> None:
@@ -138,7 +135,7 @@ def test_baseline_error_is_said_once(pytester: pytest.Pytester, make_project: Pr
     summary = [line for line in result.stdout.lines if line.startswith("ragev: ")]
     assert sum("was computed with metric profile" in line for line in summary) == 1
     assert "ragev: gate not compared: ragev:" not in result.stdout.str()
-    task = report_of(pytester.path / "r.json")["data"]["task"]
+    task = read_json(pytester.path / "r.json")["data"]["task"]
     assert task["status"] == 3 and not task["err_msg"].startswith("ragev:")
     assert "ragev:" not in task["err_msg"]
 

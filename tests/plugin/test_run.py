@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from tests._pytester import read_json
+
 Project = Callable[..., Path]
 
 ORACLE_CONFTEST_TEXT = textwrap.dedent(
@@ -24,10 +26,6 @@ ORACLE_CONFTEST_TEXT = textwrap.dedent(
         return Answer(retrieved=list(case.pids), text=case.answer)
     """
 )
-
-
-def report_of(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def test_plugin_without_config_does_nothing(pytester: pytest.Pytester) -> None:
@@ -118,7 +116,7 @@ def test_pipeline_error_fails_that_item_and_is_excluded_from_means(
     result.stdout.fnmatch_lines(
         ["*q3: pipeline raised ValueError: backend down*", "*recall*1.000*4*", "*errors 1*"]
     )
-    report = report_of(pytester.path / "r.json")
+    report = read_json(pytester.path / "r.json")
     (failed,) = [s for s in report["data"]["samples"] if s["error"]]
     assert failed["qid"] == 3 and failed["metrics"] == {}
     assert report["data"]["metric"]["counts"]["recall"] == 4
@@ -143,7 +141,7 @@ def test_hand_written_tests_feed_the_same_aggregation(
     )
     result.assert_outcomes(passed=6)
     result.stdout.fnmatch_lines(["*test_manual.py::test_rag[[]q1[]] PASSED*", "*recall*1.000*5*"])
-    assert len(report_of(pytester.path / "r.json")["data"]["samples"]) == 5
+    assert len(read_json(pytester.path / "r.json")["data"]["samples"]) == 5
 
 
 def test_ragev_fixtures_skip_without_config(pytester: pytest.Pytester) -> None:
@@ -190,7 +188,7 @@ def test_custom_metrics_and_report_hook(pytester: pytest.Pytester, make_project:
     result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["ragev: short_answer 0.* < threshold 1.000 (n=5)"])
-    report = report_of(pytester.path / "r.json")
+    report = read_json(pytester.path / "r.json")
     assert report["data"]["amended"] is True
     assert "short_answer" in report["data"]["metric"]["custom_metrics"]
 
@@ -247,7 +245,7 @@ def test_report_schema(pytester: pytest.Pytester, make_project: Project) -> None
     make_project("[thresholds]\nrecall = 0.5\n")
     result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "out/r.json")
     assert result.ret == pytest.ExitCode.OK
-    report = report_of(pytester.path / "out" / "r.json")
+    report = read_json(pytester.path / "out" / "r.json")
     assert report["success"] is True
     data = report["data"]
     assert list(data) == ["task", "params", "metric", "samples", "verdict", "errors",
@@ -304,7 +302,7 @@ def test_secrets_never_reach_any_output(
                                                          pytester.path / "j.xml")]
     for text in outputs:
         assert canary not in text
-    params = report_of(pytester.path / "r.json")["data"]["params"]["pipeline"]
+    params = read_json(pytester.path / "r.json")["data"]["params"]["pipeline"]
     assert params["api_key"] == "***"
     assert params["chat"] == {"api_key_env": "RAGEV_TEST_KEY", "token": "***"}
 
@@ -341,7 +339,7 @@ def test_progress_file_is_rewritten_while_the_run_goes(
     seen = (pytester.path / "seen.txt").read_text().split("\n")
     # The file exists from the start: status 1 with nothing finished when q1 is asked.
     assert seen[:5] == ["1 1 0", "2 1 1", "3 1 2", "4 1 3", "5 1 4"]
-    assert report_of(pytester.path / "r.json")["data"]["task"]["status"] == 2
+    assert read_json(pytester.path / "r.json")["data"]["task"]["status"] == 2
 
 
 def test_the_running_report_shows_the_mean_of_the_answered_questions(
@@ -403,7 +401,7 @@ def test_interrupted_run_leaves_status_3(pytester: pytest.Pytester, make_project
         "--ragev-config", "ragev.toml", "--ragev-report", "r.json"
     )
     assert result.ret == pytest.ExitCode.INTERRUPTED
-    report = report_of(pytester.path / "r.json")
+    report = read_json(pytester.path / "r.json")
     assert report["success"] is False
     assert report["data"]["task"]["status"] == 3
     assert "interrupted" in report["data"]["task"]["err_msg"]
@@ -416,6 +414,7 @@ def _comparable(report: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+@pytest.mark.slow
 def test_xdist_parity_with_serial(pytester: pytest.Pytester, make_project: Project) -> None:
     make_project("[thresholds]\nprecision = 0.9\n")
     serial = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "serial.json",
@@ -426,10 +425,10 @@ def test_xdist_parity_with_serial(pytester: pytest.Pytester, make_project: Proje
     )
     assert serial.ret == parallel.ret == pytest.ExitCode.TESTS_FAILED
     parallel.stdout.fnmatch_lines(["ragev: precision 0.833 < threshold 0.900 (n=5)"])
-    assert _comparable(report_of(pytester.path / "serial.json")) == _comparable(
-        report_of(pytester.path / "xdist.json")
+    assert _comparable(read_json(pytester.path / "serial.json")) == _comparable(
+        read_json(pytester.path / "xdist.json")
     )
-    task = report_of(pytester.path / "xdist.json")["data"]["task"]
+    task = read_json(pytester.path / "xdist.json")["data"]["task"]
     assert task["total"] == task["finished"] == 5
     # --ragev-samples: the controller writes one line per question, as a serial run does.
     samples = {}
@@ -461,8 +460,8 @@ def test_concurrency_parity(pytester: pytest.Pytester, make_project: Project) ->
     four.assert_outcomes(passed=6)
     # Items still report in order.
     four.stdout.fnmatch_lines([f"*::q{qid} PASSED*" for qid in range(1, 6)])
-    assert _comparable(report_of(pytester.path / "one.json")) == _comparable(
-        report_of(pytester.path / "four.json")
+    assert _comparable(read_json(pytester.path / "one.json")) == _comparable(
+        read_json(pytester.path / "four.json")
     )
     threads = (pytester.path / "threads.txt").read_text().split()
     assert any(name.startswith("ragev") for name in threads)
@@ -528,7 +527,7 @@ def test_tokenizer_hook_replaces_the_spec_tokenizer(
     )
     result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
     assert result.ret == pytest.ExitCode.OK
-    metrics = report_of(pytester.path / "r.json")["data"]["metric"]["generation_metrics"]
+    metrics = read_json(pytester.path / "r.json")["data"]["metric"]["generation_metrics"]
     assert metrics["bleu1"] == pytest.approx(1.0)
     assert metrics["bleu2"] == 0.0  # a single token has no bigram
 
@@ -566,8 +565,8 @@ def test_a_fully_cached_rerun_builds_no_kb(
     rerun.stdout.fnmatch_lines(["*answer cache 5 hits / 0 misses*"])
     # Every answer came from the cache, also through the prefetch pool: no KB built.
     assert builds.read_text(encoding="utf-8").split() == ["built"]
-    assert (report_of(pytester.path / "rerun.json")["data"]["samples"]
-            == report_of(pytester.path / "first.json")["data"]["samples"])
+    assert (read_json(pytester.path / "rerun.json")["data"]["samples"]
+            == read_json(pytester.path / "first.json")["data"]["samples"])
 
 
 def test_knowledge_bases_are_torn_down_before_the_end_of_the_run(
@@ -676,12 +675,12 @@ def test_the_run_keeps_retrieved_texts_only_where_they_are_read(
         assert "Abschnitt 片段 1-0" in (pytester.path / "junit.xml").read_text(encoding="utf-8")
     if custom_metric:
         assert live["live"] >= 5
-        means = report_of(pytester.path / "r.json")["data"]["metric"]["custom_metrics"]
+        means = read_json(pytester.path / "r.json")["data"]["metric"]["custom_metrics"]
         assert means["chunks_seen"] == 1.0
     else:
         assert live["live"] == 0
     # Whatever the reports carry, the metrics are the same.
-    assert report_of(pytester.path / "r.json")["data"]["metric"]["retrieval_metrics"][
+    assert read_json(pytester.path / "r.json")["data"]["metric"]["retrieval_metrics"][
         "recall"] == 1.0
 
 
@@ -707,7 +706,7 @@ def test_the_questions_run_with_the_collected_objects_frozen_and_thawed_at_the_e
     make_project(conftest=FREEZE_PROBE_CONFTEST)
     result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
     result.assert_outcomes(passed=6)
-    samples = report_of(pytester.path / "r.json")["data"]["samples"]
+    samples = read_json(pytester.path / "r.json")["data"]["samples"]
     assert len(samples) == 5 and all(s["meta"]["frozen"] > 0 for s in samples)
     assert gc.get_freeze_count() == 0
 

@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+#: Every test runs the built-in pipeline in two pytest subprocesses.
+pytestmark = pytest.mark.slow
+
 Project = Callable[..., Path]
 BUILTIN = '[pipeline]\nname = "builtin"\n'
 

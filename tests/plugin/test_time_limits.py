@@ -9,7 +9,6 @@ timeout: without the fix it would hang, and the test fails instead of hanging th
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -18,9 +17,13 @@ import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
+
+from tests._pytester import read_json
+
+#: Every test runs pytest in a subprocess and waits out a timeout, a deadline or a signal.
+pytestmark = pytest.mark.slow
 
 Project = Callable[..., Path]
 
@@ -43,11 +46,6 @@ HANGS_ON = textwrap.dedent(
 )
 
 
-def _report(path: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))["data"]
-    return data
-
-
 def _run(folder: Path, *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "pytest", "--ragev-config", "ragev.toml",
@@ -64,7 +62,7 @@ def test_a_question_past_the_timeout_fails_alone(
     done = _run(pytester.path, "--ragev-concurrency", concurrency)
     assert done.returncode == pytest.ExitCode.TESTS_FAILED, done.stdout[-3000:]
     assert "Traceback" not in done.stdout + done.stderr
-    samples = {s["qid"]: s for s in _report(pytester.path / "r.json")["samples"]}
+    samples = {s["qid"]: s for s in read_json(pytester.path / "r.json")["data"]["samples"]}
     assert samples[3]["error"].startswith(
         "QuestionTimeout: no answer within [run] timeout = 1.5 s; the call was abandoned")
     assert all(samples[qid]["error"] is None for qid in (1, 2, 4, 5))
@@ -79,7 +77,7 @@ def test_the_deadline_stops_the_run_with_status_3(
     done = _run(pytester.path, "--ragev-concurrency", "2")
     assert done.returncode == pytest.ExitCode.INTERRUPTED, done.stdout[-3000:]
     assert "Traceback" not in done.stdout + done.stderr
-    task = _report(pytester.path / "r.json")["task"]
+    task = read_json(pytester.path / "r.json")["data"]["task"]
     assert task["status"] == 3
     assert task["err_msg"].startswith("interrupted by [run] deadline = 2 s")
     assert task["finished"] < task["total"] == 5
@@ -113,5 +111,5 @@ def test_a_signal_abandons_hung_calls_under_concurrency(
             proc.communicate()
     assert proc.returncode == pytest.ExitCode.INTERRUPTED, out[-3000:] + err[-3000:]
     assert "INTERNALERROR" not in out + err
-    task = _report(pytester.path / "r.json")["task"]
+    task = read_json(pytester.path / "r.json")["data"]["task"]
     assert task["status"] == 3 and task["err_msg"].startswith("interrupted")

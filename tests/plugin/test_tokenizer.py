@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_ragev.dataset import write_dataset
+from tests._pytester import read_json
 
 Project = Callable[..., Path]
 
@@ -42,16 +43,11 @@ def write_cjk(pytester: pytest.Pytester, extra: str = "") -> None:
     pytester.makeconftest(CJK_CONFTEST)
 
 
-def report_of(path: Path) -> dict[str, object]:
-    data: dict[str, object] = json.loads(path.read_text(encoding="utf-8"))
-    return data
-
-
 def test_the_tokenizer_identity_is_in_the_report(pytester: pytest.Pytester) -> None:
     write_cjk(pytester)
     result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
     assert result.ret == pytest.ExitCode.OK
-    params = report_of(pytester.path / "r.json")["data"]["params"]  # type: ignore[index]
+    params = read_json(pytester.path / "r.json")["data"]["params"]
     assert params["metrics"]["tokenizer"].startswith("default/3 jieba==")
 
 
@@ -61,9 +57,9 @@ def test_a_japanese_tokenizer_is_chosen_explicitly(pytester: pytest.Pytester) ->
     write_cjk(pytester, '[metrics]\ntokenizer = "ja"\n')
     result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json")
     assert result.ret == pytest.ExitCode.OK
-    data = report_of(pytester.path / "r.json")["data"]
-    assert data["params"]["metrics"]["tokenizer"].startswith("ja/2 fugashi==")  # type: ignore[index]
-    assert data["metric"]["generation_metrics"]["rouge1"] == pytest.approx(1.0)  # type: ignore[index]
+    data = read_json(pytester.path / "r.json")["data"]
+    assert data["params"]["metrics"]["tokenizer"].startswith("ja/2 fugashi==")
+    assert data["metric"]["generation_metrics"]["rouge1"] == pytest.approx(1.0)
 
 
 def test_a_misspelt_tokenizer_is_a_usage_error(pytester: pytest.Pytester) -> None:
@@ -95,7 +91,7 @@ def test_a_baseline_made_with_another_tokenizer_is_not_compared(
         "comparable*",
     ])
     # The run's own metrics are still reported.
-    assert report_of(pytester.path / "r.json")["data"]["metric"] is not None
+    assert read_json(pytester.path / "r.json")["data"]["metric"] is not None
 
 
 def test_a_custom_tokenizer_that_loses_letters_is_warned_about_once(
@@ -170,7 +166,7 @@ def test_a_baseline_of_an_earlier_version_of_the_rules_is_not_compared(
         "not comparable: re-baseline with --ragev-update-baseline, or set [[]metrics[]] "
         "tokenizer back",
     ])
-    assert report_of(pytester.path / "r.json")["data"]["metric"] is not None
+    assert read_json(pytester.path / "r.json")["data"]["data"]["metric"] is not None
     # The fix the line names: rebuild it, then it gates again.
     assert pytester.runpytest("--ragev-config", "ragev.toml",
                               "--ragev-update-baseline").ret == pytest.ExitCode.OK

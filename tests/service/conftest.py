@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from pytest_ragev.dataset import write_dataset
 from pytest_ragev.server.catalog import SAMPLE
 from pytest_ragev.server.keys import new_key
 from pytest_ragev.server.store import Store
+from tests._remote_server import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -142,12 +142,6 @@ def configs(configs_template: Path, tmp_path: Path) -> Path:
     target = tmp_path / "configs"
     shutil.copytree(configs_template, target)
     return target
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

@@ -10,6 +10,9 @@ import pytest
 
 from tests.service.conftest import Server, create, finished, wait_for
 
+#: Each module starts a real `ragev serve` (seconds), and its tests wait for evaluations.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def done_task(shared_server: Server) -> str:

@@ -9,6 +9,9 @@ import pytest
 
 from tests.service.conftest import Server
 
+#: Each module starts a real `ragev serve` (seconds), and its tests wait for evaluations.
+pytestmark = pytest.mark.slow
+
 
 @pytest.mark.parametrize(
     ("body", "field", "words"),

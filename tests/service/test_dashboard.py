@@ -15,6 +15,9 @@ import pytest
 
 from tests.service.conftest import Server, create, finished, wait_for
 
+#: Each module starts a real `ragev serve` (seconds), and its tests wait for evaluations.
+pytestmark = pytest.mark.slow
+
 ASSET = re.compile(r"""(?:src|href|action)=["']([^"']+)["']""")
 
 

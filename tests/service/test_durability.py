@@ -8,8 +8,13 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from pytest_ragev.server.store import Store
 from tests.service.conftest import Server, create, finished, wait_for
+
+#: Each module starts a real `ragev serve` (seconds), and its tests wait for evaluations.
+pytestmark = pytest.mark.slow
 
 
 def _running_pid(server: Server, task_id: str) -> int:

@@ -7,7 +7,12 @@ import re
 import time
 from collections.abc import Callable
 
+import pytest
+
 from tests.service.conftest import Server, create, finished, wait_for
+
+#: Each module starts a real `ragev serve` (seconds), and its tests wait for evaluations.
+pytestmark = pytest.mark.slow
 
 TASK_ID = re.compile(r"^evaluation_1_\d{13}_[0-9a-f]{8}_(?P<dataset>[A-Za-z0-9_.-]+)$")
 

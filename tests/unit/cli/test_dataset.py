@@ -21,6 +21,7 @@ import pytest
 from pytest_ragev import cli
 from pytest_ragev.core.errors import ConfigError
 from pytest_ragev.dataset import load_dataset, write_dataset
+from tests.unit._cli import run_cli
 
 QUERIES = {i: f"question number {i}?" for i in range(1, 11)}
 CORPUS = {100 + i: f"passage {i} text." for i in range(30)}
@@ -37,17 +38,11 @@ def dataset_dir(tmp_path: Path) -> Path:
     )
 
 
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
 # --- validate / stats / show -------------------------------------------------------------------
 
 
 def test_validate_ok(capsys: pytest.CaptureFixture[str], dataset_dir: Path) -> None:
-    code, out, err = run(capsys, "dataset", "validate", str(dataset_dir))
+    code, out, err = run_cli(capsys, "dataset", "validate", str(dataset_dir))
     assert code == 0 and err == ""
     fingerprint = load_dataset(dataset_dir).fingerprint
     assert out == (
@@ -59,7 +54,7 @@ def test_validate_error_is_one_line_and_exit_2(
     capsys: pytest.CaptureFixture[str], dataset_dir: Path
 ) -> None:
     (dataset_dir / "qas.parquet").unlink()
-    code, out, err = run(capsys, "dataset", "validate", str(dataset_dir))
+    code, out, err = run_cli(capsys, "dataset", "validate", str(dataset_dir))
     assert code == 2 and out == ""
     assert err.startswith("ragev: error: ") and err.count("\n") == 1
     assert "qas.parquet is missing" in err and "Traceback" not in err
@@ -70,20 +65,20 @@ def test_validate_prints_warnings_but_passes(
 ) -> None:
     folder = write_dataset(tmp_path / "w", queries={1: "q", 2: "r"}, corpus={1: "p"},
                            qrels=[(1, 1)])
-    code, out, err = run(capsys, "dataset", "validate", str(folder))
+    code, out, err = run_cli(capsys, "dataset", "validate", str(folder))
     assert code == 0 and out.startswith("ok: ")
     assert "ragev: warning: 1 question without qrels (first: qid 2)" in err
     assert "ragev: warning: 2 questions without a reference answer" in err
 
 
 def test_stats_text_and_json(capsys: pytest.CaptureFixture[str], dataset_dir: Path) -> None:
-    code, out, _ = run(capsys, "dataset", "stats", str(dataset_dir))
+    code, out, _ = run_cli(capsys, "dataset", "stats", str(dataset_dir))
     assert code == 0
     assert "  questions: 10\n" in out
     assert "  avg relevant passages per question: 2.00\n" in out
     assert "  answer coverage: 100.0% (10/10)\n" in out
     assert "  passages referenced by no question: 10\n" in out
-    code, out, _ = run(capsys, "dataset", "stats", str(dataset_dir), "--json")
+    code, out, _ = run_cli(capsys, "dataset", "stats", str(dataset_dir), "--json")
     assert code == 0
     payload = json.loads(out)
     assert payload == {
@@ -100,20 +95,20 @@ def test_stats_text_and_json(capsys: pytest.CaptureFixture[str], dataset_dir: Pa
 
 
 def test_show(capsys: pytest.CaptureFixture[str], dataset_dir: Path) -> None:
-    code, out, _ = run(capsys, "dataset", "show", str(dataset_dir), "-n", "2")
+    code, out, _ = run_cli(capsys, "dataset", "show", str(dataset_dir), "-n", "2")
     assert code == 0
     assert out.count("Question (qid=") == 2
     assert "Question (qid=1):\nquestion number 1?\n" in out
     assert "[pid=101] passage 1 text." in out
     assert "[pid=111, grade 2] passage 11 text." in out
     assert "Answer (aid=501):\nanswer 1." in out
-    code, out, _ = run(capsys, "dataset", "show", str(dataset_dir), "--qid", "7", "--qid", "3")
+    code, out, _ = run_cli(capsys, "dataset", "show", str(dataset_dir), "--qid", "7", "--qid", "3")
     assert code == 0
     assert out.index("qid=7") < out.index("qid=3") and out.count("Question (") == 2
 
 
 def test_show_unknown_qid(capsys: pytest.CaptureFixture[str], dataset_dir: Path) -> None:
-    code, _, err = run(capsys, "dataset", "show", str(dataset_dir), "--qid", "99")
+    code, _, err = run_cli(capsys, "dataset", "show", str(dataset_dir), "--qid", "99")
     assert code == 2
     assert "ragev: error: --qid 99:" in err and "ids run from 1 to 10" in err
 
@@ -122,7 +117,7 @@ def test_show_question_without_qrels_or_answer(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     folder = write_dataset(tmp_path / "g", queries={1: "lonely"}, corpus={1: "p"})
-    code, out, _ = run(capsys, "dataset", "show", str(folder))
+    code, out, _ = run_cli(capsys, "dataset", "show", str(folder))
     assert code == 0
     assert "Relevant passages: none (no qrels)" in out and "Answer: none" in out
 
@@ -136,7 +131,7 @@ def test_sample_is_deterministic_and_complete(
     a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
     outputs = []
     for target, seed in ((a, "3"), (b, "3"), (c, "4")):
-        code, out, _ = run(
+        code, out, _ = run_cli(
             capsys, "dataset", "sample", str(dataset_dir), str(target), "--questions", "5",
             "--seed", seed,
         )
@@ -161,25 +156,25 @@ def test_sample_is_deterministic_and_complete(
 def test_sample_distractor_share_and_errors(
     capsys: pytest.CaptureFixture[str], dataset_dir: Path, tmp_path: Path
 ) -> None:
-    code, _, _ = run(capsys, "dataset", "sample", str(dataset_dir), str(tmp_path / "x"),
-                     "--questions", "10", "--distractors", "0")
+    code, _, _ = run_cli(capsys, "dataset", "sample", str(dataset_dir), str(tmp_path / "x"),
+                         "--questions", "10", "--distractors", "0")
     assert code == 0
     assert load_dataset(tmp_path / "x").stats.unreferenced_passages == 0
-    code, _, err = run(capsys, "dataset", "sample", str(dataset_dir), str(tmp_path / "x"),
-                       "--questions", "2")
+    code, _, err = run_cli(capsys, "dataset", "sample", str(dataset_dir), str(tmp_path / "x"),
+                           "--questions", "2")
     assert code == 2 and "already holds queries.parquet; pass --force" in err
-    code, _, _ = run(capsys, "dataset", "sample", str(dataset_dir), str(tmp_path / "x"),
-                     "--questions", "2", "--force", "--distractors", "5")
+    code, _, _ = run_cli(capsys, "dataset", "sample", str(dataset_dir), str(tmp_path / "x"),
+                         "--questions", "2", "--force", "--distractors", "5")
     assert code == 0
     # 4 relevant passages * 5 = 20 wanted, but only 26 others exist: 20 are added.
     assert load_dataset(tmp_path / "x").stats.unreferenced_passages == 20
-    code, _, err = run(capsys, "dataset", "sample", str(dataset_dir), str(tmp_path / "y"),
-                       "--questions", "11")
+    code, _, err = run_cli(capsys, "dataset", "sample", str(dataset_dir), str(tmp_path / "y"),
+                           "--questions", "11")
     assert code == 2 and "--questions 11 exceeds the 10 questions" in err
-    code, _, err = run(capsys, "dataset", "sample", str(dataset_dir), str(dataset_dir),
-                       "--questions", "1")
+    code, _, err = run_cli(capsys, "dataset", "sample", str(dataset_dir), str(dataset_dir),
+                           "--questions", "1")
     assert code == 2 and "is the source folder" in err
-    code, _, err = run(capsys, "dataset", "sample", str(dataset_dir), str(tmp_path / "z"))
+    code, _, err = run_cli(capsys, "dataset", "sample", str(dataset_dir), str(tmp_path / "z"))
     assert code == 2 and "--questions" in err  # argparse usage error
 
 
@@ -220,8 +215,8 @@ def test_convert_beir_round_trip(
     capsys: pytest.CaptureFixture[str], dataset_dir: Path, tmp_path: Path
 ) -> None:
     beir = _beir_from(dataset_dir, tmp_path / "beir")
-    code, out, err = run(capsys, "dataset", "convert", "--from", "beir", str(beir),
-                         str(tmp_path / "out"))
+    code, out, err = run_cli(capsys, "dataset", "convert", "--from", "beir", str(beir),
+                             str(tmp_path / "out"))
     assert code == 0, err
     assert "10 questions, 30 passages, 10 answers, 20 qrels" in out
     source, converted = load_dataset(dataset_dir), load_dataset(tmp_path / "out")
@@ -230,8 +225,8 @@ def test_convert_beir_round_trip(
     assert dict(converted.corpus) == dict(source.corpus)
     assert not (tmp_path / "out" / "id_map.parquet").exists()
     # The other split holds only the train query.
-    code, out, _ = run(capsys, "dataset", "convert", "--from", "beir", str(beir),
-                       str(tmp_path / "train"), "--split", "train")
+    code, out, _ = run_cli(capsys, "dataset", "convert", "--from", "beir", str(beir),
+                           str(tmp_path / "train"), "--split", "train")
     assert code == 0 and "1 questions, 30 passages, 0 answers, 1 qrels" in out
 
 
@@ -242,8 +237,8 @@ def test_convert_beir_renumbers_string_ids(
     corpus_rows = [json.loads(line) for line in (beir / "corpus.jsonl").read_text().splitlines()]
     corpus_rows[0]["title"] = "A Title"
     _write_jsonl(beir / "corpus.jsonl", corpus_rows)
-    code, out, _ = run(capsys, "dataset", "convert", "--from", "beir", str(beir),
-                       str(tmp_path / "out"))
+    code, out, _ = run_cli(capsys, "dataset", "convert", "--from", "beir", str(beir),
+                           str(tmp_path / "out"))
     assert code == 0 and "renumbered ids of queries, corpus (see id_map.parquet)" in out
     converted = load_dataset(tmp_path / "out")
     assert converted.corpus[1] == "A Title\npassage 0 text."
@@ -261,21 +256,21 @@ def test_convert_beir_errors(
     capsys: pytest.CaptureFixture[str], dataset_dir: Path, tmp_path: Path
 ) -> None:
     beir = _beir_from(dataset_dir, tmp_path / "beir")
-    code, _, err = run(capsys, "dataset", "convert", "--from", "beir", str(beir),
-                       str(tmp_path / "o1"), "--split", "dev")
+    code, _, err = run_cli(capsys, "dataset", "convert", "--from", "beir", str(beir),
+                           str(tmp_path / "o1"), "--split", "dev")
     assert code == 2 and "dev.tsv does not exist (splits found: test, train)" in err
     with (beir / "qrels" / "test.tsv").open("a") as handle:
         handle.write("1\t777\t1\n")
-    code, _, err = run(capsys, "dataset", "convert", "--from", "beir", str(beir),
-                       str(tmp_path / "o2"))
+    code, _, err = run_cli(capsys, "dataset", "convert", "--from", "beir", str(beir),
+                           str(tmp_path / "o2"))
     assert code == 2
     assert "test.tsv line 22: corpus-id '777' is not in corpus.jsonl" in err
     (beir / "corpus.jsonl").write_text('{"_id": "1", "text": "ok"}\n{"_id": 2, "text": \n')
-    code, _, err = run(capsys, "dataset", "convert", "--from", "beir", str(beir),
-                       str(tmp_path / "o3"))
+    code, _, err = run_cli(capsys, "dataset", "convert", "--from", "beir", str(beir),
+                           str(tmp_path / "o3"))
     assert code == 2 and "corpus.jsonl line 2: not valid JSON" in err
-    code, _, err = run(capsys, "dataset", "convert", "--from", "beir", str(beir),
-                       str(tmp_path / "o4"), "--corpus", "x.jsonl")
+    code, _, err = run_cli(capsys, "dataset", "convert", "--from", "beir", str(beir),
+                           str(tmp_path / "o4"), "--corpus", "x.jsonl")
     assert code == 2 and "--corpus is for --from jsonl" in err
 
 
@@ -293,8 +288,8 @@ def test_convert_jsonl_round_trip(
             for p in source.pairs
         ],
     )
-    code, out, err = run(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
-                         str(tmp_path / "out"))
+    code, out, err = run_cli(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
+                             str(tmp_path / "out"))
     assert code == 0, err
     assert "10 questions, 20 passages, 10 answers, 20 qrels" in out
     converted = load_dataset(tmp_path / "out")
@@ -318,8 +313,8 @@ def test_convert_jsonl_with_corpus_and_passage_ids(
             {"question": "Both?", "passage_ids": ["9"], "passages": ["A new passage."]},
         ],
     )
-    code, _, err = run(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
-                       str(tmp_path / "out"), "--corpus", str(corpus))
+    code, _, err = run_cli(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
+                           str(tmp_path / "out"), "--corpus", str(corpus))
     assert code == 0, err
     assert "2 questions without a reference answer" in err  # the warning of the load check
     ds = load_dataset(tmp_path / "out")
@@ -350,8 +345,8 @@ def test_convert_jsonl_errors(
 ) -> None:
     qa_file = tmp_path / "qa.jsonl"
     qa_file.write_text("\n".join(lines) + "\n")
-    code, _, err = run(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
-                       str(tmp_path / "out"))
+    code, _, err = run_cli(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
+                           str(tmp_path / "out"))
     assert code == 2 and err.count("\n") == 1
     assert expected in err, err
 
@@ -360,13 +355,13 @@ def test_convert_jsonl_errors(
 
 
 def test_usage_errors_and_help(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(capsys)
+    code, _, err = run_cli(capsys)
     assert code == 2 and "usage: ragev" in err
-    code, _, err = run(capsys, "dataset")
+    code, _, err = run_cli(capsys, "dataset")
     assert code == 2 and "validate" in err and "convert" in err
-    code, out, _ = run(capsys, "--help")
+    code, out, _ = run_cli(capsys, "--help")
     assert code == 0 and "dataset" in out
-    code, _, err = run(capsys, "nosuchgroup")
+    code, _, err = run_cli(capsys, "nosuchgroup")
     assert code == 2 and "invalid choice" in err
 
 
@@ -385,11 +380,11 @@ def test_register_group(capsys: pytest.CaptureFixture[str]) -> None:
 
     cli.register_group("demo", help="a demo group", configure=configure)
     try:
-        code, _, _ = run(capsys, "demo", "hello")
+        code, _, _ = run_cli(capsys, "demo", "hello")
         assert code == 5 and seen and not seen[0].fail
-        code, _, err = run(capsys, "demo", "hello", "--fail")
+        code, _, err = run_cli(capsys, "demo", "hello", "--fail")
         assert code == 2 and err == "ragev: error: bad [report] key 'x'; remove it\n"
-        code, out, _ = run(capsys, "--help")
+        code, out, _ = run_cli(capsys, "--help")
         assert "demo" in out and "a demo group" in out
     finally:
         cli._GROUPS.pop("demo")
@@ -400,7 +395,7 @@ def test_register_group_by_module_name(capsys: pytest.CaptureFixture[str]) -> No
         "lazy", help="lazily imported", configure="pytest_ragev.cli.dataset:configure"
     )
     try:
-        code, _, err = run(capsys, "lazy", "validate", "/does/not/exist")
+        code, _, err = run_cli(capsys, "lazy", "validate", "/does/not/exist")
         assert code == 2 and "does not exist" in err
     finally:
         cli._GROUPS.pop("lazy")
@@ -477,7 +472,7 @@ def test_validate_invalid_utf8_is_one_line(
     texts[4] = "Frage über Straßen?".encode("cp1252")
     pq.write_table(pa.table({"id": list(QUERIES), "text": pa.array(texts, pa.binary())
                              .view(pa.string())}), dataset_dir / "queries.parquet")
-    _only_error(*run(capsys, "dataset", "validate", str(dataset_dir)),
+    _only_error(*run_cli(capsys, "dataset", "validate", str(dataset_dir)),
                 "queries.parquet: column 'text' row 4 (byte 0xfc at byte 6) is not valid UTF-8")
 
 
@@ -485,8 +480,8 @@ def test_sample_negative_seed_is_one_line_before_loading(
     capsys: pytest.CaptureFixture[str], dataset_dir: Path, tmp_path: Path
 ) -> None:
     out_dir = tmp_path / "out"
-    code, out, err = run(capsys, "dataset", "sample", str(dataset_dir), str(out_dir),
-                         "--questions", "2", "--seed", "-1")
+    code, out, err = run_cli(capsys, "dataset", "sample", str(dataset_dir), str(out_dir),
+                             "--questions", "2", "--seed", "-1")
     _only_error(code, out, err, "--seed must be 0 or more, got -1")
     assert not out_dir.exists()
     _no_staging_left(tmp_path)
@@ -499,8 +494,8 @@ def test_convert_jsonl_that_is_not_utf8(capsys: pytest.CaptureFixture[str], tmp_
         + '{"question": "Qui a écrit Candide ?", "passages": ["Voltaire."]}\n'.encode("latin-1")
     )
     out_dir = tmp_path / "out"
-    code, out, err = run(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
-                         str(out_dir))
+    code, out, err = run_cli(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
+                             str(out_dir))
     _only_error(code, out, err, f"{qa_file} line 2: not valid UTF-8 (byte 0xe9 at column 21)")
     assert not out_dir.exists()
     _no_staging_left(tmp_path)
@@ -511,8 +506,8 @@ def test_convert_beir_qrels_that_are_not_utf8(
 ) -> None:
     beir = _beir_from(dataset_dir, tmp_path / "beir")
     (beir / "qrels" / "test.tsv").write_bytes(b"query-id\tcorpus-id\tscore\n1\t100\t1\n\xff\n")
-    _only_error(*run(capsys, "dataset", "convert", "--from", "beir", str(beir),
-                     str(tmp_path / "out")), "qrels/test.tsv line 3: not valid UTF-8")
+    _only_error(*run_cli(capsys, "dataset", "convert", "--from", "beir", str(beir),
+                         str(tmp_path / "out")), "qrels/test.tsv line 3: not valid UTF-8")
 
 
 def test_convert_reads_a_byte_order_mark(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -520,8 +515,8 @@ def test_convert_reads_a_byte_order_mark(capsys: pytest.CaptureFixture[str], tmp
     qa_file.write_bytes(b"\xef\xbb\xbf" + json.dumps(
         {"question": "谁写了《红楼梦》？", "passages": ["曹雪芹写了《红楼梦》。"]},
         ensure_ascii=False).encode() + b"\r\n")
-    code, _, err = run(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
-                       str(tmp_path / "out"))
+    code, _, err = run_cli(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
+                           str(tmp_path / "out"))
     assert code == 0, err
     assert load_dataset(tmp_path / "out").pairs[0].question == "谁写了《红楼梦》？"
 
@@ -534,8 +529,8 @@ def test_convert_jsonl_nested_100k_deep(
 ) -> None:
     qa_file = tmp_path / "deep.jsonl"
     qa_file.write_text('{"question": "q", "passages": ["p"]}\n' + line + "\n", encoding="utf-8")
-    _only_error(*run(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
-                     str(tmp_path / "out")), f"{qa_file} line 2: nested too deeply to read")
+    _only_error(*run_cli(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
+                         str(tmp_path / "out")), f"{qa_file} line 2: nested too deeply to read")
     assert not (tmp_path / "out").exists()
 
 
@@ -544,7 +539,7 @@ def test_destination_in_a_read_only_folder(
 ) -> None:
     for argv in (["sample", str(dataset_dir), str(read_only_dir / "out"), "--questions", "2"],
                  ["sample", str(dataset_dir), str(read_only_dir / "a" / "b"), "--questions", "2"]):
-        code, out, err = run(capsys, "dataset", *argv)
+        code, out, err = run_cli(capsys, "dataset", *argv)
         err = "\n".join(line for line in err.splitlines(keepends=True)
                         if not line.startswith("ragev: warning:"))
         _only_error(code, out, err, f"creating a folder in {read_only_dir} failed",
@@ -557,8 +552,8 @@ def test_destination_under_a_file(
 ) -> None:
     qa_file = tmp_path / "qa.jsonl"
     qa_file.write_text('{"question": "Как дела?", "passages": ["Хорошо."]}\n', encoding="utf-8")
-    _only_error(*run(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
-                     str(qa_file / "out")), f"{qa_file} is a file, not a folder")
+    _only_error(*run_cli(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
+                         str(qa_file / "out")), f"{qa_file} is a file, not a folder")
 
 
 def test_read_only_destination_keeps_its_files(
@@ -568,8 +563,8 @@ def test_read_only_destination_keeps_its_files(
                             qrels=[(1, 1)])
     before = {path.name: path.read_bytes() for path in out_dir.iterdir()}
     with read_only(out_dir):
-        code, out, err = run(capsys, "dataset", "sample", str(dataset_dir), str(out_dir),
-                             "--questions", "2", "--force")
+        code, out, err = run_cli(capsys, "dataset", "sample", str(dataset_dir), str(out_dir),
+                                 "--questions", "2", "--force")
     err = "".join(line for line in err.splitlines(keepends=True)
                   if not line.startswith("ragev: warning:"))
     _only_error(code, out, err, f"cannot write {out_dir} (", "nothing was written")
@@ -596,8 +591,8 @@ def test_a_rename_failing_part_way_puts_the_old_files_back(
         real_replace(source, target)
 
     monkeypatch.setattr(os, "replace", flaky)
-    code, out, err = run(capsys, "dataset", "sample", str(dataset_dir), str(out_dir),
-                         "--questions", "2", "--force")
+    code, out, err = run_cli(capsys, "dataset", "sample", str(dataset_dir), str(out_dir),
+                             "--questions", "2", "--force")
     monkeypatch.undo()
     err = "".join(line for line in err.splitlines(keepends=True)
                   if not line.startswith("ragev: warning:"))

@@ -8,16 +8,15 @@ from typing import Any
 import pytest
 
 from pytest_ragev import PipelineError
-from pytest_ragev.clients import ENDPOINT_KEYS, ChatCompletions, EndpointConfig, _retry
+from pytest_ragev.clients import ENDPOINT_KEYS, ChatCompletions, EndpointConfig
 from pytest_ragev.core.tables import Table
 from tests._remote_server import Reply, ScriptedServer
 
 VERDICT = {"score": 4, "reason": "Die Antwort nennt 330 Meter, wie die Referenz."}
 
 
-@pytest.fixture(autouse=True)
-def no_sleep(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_retry, "_sleep", lambda seconds: None)
+#: The retries' waits are recorded, not slept through (``waits`` in tests/unit/conftest.py).
+pytestmark = pytest.mark.usefixtures("waits")
 
 
 def judge(server: ScriptedServer, **keys: Any) -> ChatCompletions:

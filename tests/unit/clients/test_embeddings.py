@@ -13,20 +13,13 @@ import numpy as np
 import pytest
 
 from pytest_ragev import ConfigError, PipelineError
-from pytest_ragev.clients import EmbeddingClient, EmbeddingConfig, _retry
+from pytest_ragev.clients import EmbeddingClient, EmbeddingConfig
 from tests._remote_server import MODEL_DIMENSIONS, ModelServer, Reply, ScriptedServer, model_vector
 
 CANARY = "sk-embed-93be-never-print"
 TEXTS = ["Der Eiffelturm ist 330 Meter hoch.", "埃菲尔铁塔高三百三十米。",
          "Эйфелева башня высотой 330 метров.", "エッフェル塔の高さは330メートルです。",
          "에펠탑의 높이는 330미터입니다.", "The Eiffel Tower is 330 metres tall."]
-
-
-@pytest.fixture
-def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    recorded: list[float] = []
-    monkeypatch.setattr(_retry, "_sleep", recorded.append)
-    return recorded
 
 
 def client(url: str, **keys: Any) -> EmbeddingClient:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pytest_ragev import ConfigError, PipelineError
-from pytest_ragev.clients import ENDPOINT_KEYS, EndpointClient, EndpointConfig, _retry
+from pytest_ragev.clients import ENDPOINT_KEYS, EndpointClient, EndpointConfig
 from pytest_ragev.core.tables import Table
 from tests._remote_server import Reply, ScriptedServer
 
@@ -19,11 +19,8 @@ CANARY = "sk-endpoint-5d1e-never-print"
 LABELS = ["[pipeline.chat]", "[judge]", "[pipeline.embedding]", "[pipeline.rerank]"]
 
 
-@pytest.fixture(autouse=True)
-def no_sleep(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    waits: list[float] = []
-    monkeypatch.setattr(_retry, "_sleep", waits.append)
-    return waits
+#: The retries' waits are recorded, not slept through (``waits`` in tests/unit/conftest.py).
+pytestmark = pytest.mark.usefixtures("waits")
 
 
 def config(label: str, **table: Any) -> EndpointConfig:
@@ -103,13 +100,13 @@ def test_post_sends_the_key_from_the_environment_and_names_the_table(
 
 
 def test_retries_429_with_retry_after_then_opens_the_breaker(
-    server: ScriptedServer, no_sleep: list[float]
+    server: ScriptedServer, waits: list[float]
 ) -> None:
     server.script.append(Reply(429, {"error": "slow down"}, {"Retry-After": "3"}))
     server.script.append(Reply(200, {"data": []}))
     client = EndpointClient(config("[pipeline.rerank]", base_url=server.url, model="bge-reranker",
                                    max_retries=1, max_consecutive_failures=2))
-    assert client.post("rerank", {}).attempts == 2 and no_sleep == [3.0]
+    assert client.post("rerank", {}).attempts == 2 and waits == [3.0]
     server.default = lambda seen: Reply(500, {"error": "kaputt"})
     for _ in range(2):
         with pytest.raises(PipelineError, match=r"failed after 2 attempt\(s\), last: HTTP 500: kaputt"):

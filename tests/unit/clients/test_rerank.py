@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from pytest_ragev import ConfigError, PipelineError
-from pytest_ragev.clients import RerankClient, RerankConfig, _retry
+from pytest_ragev.clients import RerankClient, RerankConfig
 from tests._remote_server import ModelServer, Reply, ScriptedServer, rerank_score
 
 QUERY = "Wie hoch ist der Eiffelturm?"
@@ -15,9 +15,8 @@ DOCUMENTS = ["Der Eiffelturm ist 330 Meter hoch.", "埃菲尔铁塔在巴黎。"
              "Wie hoch ist der Berliner Fernsehturm?", "Der Eiffelturm steht in Paris."]
 
 
-@pytest.fixture(autouse=True)
-def no_sleep(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_retry, "_sleep", lambda seconds: None)
+#: The retries' waits are recorded, not slept through (``waits`` in tests/unit/conftest.py).
+pytestmark = pytest.mark.usefixtures("waits")
 
 
 def client(url: str, **keys: Any) -> RerankClient:

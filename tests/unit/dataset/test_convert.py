@@ -15,21 +15,15 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from pytest_ragev import cli
 from pytest_ragev.core.errors import DatasetError
 from pytest_ragev.dataset import DATASET_FILES, load_dataset, write_dataset
 from pytest_ragev.dataset import convert as _dataset_tools
 from pytest_ragev.dataset.convert import _IdMap
+from tests.unit._cli import run_cli
 
 _NUMBERISH_IDS = st.tuples(st.sampled_from(["", "+", "-", " "]), st.integers(0, 30)).map(
     lambda parts: f"{parts[0]}{parts[1]}"
 )
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def _jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
@@ -81,7 +75,8 @@ def test_beir_duplicate_qrels_line_fails_naming_file_and_line(
 ) -> None:
     beir = _beir(tmp_path / "beir", qrels="query-id\tcorpus-id\tscore\n1\t1\t1\n2\t2\t1\n1\t1\t1\n")
     out_dir = tmp_path / "out"
-    code, out, err = run(capsys, "dataset", "convert", "--from", "beir", str(beir), str(out_dir))
+    code, out, err = run_cli(capsys, "dataset", "convert", "--from", "beir",
+                             str(beir), str(out_dir))
     _assert_failed_cleanly(
         code, out, err, tmp_path, out_dir,
         "qrels/test.tsv line 4: query-id '1' and corpus-id '1' are judged twice "
@@ -98,8 +93,8 @@ def test_beir_integer_ids_that_collide_are_renumbered(
         queries=[{"_id": 1, "text": "Which agent?"}],
         qrels="1\t007\t1\n",
     )
-    code, out, err = run(capsys, "dataset", "convert", "--from", "beir", str(beir),
-                         str(tmp_path / "out"))
+    code, out, err = run_cli(capsys, "dataset", "convert", "--from", "beir", str(beir),
+                             str(tmp_path / "out"))
     assert code == 0, err
     assert "renumbered ids of corpus (see id_map.parquet)" in out
     ds = load_dataset(tmp_path / "out")
@@ -122,8 +117,8 @@ def test_beir_negative_passage_ids_are_renumbered_so_the_output_loads(
         queries=[{"_id": "-1", "text": "Сколько?"}],
         qrels="-1\t-3\t1\n",
     )
-    code, out, err = run(capsys, "dataset", "convert", "--from", "beir", str(beir),
-                         str(tmp_path / "out"))
+    code, out, err = run_cli(capsys, "dataset", "convert", "--from", "beir", str(beir),
+                             str(tmp_path / "out"))
     assert code == 0, err
     assert "renumbered ids of corpus (see id_map.parquet)" in out
     ds = load_dataset(tmp_path / "out")
@@ -143,8 +138,8 @@ def test_jsonl_ragas_keys_are_reported_not_ignored(
         {"question": "Who?", "contexts": ["Somebody did."], "ground_truth": "Somebody."},
     ])
     out_dir = tmp_path / "out"
-    code, out, err = run(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
-                         str(out_dir))
+    code, out, err = run_cli(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
+                             str(out_dir))
     _assert_failed_cleanly(
         code, out, err, tmp_path, out_dir,
         "qa.jsonl line 1: unknown key 'contexts' (known keys: id, question, answer, passages, "
@@ -152,8 +147,8 @@ def test_jsonl_ragas_keys_are_reported_not_ignored(
     )
     qa_file.write_text(json.dumps({"question": "Who?", "passages": ["Somebody did."],
                                    "ground_truth": "Somebody."}) + "\n")
-    code, out, err = run(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
-                         str(out_dir))
+    code, out, err = run_cli(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
+                             str(out_dir))
     _assert_failed_cleanly(code, out, err, tmp_path, out_dir, "unknown key 'ground_truth'",
                            "rename it to 'answer'")
 
@@ -163,8 +158,8 @@ def test_jsonl_without_any_passage_names_the_source(
 ) -> None:
     qa_file = _jsonl(tmp_path / "qa.jsonl", [{"question": "Who?", "answer": "Me."}])
     out_dir = tmp_path / "out"
-    code, out, err = run(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
-                         str(out_dir))
+    code, out, err = run_cli(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
+                             str(out_dir))
     _assert_failed_cleanly(code, out, err, tmp_path, out_dir,
                            f"{qa_file}: no line lists relevant passages")
     assert "corpus.parquet" not in err
@@ -182,7 +177,8 @@ def test_output_that_does_not_load_is_not_written(
     monkeypatch.setattr(_dataset_tools, "convert_beir", broken)
     beir = _beir(tmp_path / "beir")
     out_dir = tmp_path / "deep" / "er" / "out"
-    code, out, err = run(capsys, "dataset", "convert", "--from", "beir", str(beir), str(out_dir))
+    code, out, err = run_cli(capsys, "dataset", "convert", "--from", "beir",
+                             str(beir), str(out_dir))
     assert code == 2
     assert "nothing was written" in err
     assert f"{out_dir}/qrels.parquet: columns 'qid','pid' hold the pair (1, 1) twice" in err
@@ -196,11 +192,11 @@ def test_failed_conversion_leaves_an_existing_dataset_untouched(
 ) -> None:
     beir = _beir(tmp_path / "beir")
     out_dir = tmp_path / "out"
-    assert run(capsys, "dataset", "convert", "--from", "beir", str(beir), str(out_dir))[0] == 0
+    assert run_cli(capsys, "dataset", "convert", "--from", "beir", str(beir), str(out_dir))[0] == 0
     before = {name: (out_dir / name).read_bytes() for name in DATASET_FILES}
     (beir / "qrels" / "test.tsv").write_text("1\t1\t1\n1\t99\t1\n")
-    code, out, err = run(capsys, "dataset", "convert", "--from", "beir", str(beir),
-                         str(out_dir), "--force")
+    code, out, err = run_cli(capsys, "dataset", "convert", "--from", "beir", str(beir),
+                             str(out_dir), "--force")
     assert code == 2 and "line 2: corpus-id '99' is not in corpus.jsonl" in err
     assert "wrote" not in out
     assert {name: (out_dir / name).read_bytes() for name in DATASET_FILES} == before
@@ -214,13 +210,14 @@ def test_force_removes_a_stale_id_map(capsys: pytest.CaptureFixture[str], tmp_pa
         corpus=[{"_id": "doc-a", "text": "A."}, {"_id": "doc-b", "text": "B."}],
         qrels="1\tdoc-a\t1\n2\tdoc-b\t1\n",
     )
-    code, _, _ = run(capsys, "dataset", "convert", "--from", "beir", str(named), str(out_dir))
+    code, _, _ = run_cli(capsys, "dataset", "convert", "--from", "beir", str(named), str(out_dir))
     assert code == 0 and (out_dir / "id_map.parquet").exists()
     numbered = _beir(tmp_path / "numbered")
-    code, _, err = run(capsys, "dataset", "convert", "--from", "beir", str(numbered), str(out_dir))
+    code, _, err = run_cli(capsys, "dataset", "convert", "--from", "beir",
+                           str(numbered), str(out_dir))
     assert code == 2 and "already holds queries.parquet" in err
-    code, _, err = run(capsys, "dataset", "convert", "--from", "beir", str(numbered),
-                         str(out_dir), "--force")
+    code, _, err = run_cli(capsys, "dataset", "convert", "--from", "beir", str(numbered),
+                           str(out_dir), "--force")
     assert code == 0, err
     assert not (out_dir / "id_map.parquet").exists()
     assert sorted(path.name for path in out_dir.iterdir()) == sorted(DATASET_FILES)
@@ -232,8 +229,8 @@ def test_an_id_map_alone_needs_force(capsys: pytest.CaptureFixture[str], tmp_pat
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     (out_dir / "id_map.parquet").write_bytes(b"old")
-    code, _, err = run(capsys, "dataset", "convert", "--from", "beir",
-                       str(_beir(tmp_path / "beir")), str(out_dir))
+    code, _, err = run_cli(capsys, "dataset", "convert", "--from", "beir",
+                           str(_beir(tmp_path / "beir")), str(out_dir))
     assert code == 2 and "already holds id_map.parquet" in err
     assert (out_dir / "id_map.parquet").read_bytes() == b"old"
 
@@ -243,10 +240,11 @@ def test_sample_writes_through_a_staging_folder_too(
 ) -> None:
     source = _beir(tmp_path / "beir")
     out_dir = tmp_path / "out"
-    assert run(capsys, "dataset", "convert", "--from", "beir", str(source), str(out_dir))[0] == 0
+    assert run_cli(capsys, "dataset", "convert", "--from", "beir",
+                   str(source), str(out_dir))[0] == 0
     sample_dir = tmp_path / "new" / "sample"
-    code, out, err = run(capsys, "dataset", "sample", str(out_dir), str(sample_dir),
-                         "--questions", "1")
+    code, out, err = run_cli(capsys, "dataset", "sample", str(out_dir), str(sample_dir),
+                             "--questions", "1")
     assert code == 0, err
     assert out.startswith(f"wrote {sample_dir}: 1 questions")
     assert len(load_dataset(sample_dir).pairs) == 1
@@ -264,7 +262,8 @@ def test_beir_duplicate_string_id_names_file_and_second_line(
             {"_id": "x-1", "text": "again"}]
     beir = _beir(tmp_path / "beir", **{file.split(".")[0]: rows}, qrels="x-1\tx-2\t1\n")
     out_dir = tmp_path / "out"
-    code, out, err = run(capsys, "dataset", "convert", "--from", "beir", str(beir), str(out_dir))
+    code, out, err = run_cli(capsys, "dataset", "convert", "--from", "beir",
+                             str(beir), str(out_dir))
     noun = "passage" if file == "corpus.jsonl" else "query"
     _assert_failed_cleanly(
         code, out, err, tmp_path, out_dir,
@@ -346,8 +345,8 @@ def test_jsonl_string_ids_are_renumbered_with_an_id_map(
         {"id": "q2", "question": "Where is Rome?", "passage_ids": ["doc-2"],
          "passages": ["Rome is the capital of Italy."]},
     ])
-    code, out, err = run(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
-                         str(tmp_path / "out"), "--corpus", str(corpus))
+    code, out, err = run_cli(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
+                             str(tmp_path / "out"), "--corpus", str(corpus))
     assert code == 0, err
     assert "2 questions, 4 passages, 1 answers, 3 qrels" in out
     assert "renumbered ids of queries, corpus (see id_map.parquet)" in out
@@ -369,8 +368,8 @@ def test_jsonl_integer_ids_are_kept(capsys: pytest.CaptureFixture[str], tmp_path
         {"id": 40, "question": "A?", "passages": ["a"]},
         {"id": "41", "question": "B?", "passages": ["b"]},
     ])
-    code, out, err = run(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
-                         str(tmp_path / "out"))
+    code, out, err = run_cli(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
+                             str(tmp_path / "out"))
     assert code == 0, err
     assert "renumbered" not in out and not (tmp_path / "out" / "id_map.parquet").exists()
     assert [pair.qid for pair in load_dataset(tmp_path / "out").pairs] == [40, 41]
@@ -426,23 +425,23 @@ def test_wrong_kind_of_source_says_what_to_pass(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     qa_file = _jsonl(tmp_path / "qa.jsonl", [{"question": "?", "passages": ["p"]}])
-    code, _, err = run(capsys, "dataset", "convert", "--from", "beir", str(qa_file),
-                       str(tmp_path / "o"))
+    code, _, err = run_cli(capsys, "dataset", "convert", "--from", "beir", str(qa_file),
+                           str(tmp_path / "o"))
     assert code == 2
     assert f"{qa_file} is a file; --from beir takes a BEIR folder" in err
     assert "use --from jsonl" in err and "does not exist" not in err
     beir = _beir(tmp_path / "beir")
-    code, _, err = run(capsys, "dataset", "convert", "--from", "jsonl", str(beir),
-                       str(tmp_path / "o"))
+    code, _, err = run_cli(capsys, "dataset", "convert", "--from", "jsonl", str(beir),
+                           str(tmp_path / "o"))
     assert code == 2
     assert f"{beir} is a folder; --from jsonl takes a JSONL QA file" in err
     assert "it looks like a BEIR folder: use --from beir" in err and "does not exist" not in err
-    code, _, err = run(capsys, "dataset", "convert", "--from", "beir", str(tmp_path / "none"),
-                       str(tmp_path / "o"))
+    code, _, err = run_cli(capsys, "dataset", "convert", "--from", "beir", str(tmp_path / "none"),
+                           str(tmp_path / "o"))
     assert code == 2 and "BEIR folder" in err and "does not exist" in err
     (beir / "queries.jsonl").unlink()
-    code, _, err = run(capsys, "dataset", "convert", "--from", "beir", str(beir),
-                       str(tmp_path / "o"))
+    code, _, err = run_cli(capsys, "dataset", "convert", "--from", "beir", str(beir),
+                           str(tmp_path / "o"))
     assert code == 2 and "queries.jsonl is missing; a BEIR folder holds" in err
     assert not (tmp_path / "o").exists()
 
@@ -456,15 +455,15 @@ def test_blank_answers_count_as_no_answer_in_both_converters(
         {"question": "C?", "answer": "  ", "passages": ["c"]},
         {"question": "D?", "answer": None, "passages": ["d"]},
     ])
-    code, out, err = run(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
-                         str(tmp_path / "from-jsonl"))
+    code, out, err = run_cli(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
+                             str(tmp_path / "from-jsonl"))
     assert code == 0 and "4 questions, 4 passages, 1 answers" in out
     assert "3 questions without a reference answer (first: qid 2)" in err
     beir = _beir(tmp_path / "beir", queries=[
         {"_id": "1", "text": "A?", "answer": "Yes."}, {"_id": "2", "text": "B?", "answer": ""},
     ])
-    code, out, err = run(capsys, "dataset", "convert", "--from", "beir", str(beir),
-                         str(tmp_path / "from-beir"))
+    code, out, err = run_cli(capsys, "dataset", "convert", "--from", "beir", str(beir),
+                             str(tmp_path / "from-beir"))
     assert code == 0 and "2 questions, 3 passages, 1 answers" in out
     for folder in ("from-jsonl", "from-beir"):
         ds = load_dataset(tmp_path / folder)
@@ -482,8 +481,8 @@ def test_jsonl_metadata_keys_are_left_out_with_a_warning_and_category_becomes_a_
         {"question": "长城有多长？", "answer": "两万公里。", "passages": ["长城很长。"]},
     ])
     out_dir = tmp_path / "out"
-    code, out, err = run(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
-                         str(out_dir))
+    code, out, err = run_cli(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
+                             str(out_dir))
     assert code == 0, err
     assert out.startswith(f"wrote {out_dir}: 3 questions")
     assert err.strip() == (

@@ -9,7 +9,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 
+
+@pytest.mark.slow
 def test_metrics_and_bm25_share_one_jieba_with_its_cache_in_the_user_cache(
     tmp_path: Path,
 ) -> None:

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from pytest_ragev.core.errors import ConfigError
-from pytest_ragev.core.types import Chunk, PipelineSettings, QAPair
-from pytest_ragev.pipelines import build_pipeline
+from pytest_ragev.core.types import Chunk
+from tests.unit.pipelines.builtin._builtin import case, kb_of, pipeline
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -97,17 +97,9 @@ def own_score(model: Any, tokenizer: Any, question: str, text: str) -> float:
     return float(torch.sigmoid(logits[0, 0]))
 
 
-def pipeline(tmp_path: Path, **options: Any) -> Any:
-    settings = PipelineSettings(name="builtin", options={"embedding_top_k": 10, **options},
-                                base_dir=tmp_path)
-    return build_pipeline(settings, source=tmp_path / "ragev.toml")
-
-
 def answer(tmp_path: Path, **options: Any) -> list[Chunk]:
-    pipe = pipeline(tmp_path, **options)
-    kb = pipe.build_knowledge_base(CORPUS, fingerprint="f" * 64)
-    case = QAPair(qid=1, question=QUESTION, pids=(), passages=(), aid=None, answer=None)
-    retrieved = pipe.answer(case, kb).retrieved
+    pipe = pipeline(tmp_path, **{"embedding_top_k": 10, **options})
+    retrieved = pipe.answer(case(QUESTION), kb_of(pipe, CORPUS)).retrieved
     pipe.close()
     assert retrieved is not None
     return list(retrieved)

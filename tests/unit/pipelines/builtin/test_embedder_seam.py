@@ -16,9 +16,8 @@ import pytest
 
 import pytest_ragev.pipelines.builtin.models as models
 from pytest_ragev.core.errors import ConfigError
-from pytest_ragev.core.types import PipelineSettings, QAPair
-from pytest_ragev.pipelines import build_pipeline
 from pytest_ragev.pipelines.builtin import HashingEmbedder
+from tests.unit.pipelines.builtin._builtin import case, pipeline
 
 CORPUS = {
     1: "The night train to Vienna leaves at ten.",
@@ -43,15 +42,6 @@ class Recorder:
     def encode_passages(self, texts: Sequence[str]) -> Any:
         self.passages += texts
         return self._hashing.encode(texts)
-
-
-def pipeline(tmp_path: Path, **options: Any) -> Any:
-    settings = PipelineSettings(name="builtin", options=options, base_dir=tmp_path)
-    return build_pipeline(settings, source=tmp_path / "ragev.toml")
-
-
-def case(question: str) -> QAPair:
-    return QAPair(qid=1, question=question, pids=(), passages=(), aid=None, answer=None)
 
 
 def test_passages_and_questions_go_through_their_own_entry_point(tmp_path: Path) -> None:

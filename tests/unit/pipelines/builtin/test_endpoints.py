@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_ragev.clients import _retry
 from pytest_ragev.core.errors import ConfigError, PipelineError
 from pytest_ragev.core.types import PipelineSettings, QAPair
 from pytest_ragev.pipelines import build_pipeline, is_io_bound
@@ -31,9 +30,8 @@ CORPUS = {
 }
 
 
-@pytest.fixture(autouse=True)
-def no_sleep(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_retry, "_sleep", lambda seconds: None)
+#: The retries' waits are recorded, not slept through (``waits`` in tests/unit/conftest.py).
+pytestmark = pytest.mark.usefixtures("waits")
 
 
 def case(question: str, qid: int = 1) -> QAPair:

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_ragev.core.types import PipelineSettings, QAPair
-from pytest_ragev.pipelines import build_pipeline
-from pytest_ragev.pipelines.builtin import KnowledgeBase, lexical_rerank, reciprocal_rank_fusion
+from pytest_ragev.pipelines.builtin import lexical_rerank, reciprocal_rank_fusion
 from pytest_ragev.pipelines.builtin import vectors as vector_search
 from pytest_ragev.pipelines.builtin.pipeline import _Hit
+from tests.unit.pipelines.builtin._builtin import case, kb_of, pipeline
 
 CORPUS = {
     1: "How do I install a package? Use apt install with the package name.",
@@ -24,19 +20,6 @@ CORPUS = {
     5: "如何安装软件包？使用 apt install 加上软件包的名字。",
     6: "Как удалить пакет? Используйте apt remove.",
 }
-
-
-def pipeline(**options: Any) -> Any:
-    return build_pipeline(PipelineSettings(name="builtin", options=options, base_dir=Path.cwd()),
-                          source="ragev.toml")
-
-
-def kb_of(pipe: Any) -> KnowledgeBase:
-    return pipe.build_knowledge_base(CORPUS, fingerprint="f" * 64)  # type: ignore[no-any-return]
-
-
-def case(question: str) -> QAPair:
-    return QAPair(qid=1, question=question, pids=(), passages=(), aid=None, answer=None)
 
 
 def test_hybrid_asks_each_list_for_the_fusion_pool(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -92,7 +75,7 @@ def test_lexical_rerank_returns_none_when_it_cannot_score() -> None:
 
 def test_the_reranker_never_reorders_when_it_cannot_score() -> None:
     plain = pipeline(retrieval="vector", embedding_model="hashing")
-    kb = kb_of(plain)
+    kb = kb_of(plain, CORPUS)
     reranked = pipeline(retrieval="vector", embedding_model="hashing", rerank_model="lexical",
                         rerank_top_k=2)
     # No word of this question occurs in the corpus: every idf weight is 0.
@@ -104,7 +87,7 @@ def test_the_reranker_never_reorders_when_it_cannot_score() -> None:
 
 def test_the_reranker_keeps_retrieval_order_among_equal_scores() -> None:
     pipe = pipeline(rerank_model="lexical", rerank_top_k=3)
-    kb = kb_of(pipe)
+    kb = kb_of(pipe, CORPUS)
     # Chunks 0, 2 and 3 (passages 1, 3, 4) all lack "purge"; chunk 1 has it.
     hits = [_Hit(3, 0.9), _Hit(0, 0.8), _Hit(1, 0.7), _Hit(2, 0.6)]
     order = [hit.chunk for hit in pipe.rerank(kb, "purge", hits)]
@@ -113,7 +96,7 @@ def test_the_reranker_keeps_retrieval_order_among_equal_scores() -> None:
 
 def test_idf_weighting_puts_the_rare_word_first_on_a_real_kb() -> None:
     pipe = pipeline(rerank_model="lexical", embedding_top_k=6, rerank_top_k=6)
-    kb = kb_of(pipe)
+    kb = kb_of(pipe, CORPUS)
     answer = pipe.answer(case("How do I purge a package?"), kb)
     assert answer.retrieved[0].passage_id == 2
 

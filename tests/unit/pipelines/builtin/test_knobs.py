@@ -8,18 +8,14 @@ in for a model.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_ragev.core.types import PipelineSettings, QAPair
-from pytest_ragev.pipelines import build_pipeline
-from pytest_ragev.pipelines.builtin import KnowledgeBase
 from pytest_ragev.pipelines.builtin.config import unread_knobs
 from pytest_ragev.pipelines.builtin.pipeline import _Hit
-from tests._remote_server import Reply, ScriptedServer, serve
+from tests._remote_server import Reply, ScriptedServer
+from tests.unit.pipelines.builtin._builtin import case, kb_of, pipeline
 
 #: Eight passages about towers (so more hits than any small top_k), each one sentence.
 CORPUS = {
@@ -34,19 +30,6 @@ CORPUS = {
 }
 
 
-def pipeline(**options: Any) -> Any:
-    return build_pipeline(PipelineSettings(name="builtin", options=options, base_dir=Path.cwd()),
-                          source="ragev.toml")
-
-
-def case(question: str) -> QAPair:
-    return QAPair(qid=1, question=question, pids=(), passages=(), aid=None, answer=None)
-
-
-def kb_of(pipe: Any) -> KnowledgeBase:
-    return pipe.build_knowledge_base(CORPUS, fingerprint="f" * 64)  # type: ignore[no-any-return]
-
-
 def ids(answer: Any) -> list[int]:
     return [chunk.passage_id for chunk in answer.retrieved]
 
@@ -57,7 +40,7 @@ QUESTION = case("Which tower is in Paris?")
 @pytest.mark.parametrize("mode", ["keyword", "vector", "hybrid"])
 def test_embedding_top_k_caps_the_retrieved_chunks(mode: str) -> None:
     wide = pipeline(retrieval=mode, embedding_model="hashing", embedding_top_k=10)
-    kb = kb_of(wide)
+    kb = kb_of(wide, CORPUS)
     assert len(wide.answer(QUESTION, kb).retrieved) > 2
     narrow = pipeline(retrieval=mode, embedding_model="hashing", embedding_top_k=2)
     assert len(narrow.answer(QUESTION, kb).retrieved) == 2
@@ -66,7 +49,7 @@ def test_embedding_top_k_caps_the_retrieved_chunks(mode: str) -> None:
 
 def test_vector_threshold_drops_dissimilar_chunks() -> None:
     loose = pipeline(retrieval="vector", embedding_model="hashing")
-    kb = kb_of(loose)
+    kb = kb_of(loose, CORPUS)
     everything = loose.answer(QUESTION, kb).retrieved
     scores = sorted(chunk.score for chunk in everything)
     cut = (scores[0] + scores[-1]) / 2
@@ -104,7 +87,7 @@ def test_hybrid_fuses_both_lists_with_the_configured_weights(
 ) -> None:
     rrf = pipeline(retrieval="hybrid", embedding_model="hashing", fusion="rrf",
                    vector_weight=0.7, keyword_weight=0.3, rrf_k=60)
-    kb = kb_of(rrf)
+    kb = kb_of(rrf, CORPUS)
     _fixed_lists(rrf, monkeypatch)
     fused = {hit.chunk: hit.score for hit in rrf.retrieve(kb, "q")}
     assert fused == pytest.approx({
@@ -123,7 +106,7 @@ def test_default_fusion_is_convex_over_min_max_scores(monkeypatch: pytest.Monkey
     default = pipeline(retrieval="hybrid", embedding_model="hashing")
     assert (default.config.fusion, default.config.vector_weight,
             default.config.keyword_weight) == ("convex", 0.9, 0.1)
-    kb = kb_of(default)
+    kb = kb_of(default, CORPUS)
     _fixed_lists(default, monkeypatch)
     fused = {hit.chunk: hit.score for hit in default.retrieve(kb, "q")}
     # Vector 0.9, 0.8 -> 1, 0; keyword 0.9, 0.5, 0.4 -> 1, 0.2, 0.
@@ -139,7 +122,7 @@ def test_convex_fusion_uses_raw_bm25_scores_not_the_clipped_ones(
 ) -> None:
     pipe = pipeline(retrieval="hybrid", embedding_model="hashing", vector_weight=0.0,
                     keyword_weight=1.0)
-    kb = kb_of(pipe)
+    kb = kb_of(pipe, CORPUS)
     # Both keyword hits clip to 1.0, but one scored twice the other: the raw score decides.
     monkeypatch.setattr(pipe, "vector_hits", lambda kb, q, k: [])
     monkeypatch.setattr(pipe, "keyword_hits",
@@ -151,7 +134,7 @@ def test_convex_fusion_uses_raw_bm25_scores_not_the_clipped_ones(
 @pytest.mark.parametrize("top_k", [1, 2, 3])
 def test_rerank_top_k_caps_the_reranked_list(top_k: int) -> None:
     plain = pipeline()
-    kb = kb_of(plain)
+    kb = kb_of(plain, CORPUS)
     question = case("Which tower in London held the crown jewels?")
     retrieved = plain.answer(question, kb).retrieved
     assert len(retrieved) > 3
@@ -163,7 +146,7 @@ def test_rerank_top_k_caps_the_reranked_list(top_k: int) -> None:
 def test_context_chunks_limits_what_the_extractive_generator_reads() -> None:
     question = case("Which tower is tall, orange or in Paris?")
     pipe = pipeline(chat={"context_chunks": 3, "max_tokens": 200})
-    kb = kb_of(pipe)
+    kb = kb_of(pipe, CORPUS)
     answer = pipe.answer(question, kb)
     first = answer.retrieved[0].text
     assert answer.text != first  # with three chunks, more than the first is used
@@ -172,19 +155,14 @@ def test_context_chunks_limits_what_the_extractive_generator_reads() -> None:
     assert one.text == first  # ... only the first chunk reaches the generator
 
 
-@pytest.fixture
-def chat_server() -> Iterator[ScriptedServer]:
-    yield from serve()
-
-
-def test_context_chunks_limits_what_the_chat_model_sees(chat_server: ScriptedServer) -> None:
-    chat_server.default = lambda seen: Reply(200, {"choices": [{"message": {"content": "ok"}}]})
-    kb = kb_of(pipeline())
+def test_context_chunks_limits_what_the_chat_model_sees(server: ScriptedServer) -> None:
+    server.default = lambda seen: Reply(200, {"choices": [{"message": {"content": "ok"}}]})
+    kb = kb_of(pipeline(), CORPUS)
     for chunks in (1, 2):
-        pipe = pipeline(chat={"model": "m", "base_url": f"{chat_server.url}/v1",
+        pipe = pipeline(chat={"model": "m", "base_url": f"{server.url}/v1",
                               "context_chunks": chunks})
         pipe.answer(QUESTION, kb)
-    one, two = (seen.body["messages"][-1]["content"] for seen in chat_server.seen)
+    one, two = (seen.body["messages"][-1]["content"] for seen in server.seen)
     assert "[1] " in one and "[2] " not in one
     assert "[2] " in two and "[3] " not in two
 
@@ -218,7 +196,7 @@ def test_the_knobs_said_to_have_no_effect_have_none(
     questions = [case(q) for q in ("Which tower is in Paris?", "What holds the crown jewels?",
                                    "Where do bananas grow?")]
     reference = pipeline(**base)
-    kb = kb_of(reference)
+    kb = kb_of(reference, CORPUS)
     expected = [reference.answer(q, kb) for q in questions]
     every = {key: value for key, value in _ODD.items() if key not in base}
     named = {key for key, _ in unread_knobs(pipeline(**base, **every).config,
@@ -227,5 +205,5 @@ def test_the_knobs_said_to_have_no_effect_have_none(
     for key in named:
         changed = pipeline(**base, **{key: _ODD[key]})
         # A knob that shapes the index gets its own knowledge base, as a run would build.
-        answers = [changed.answer(q, kb_of(changed)) for q in questions]
+        answers = [changed.answer(q, kb_of(changed, CORPUS)) for q in questions]
         assert answers == expected, f"{key} changed the answers in {mode} mode"

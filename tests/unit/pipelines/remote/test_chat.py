@@ -9,19 +9,10 @@ from typing import Any
 import pytest
 
 from pytest_ragev import ConfigError, PipelineError
-from pytest_ragev.clients import _retry
 from pytest_ragev.pipelines.remote import ChatClient, ChatConfig
 from tests._remote_server import Reply, ScriptedServer, Seen
 
 SECRET = "sk-test-4f1c9e-do-not-leak"
-
-
-@pytest.fixture
-def waits(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """Record the retry waits instead of sleeping through them."""
-    recorded: list[float] = []
-    monkeypatch.setattr(_retry, "_sleep", recorded.append)
-    return recorded
 
 
 def completion(text: str, **usage: int) -> Reply:

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from pytest_ragev import Chunk, ConfigError, PipelineError, PipelineSettings, QAPair
-from pytest_ragev.clients import _retry
 from pytest_ragev.pipelines.remote import HttpRagPipeline, build_remote_pipeline
 from pytest_ragev.pipelines.remote._paths import JsonPath, PathMissError, PathSyntaxError
 from tests._remote_server import Reply, ScriptedServer, Seen
@@ -19,9 +18,8 @@ CASE = QAPair(qid=12, question="Who created Python?", pids=(4,), passages=("..."
 TOKEN = "tok-81b2-never-print"
 
 
-@pytest.fixture(autouse=True)
-def no_sleep(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_retry, "_sleep", lambda seconds: None)
+#: The retries' waits are recorded, not slept through (``waits`` in conftest.py).
+pytestmark = pytest.mark.usefixtures("waits")
 
 
 def pipeline(server: ScriptedServer, **options: Any) -> HttpRagPipeline:

@@ -3,13 +3,11 @@ circuit breaker of the remote clients, against a real server on 127.0.0.1."""
 
 from __future__ import annotations
 
-import socket
 from typing import Any
 
 import pytest
 
 from pytest_ragev import PipelineError, PipelineSettings, QAPair
-from pytest_ragev.clients import _retry
 from pytest_ragev.pipelines import is_io_bound
 from pytest_ragev.pipelines.builtin import BuiltinPipeline
 from pytest_ragev.pipelines.remote import (
@@ -18,24 +16,15 @@ from pytest_ragev.pipelines.remote import (
     HttpRagPipeline,
     build_remote_pipeline,
 )
-from tests._remote_server import Reply, ScriptedServer, Seen
+from tests._remote_server import Reply, ScriptedServer, Seen, closed_url
 
 CASE = QAPair(qid=3, question="Wie hoch ist der Eiffelturm?", pids=(2,), passages=("...",),
               aid=1, answer="330 Meter")
 CANARY = "sk-preflight-7f3e-never-print"
 
 
-@pytest.fixture(autouse=True)
-def no_sleep(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_retry, "_sleep", lambda seconds: None)
-
-
-def closed_url() -> str:
-    """A 127.0.0.1 URL nobody listens on (the port was just free)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
+#: The retries' waits are recorded, not slept through (``waits`` in conftest.py).
+pytestmark = pytest.mark.usefixtures("waits")
 
 
 def http(url: str, **options: Any) -> HttpRagPipeline:

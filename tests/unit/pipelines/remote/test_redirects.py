@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from pytest_ragev import PipelineError, PipelineSettings, QAPair
-from pytest_ragev.clients import _retry
 from pytest_ragev.pipelines.remote import ChatClient, ChatConfig, HttpRagPipeline
 from tests._remote_server import Reply, ScriptedServer, Seen, serve
 
@@ -28,9 +27,8 @@ def elsewhere() -> Iterator[ScriptedServer]:
     yield from serve()
 
 
-@pytest.fixture(autouse=True)
-def no_sleep(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_retry, "_sleep", lambda seconds: None)
+#: The retries' waits are recorded, not slept through (``waits`` in conftest.py).
+pytestmark = pytest.mark.usefixtures("waits")
 
 
 def redirect(status: int, location: str) -> Reply:
