@@ -440,7 +440,8 @@ class Finisher:
             verbose = self._config.option.verbose
             summary = self._plan.options.summary
             for line, markup in terminal_lines(self.outcome, verbose=verbose,
-                                               full=summary == "full"):
+                                               full=summary == "full",
+                                               slices=self._plan.options.slices):
                 terminalreporter.write_line(line, **markup)
             for line in self.write_errors:
                 terminalreporter.write_line(f"ragev: error: {line}", red=True, bold=True)

@@ -36,6 +36,7 @@ from pytest_ragev.evaluation import (
     usage,
 )
 from pytest_ragev.gate import Comparison, QuestionDiff
+from pytest_ragev.report._slices import comparison_slices_json, slices_json
 
 #: ``data.schema_version`` of the reports this version writes. Raised when a key changes
 #: meaning or goes away (adding keys does not): ``ragev report`` then refuses a report
@@ -147,6 +148,11 @@ def final_report(
         # After the seed's keys and ours that every report has: the seed's order first.
         "schema_version": REPORT_SCHEMA_VERSION,
     }
+    slices = slices_json(outcome.slices_of(base.variant) if base is not None else None)
+    if slices:
+        # Per language and tag slice: its questions, each metric's mean and n.
+        data["slices"] = slices
+        data["slice_min_size"] = outcome.slices[0].min_size
     if outcome.passages:
         # The texts of the passages the per-question views name (a few dozen, shortened),
         # so a saved report renders them again (``ragev report html``).
@@ -175,6 +181,8 @@ def final_report(
                 "metric": metric_block(run),
                 **run_figures(run, outcome.pricing),
                 "samples": _samples(run, outcome.question_hashes),
+                **({"slices": slices_json(outcome.slices_of(run.variant))}
+                   if slices_json(outcome.slices_of(run.variant)) else {}),
             }
             for run in variants
         }
@@ -266,6 +274,8 @@ def comparison_json(comparison: Comparison) -> dict[str, Any]:
             }
             for m in comparison.metrics
         },
+        # [gate] slices: each tested slice's change (its failure lines name it).
+        **({"slices": comparison_slices_json(comparison)} if comparison.slices else {}),
     }
 
 

@@ -9,6 +9,7 @@ from pytest_ragev.core import fmt
 from pytest_ragev.evaluation import LowestQuestions, Outcome, QuestionError, count_kinds
 from pytest_ragev.gate import Comparison, QuestionDiff, ThresholdResult
 from pytest_ragev.report import _format
+from pytest_ragev.report._slices import shown_metrics, slice_rows, small_line
 from pytest_ragev.report.terminal import variant_cell
 
 _TEXT_LIMIT = 160
@@ -230,6 +231,24 @@ def _lowest(views: Sequence[LowestQuestions]) -> list[str]:
     return lines
 
 
+def _slices(outcome: Outcome) -> list[str]:
+    """Each language's and tag's means (and changes, when the gate tested slices)."""
+    variant = outcome.runs[0].variant if outcome.runs else None
+    rows = slice_rows(outcome, variant)
+    if not rows:
+        return []
+    names = shown_metrics(outcome, rows, limit=None)
+    lines = ["", "### Slices", ""]
+    lines += _table(["slice", "questions", *names],
+                    [[code(row.item.key), str(row.item.questions),
+                      *(row.cell(name) for name in names)] for row in rows],
+                    "lr" + "r" * len(names))
+    small = small_line(outcome.slices_of(variant))
+    if small is not None:
+        lines += ["", small]
+    return lines
+
+
 def render_markdown(outcome: Outcome) -> str:
     """The whole summary as GitHub-flavoured Markdown (ends with a newline)."""
     lines = [
@@ -238,6 +257,7 @@ def render_markdown(outcome: Outcome) -> str:
         *_errors(outcome.error_list),
         *_notes(outcome.notes, outcome.warnings),
         *_metrics(outcome),
+        *_slices(outcome),
         *_variant_comparisons(outcome.variant_comparisons),
         *_thresholds(outcome.thresholds),
         *_variants(outcome),

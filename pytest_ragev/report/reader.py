@@ -46,6 +46,7 @@ from pytest_ragev.evaluation import (
     lowest_questions,
     question_errors,
 )
+from pytest_ragev.evaluation.slices import slice_tables
 from pytest_ragev.gate import (
     Comparison,
     CorpusChange,
@@ -393,6 +394,9 @@ def outcome_from_report(
         error_list=error_list,
         lowest=_lowest(data, runs, source),
         passages=_passages(data, source),
+        # From the slice keys the samples carry, at the size the run reported them.
+        slices=slice_tables(runs, read.count(data.get("slice_min_size", rules.min_slice),
+                                             "data.slice_min_size") or 1),
         baseline_shown=None if gate.baseline_path is None else str(gate.baseline_path),
         question_hashes=saved.hashes,
         pricing=_pricing(runs),

@@ -22,6 +22,7 @@ from pytest_ragev.evaluation import (
 )
 from pytest_ragev.gate import Comparison, QuestionDiff, VariantTable
 from pytest_ragev.report._format import pipeline_label
+from pytest_ragev.report._slices import render_slices
 
 
 def _width(text: str) -> int:
@@ -300,7 +301,7 @@ def render_lowest(views: Sequence[LowestQuestions], *, text_limit: int = 100,
 
 
 def terminal_lines(
-    outcome: Outcome, *, verbose: int, full: bool = False
+    outcome: Outcome, *, verbose: int, full: bool = False, slices: bool = False
 ) -> Iterator[tuple[str, Markup]]:
     """The summary the terminal shows: a metrics table per run, counts, the variants
     table and the comparison (with ``-v``: the comparison tables and per-question
@@ -308,7 +309,8 @@ def terminal_lines(
 
     Short (the default, ``full=False``, ``--ragev-summary=short``): a variant's own
     metrics table is left out when the variants table shows its means, and a
-    comparison in which no metric changed is one line."""
+    comparison in which no metric changed is one line. The slices table (languages,
+    tags) is shown with ``slices`` (``--ragev-slices``) or when a slice regressed."""
     yield "", {}
     thresholds = outcome.thresholds
     gate = outcome.gate
@@ -358,6 +360,9 @@ def terminal_lines(
             yield line, {}
     for comparison in gate.comparisons:
         for line in render_comparison(comparison, full=full):
+            yield line, {}
+    if slices or outcome.slice_regressed:
+        for line in render_slices(outcome):
             yield line, {}
     if verbose > 0 and gate.regressions:
         for line in render_question_diffs(gate.regressions):
