@@ -495,7 +495,7 @@ def test_jsonl_metadata_keys_are_left_out_with_a_warning_and_category_becomes_a_
     assert [pair.tags for pair in ds.pairs] == [
         ("people",), ("time", "billing", "lang:en"), ()]
     assert ds.stats.tags == {"billing": 1, "lang:en": 1, "people": 1, "time": 1}
-    code, out, err = run(capsys, "dataset", "stats", str(out_dir))
+    code, out, err = run_cli(capsys, "dataset", "stats", str(out_dir))
     assert code == 0 and "questions per tag: billing 1, lang:en 1, people 1, time 1" in out
 
 
@@ -505,7 +505,7 @@ def test_jsonl_tags_of_a_wrong_type_are_one_line(
     qa_file = _jsonl(tmp_path / "qa.jsonl", [
         {"question": "Wer?", "passages": ["Ich."], "tags": {"de": True}},
     ])
-    code, out, err = run(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
+    code, out, err = run_cli(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
                          str(tmp_path / "out"))
     _assert_failed_cleanly(code, out, err, tmp_path, tmp_path / "out",
                            "qa.jsonl line 1: field 'tags' is dict; write a string or a list")
@@ -525,7 +525,7 @@ def test_beir_query_categories_and_tags_become_tags(
     (beir / "qrels").mkdir()
     (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n"
                                              "q2\td2\t1\n")
-    code, _out, err = run(capsys, "dataset", "convert", "--from", "beir", str(beir),
+    code, _out, err = run_cli(capsys, "dataset", "convert", "--from", "beir", str(beir),
                           str(tmp_path / "out"))
     assert code == 0, err
     ds = load_dataset(tmp_path / "out")
