@@ -344,6 +344,8 @@ def _thresholds_section(results: Sequence[ThresholdResult]) -> str:
     rows, classes = [], []
     for item in results:
         label = item.metric if item.variant is None else f"{item.metric} [{item.variant}]"
+        if item.slice is not None:
+            label += f" (slice {item.slice})"
         rule = ("≥ " if item.kind == "min" else "≤ ") + fmt.num(item.threshold)
         rows.append([_e(label), fmt.num(item.value), rule, str(item.n),
                      "met" if item.passed else "unmet"])

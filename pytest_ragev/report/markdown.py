@@ -129,7 +129,8 @@ def _thresholds(results: Sequence[ThresholdResult]) -> list[str]:
     for item in results:
         rule = ("≥ " if item.kind == "min" else "≤ ") + fmt.num(item.threshold)
         rows.append([
-            item.metric if item.variant is None else f"{item.metric} [{cell(item.variant)}]",
+            (item.metric if item.variant is None else f"{item.metric} [{cell(item.variant)}]")
+            + ("" if item.slice is None else f" (slice {cell(item.slice)})"),
             fmt.num(item.value), rule, str(item.n), "✅ met" if item.passed else "❌ unmet",
         ])
     return ["", "### Thresholds", "", *_table(["metric", "value", "threshold", "n", "result"],

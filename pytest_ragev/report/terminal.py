@@ -332,7 +332,9 @@ def terminal_lines(
         wide = max([12, *(len(name) for name in run.summary)])
         tall = max([7, *(len(fmt.num(item.mean, missing="—")) for item in run.summary.values())])
         yield f"  {'metric':<{wide}} {'mean':>{tall}} {'n':>6} {'threshold':>10}  verdict", {}
-        results = {t.metric: t for t in thresholds if t.variant == run.variant}
+        # The run's own thresholds; a slice's ([thresholds.slice.<name>]) are its lines.
+        results = {t.metric: t for t in thresholds
+                   if t.variant == run.variant and t.slice is None}
         for name, item in run.summary.items():
             result = results.get(name)
             verdict = "" if result is None else ("ok" if result.passed else "FAIL")
