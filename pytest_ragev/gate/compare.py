@@ -14,8 +14,10 @@ from pytest_ragev.core.results import Direction, RunResult
 from pytest_ragev.gate.rules import CORRECTION_NAMES, GateRules, MetricRule
 from pytest_ragev.gate.slices import GroupTests, group_tests, slice_groups, slice_label
 from pytest_ragev.gate.stats import (
+    EXPANSION_FROM,
     PairedStats,
     decision_band,
+    expansion_interval,
     holm,
     maxt_columns,
     paired_stats,
@@ -378,7 +380,9 @@ def _slice_comparison(
     ``row`` of ``tests``); the interval of a regressed one is bootstrapped, as the
     run's own are (only regressions print one)."""
     label = slice_label(key, keys)
-    metrics = []
+    metrics: list[MetricComparison] = []
+    redo: dict[str, tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], PairedStats,
+                          dict[str, object]]] = {}
     for name in names:
         column = table.names.index(name)
         rows = mask & table.paired[:, column]
@@ -413,16 +417,42 @@ def _slice_comparison(
         )
         item = judge(name, provisional, direction, rule, **options)  # type: ignore[arg-type]
         if item.status == "regressed":
-            # The printed interval is the bootstrap's, as for the run's own metrics.
-            drawn = paired_stats({name: (before, after)}, alphas={name: rule.significance},
-                                 resamples=rules.resamples, seed=rules.seed)[name]
-            item = judge(name, replace(provisional, ci_low=drawn.ci_low, ci_high=drawn.ci_high),
-                         direction, rule, **options)  # type: ignore[arg-type]
+            # Its printed interval is the bootstrap's, as for the run's own metrics:
+            # drawn below for every regressed metric of the slice at once.
+            redo[name] = (before, after, provisional, options)
+        metrics.append(item)
+    # A large slice's interval is the expansion's, as a large run's is (paired_stats).
+    expanded = {name: expansion_interval(before, after, rules.rule_for(name).significance)
+                for name, (before, after, _, _) in redo.items()
+                if int((after != before).sum()) >= EXPANSION_FROM}
+    if redo:
+        drawn = {name: replace(provisional, ci_low=low, ci_high=high)
+                 for name, (low, high) in expanded.items()
+                 for provisional in (redo[name][2],)}
+        drawn |= paired_stats(
+            {name: (before, after) for name, (before, after, _, _) in redo.items()
+             if name not in expanded},
+            alphas={name: rules.rule_for(name).significance for name in redo},
+            resamples=rules.resamples, seed=rules.seed,
+            # Sized as the run's own: the resampling stops once the verdict is clear and
+            # a large slice's interval comes from the expansion (see paired_stats).
+            decide={name: decision_band(rules.rule_for(name).significance, 1)
+                    for name in redo})
+        for index, item in enumerate(metrics):
+            if item.metric in redo and item.metric in drawn:
+                _, _, provisional, options = redo[item.metric]
+                interval = drawn[item.metric]
+                metrics[index] = judge(
+                    item.metric, replace(provisional, ci_low=interval.ci_low,
+                                         ci_high=interval.ci_high),
+                    directions[item.metric], rules.rule_for(item.metric),
+                    **options)  # type: ignore[arg-type]
+    for index, item in enumerate(metrics):
         if item.reason is not None:
             item = replace(item, reason=item.reason.replace("ragev: ", f"ragev: {label}: ", 1))
-        if k is None:
+        if item.metric not in family:
             item = replace(item, p=None, p_raw=None)
-        metrics.append(item)
+        metrics[index] = item
     return SliceComparison(key=key, label=label, n=int(mask.sum()), metrics=metrics)
 
 
