@@ -265,6 +265,9 @@ def _metrics_section(outcome: Outcome) -> str:
             f"of the change.{_e(_format.correction_note(comparison))}</p>"
         )
         parts.append(_comparison_table(comparison))
+        tolerance = _format.tolerance_note(comparison)
+        if tolerance is not None:
+            parts.append(f'<p class="meta">{_e(tolerance)}.</p>')
         parts.append(_question_changes(comparison))
     elif outcome.base is not None:
         missing = _format.base_missing_note(outcome, value=_e)

@@ -94,6 +94,9 @@ def _metrics(outcome: Outcome) -> list[str]:
             "one-sided paired permutation p-value in the direction of the change."
             + _format.correction_note(outcome.comparison),
         ]
+        tolerance = _format.tolerance_note(outcome.comparison)
+        if tolerance is not None:
+            lines += ["", tolerance[0].upper() + tolerance[1:] + "."]
         lines += _question_changes(outcome.comparison)
         return lines
     if outcome.gate.not_compared is not None:

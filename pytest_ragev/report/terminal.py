@@ -21,7 +21,7 @@ from pytest_ragev.evaluation import (
     usage,
 )
 from pytest_ragev.gate import Comparison, QuestionDiff, VariantTable
-from pytest_ragev.report._format import pipeline_label
+from pytest_ragev.report._format import pipeline_label, tolerance_note
 from pytest_ragev.report._slices import render_slices
 
 
@@ -98,6 +98,9 @@ def render_comparison(comparison: Comparison, *, full: bool = True) -> list[str]
     hidden = len(comparison.metrics) - len(items)
     if hidden:
         lines.append(f"  ({hidden} more metrics unchanged; --ragev-summary=full shows them)")
+    note = tolerance_note(comparison, [item.metric for item in items])
+    if note is not None:
+        lines.append(f"  ({note})")
     return lines
 
 
