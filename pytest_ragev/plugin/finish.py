@@ -64,6 +64,9 @@ def write_error_line(
     """One line naming the report file that could not be written, why, what is at the
     path now (``previous``), and the fix."""
     cause, content = write_error_cause(exc)
+    # Named by its absolute path: the path as typed in ragev.toml is relative to the
+    # config file, the one on the command line to the working folder.
+    path = os.path.abspath(path)
     fix = ("return JSON values (finite numbers, strings, lists, dicts) from "
            "pytest_ragev_report hooks and custom metrics" if content else
            write_error_fix(exc))
