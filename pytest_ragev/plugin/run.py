@@ -53,6 +53,7 @@ from pytest_ragev.plugin.defaults import ANSWER_HOOK, DefaultPipelineHooks, kb_p
 from pytest_ragev.plugin.finish import Finisher
 from pytest_ragev.plugin.knobs import (
     KnobReadsExchange,
+    same_as_base_lines,
     unread_knob_lines,
     unused_builtin_knob_lines,
 )
@@ -387,9 +388,12 @@ class ActiveRun:
             self.task_id = plan.options.task_id or make_task_id(
                 self.dataset.dataset_id, task_user(self.ragev.task_user))
             pipelines = self._configured_pipelines()
-            self._warnings = tuple(unused_builtin_knob_lines(
+            self._warnings = (*unused_builtin_knob_lines(
                 [(plan.settings(variant), pipe) for variant, pipe in pipelines],
-                source=self.ragev.source.name))
+                source=self.ragev.source.name,
+                overrides={v.name: v.pipeline for v in self.ragev.variants}),
+                *same_as_base_lines([plan.settings(v) for v in plan.variants],
+                                    source=self.ragev.source.name))
             if not self.config.option.collectonly:
                 pairs = self.dataset.pairs
                 check_services(pipelines, source=self.ragev.source,
