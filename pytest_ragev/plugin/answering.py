@@ -59,8 +59,11 @@ ADAPT_AFTER = 4
 #: Answers quicker than this on average are not worth more threads.
 ADAPT_MIN_SECONDS = 0.005
 #: A pipeline whose calls spend less than this share of their time on the CPU waits on
-#: something else (a model, a service): more calls at once then help.
-ADAPT_CPU_SHARE = 0.5
+#: something else (a model, a service): more calls at once then help. Low, because a
+#: busy machine also takes CPU time from a pipeline that computes (a thread of a shared
+#: 2-core runner at a load of 10 gets about a fifth); a call over a socket spends almost
+#: none.
+ADAPT_CPU_SHARE = 0.1
 #: The calls in flight for such a pipeline: as for the pipelines known to wait.
 IO_WAITING_CONCURRENCY = IO_BOUND_CONCURRENCY
 
