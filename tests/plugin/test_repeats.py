@@ -88,8 +88,8 @@ def test_five_answers_per_question_are_five_calls_their_means_and_spreads_record
 ) -> None:
     make_project("[run]\ncache = true\n", conftest=NOISY_CONFTEST,
                  pipeline="")
-    result = run_ragev(pytester, "--ragev-repeat", "5", "--ragev-report", "r.json", *dist,
-                       cache=True)
+    result = run_ragev(pytester, "--ragev-repeat", "5", "--ragev-report", "r.json",
+                       "--ragev-html", "r.html", *dist, cache=True)
     assert result.ret == 0, result.stdout.str()[-3000:]
     calls = _calls(pytester.path)
     assert sum(calls.values()) == 5 * 5
@@ -119,6 +119,16 @@ def test_five_answers_per_question_are_five_calls_their_means_and_spreads_record
     for metric, mean in means.items():
         values = [s["metrics"][metric] for s in report["samples"]]
         assert mean == pytest.approx(math.fsum(values) / len(values), abs=1e-12)
+    html = (pytester.path / "r.html").read_text(encoding="utf-8")
+    assert '<th data-key="spread">spread</th>' in html
+    for sample in report["samples"]:
+        # The column names the metric the answers disagree on most.
+        spread = sample["spread"]
+        metric = max(spread, key=lambda name: (spread[name]["sd"], name))
+        item = spread[metric]
+        cell = (f"{metric} {round(item['disagree'] * 5)}/5 differ" if "disagree" in item
+                else f"{metric} sd {item['sd']:.3f}")
+        assert f'data-sort="{item["sd"]!r}">{cell}</td>' in html, cell
     out = result.stdout.str()
     result.stdout.fnmatch_lines([
         "ragev: most unstable of 5 questions over 5 answers each: q*",
