@@ -290,7 +290,8 @@ def compare(
         and rules.rule_for(name).mode != "tolerance"
     ]
     # [gate] slices: the family's metrics are tested over each slice too, as one family.
-    groups = slice_groups(current_run, table.qids, rules) if family else []
+    # (A metric gated by tolerance alone is judged on each slice's change, untested.)
+    groups = slice_groups(current_run, table.qids, rules)
     columns = len(family) * (1 + len(groups))
     corrected = rules.correction in ("holm", "maxt") and columns > 1
     # What each p-value is compared with: alpha, or down to alpha/m under Holm; the
@@ -312,7 +313,7 @@ def compare(
     worse: dict[str, float] = {}
     better: dict[str, float] = {}
     tests: GroupTests | None = None
-    if groups:
+    if groups and family:
         import numpy as np
 
         tests = group_tests(
@@ -366,14 +367,14 @@ def compare(
                               directions=directions, rules=rules, tests=tests,
                               variant=current_run.variant, corrected=corrected)
             for row, (key, mask) in enumerate(groups, start=1)
-        ] if tests is not None else [],
+        ],
     )
 
 
 def _slice_comparison(
     key: str, keys: Sequence[str], row: int, mask: npt.NDArray[np.bool_], *,
     table: PairedTable, names: Sequence[str], family: Sequence[str],
-    directions: dict[str, Direction], rules: GateRules, tests: GroupTests,
+    directions: dict[str, Direction], rules: GateRules, tests: GroupTests | None,
     variant: str | None, corrected: bool,
 ) -> SliceComparison:
     """One slice's metrics judged with their rules, their p-values the family's (row
@@ -392,9 +393,10 @@ def _slice_comparison(
         if not before.size:
             metrics.append(judge(name, None, direction, rule, variant=variant))
             continue
-        k = family.index(name) if name in family else None
-        raw_worse = 1.0 if k is None else float(tests.raw_worse[row, k])
-        raw_better = 1.0 if k is None else float(tests.raw_better[row, k])
+        k = family.index(name) if name in family and tests is not None else None
+        t = tests if k is not None else None
+        raw_worse = 1.0 if t is None or k is None else float(t.raw_worse[row, k])
+        raw_better = 1.0 if t is None or k is None else float(t.raw_better[row, k])
         higher = direction == "higher"
         delta = float(after.mean() - before.mean())
         provisional = PairedStats(
@@ -409,11 +411,12 @@ def _slice_comparison(
             provisional = replace(provisional, ci_low=0.0, ci_high=0.0, delta=0.0)
         options = dict(
             variant=variant,
-            p_worse=None if k is None or not corrected else float(tests.worse[row, k]),
-            p_better=None if k is None or not corrected else float(tests.better[row, k]),
-            family=tests.columns if k is not None and corrected else 1,
+            p_worse=None if t is None or k is None or not corrected else float(t.worse[row, k]),
+            p_better=None if t is None or k is None or not corrected
+            else float(t.better[row, k]),
+            family=t.columns if t is not None and corrected else 1,
             correction=rules.correction if k is not None and corrected else "none",
-            slices=tests.worse.shape[0] - 1 if k is not None and corrected else 0,
+            slices=t.worse.shape[0] - 1 if t is not None and corrected else 0,
         )
         item = judge(name, provisional, direction, rule, **options)  # type: ignore[arg-type]
         if item.status == "regressed":

@@ -11,6 +11,7 @@ import pytest
 
 from pytest_ragev.core.results import RunResult
 from pytest_ragev.gate import GateRules, compare
+from pytest_ragev.gate.rules import MetricRule
 from pytest_ragev.gate.slices import slice_label
 from pytest_ragev.gate.stats import grouped_maxt, maxt_columns
 from tests.unit.gate._runs import make_run
@@ -159,3 +160,19 @@ def test_the_grouped_max_t_of_the_whole_run_alone_is_the_metrics_max_t() -> None
 def test_a_slice_is_named_by_its_name_unless_another_kind_shares_it() -> None:
     assert slice_label("lang:zh", ["lang:zh", "tag:billing"]) == "zh"
     assert slice_label("tag:zh", ["lang:zh", "tag:zh"]) == "tag:zh"
+
+
+def test_in_tolerance_mode_each_slice_s_change_is_judged_against_the_tolerance() -> None:
+    before, after = _pair(90, seed=9)
+    chinese = {s.qid for s in after.samples if "lang:zh" in s.slices}
+    # The same answers, but the Chinese questions each 0.1 lower.
+    worse = {m: {s.qid: s.metrics[m] - (0.1 if s.qid in chinese else 0.0)
+                 for s in before.samples} for m in METRICS}
+    after = _with_slices(make_run(worse), {s.qid: s.slices for s in after.samples})
+    rules = GateRules(default=MetricRule(mode="tolerance", max_drop=0.05),
+                      slices=("lang",), resamples=200)
+    comparison = compare(before, after, rules)
+    assert not comparison.regressions  # the run loses 0.033: within 0.05
+    assert {(item.key, m.metric) for item, m in comparison.slice_regressions} == {
+        ("lang:zh", metric) for metric in METRICS}
+    assert comparison.failure_lines[0].startswith("ragev: zh: recall ")
