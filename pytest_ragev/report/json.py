@@ -271,6 +271,8 @@ def comparison_json(comparison: Comparison) -> dict[str, Any]:
                 "n": m.n,
                 "status": m.status,
                 "gated": m.rule.enabled,
+                # How the verdict read it ("tolerance": the p column is not read).
+                "mode": m.rule.mode,
             }
             for m in comparison.metrics
         },

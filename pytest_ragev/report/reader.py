@@ -65,6 +65,7 @@ from pytest_ragev.gate import (
     judged,
     thresholds_from_table,
 )
+from pytest_ragev.gate.rules import MODES, Mode
 from pytest_ragev.gate.snapshot import SCHEMA
 from pytest_ragev.gate.workflow import not_compared_line
 from pytest_ragev.report.json import REPORT_SCHEMA_VERSION
@@ -588,13 +589,22 @@ def _comparison(
             n=read.count(entry.get("n", 0), f"{at}.n"),
             status=status,
             reason=None,
-            rule=MetricRule(enabled=bool(entry.get("gated", True))),
+            rule=MetricRule(enabled=bool(entry.get("gated", True)), mode=_mode(entry, at, source)),
             p_raw=read.optional_number(entry.get("p_raw"), f"{at}.p_raw"),
             family=read.count(entry.get("family", 1), f"{at}.family"),
             correction=str(entry.get("correction", "none")),
         ))
     return Comparison(metrics=metrics, common_qids=common, added=added, removed=removed,
                       variant=None if variant is None else str(variant), changed=changed)
+
+
+def _mode(entry: Mapping[str, Any], at: str, source: str) -> Mode:
+    """A saved comparison's gate mode (``significant`` in a report written before it was
+    recorded)."""
+    mode = entry.get("mode", "significant")
+    if mode not in MODES:
+        raise ReportError(f"{source}: {at}.mode is {mode!r}, not one of {', '.join(MODES)}")
+    return mode  # type: ignore[no-any-return]
 
 
 def _diff(raw: Any, where: str, source: str) -> QuestionDiff:

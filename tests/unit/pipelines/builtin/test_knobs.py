@@ -67,7 +67,7 @@ def test_keyword_threshold_applies_in_hybrid_mode_too() -> None:
     # default analyzer drops them as stop words, and the Eiffel chunk would reach 1.0).
     loose = pipeline(retrieval="hybrid", embedding_model="hashing", vector_threshold=1.0,
                      analyzer="plain")
-    kb = kb_of(loose)
+    kb = kb_of(loose, CORPUS)
     keyword_only = loose.answer(QUESTION, kb).retrieved
     assert keyword_only  # the vector list is empty, the keyword list fills the answer
     strict = pipeline(retrieval="hybrid", embedding_model="hashing", vector_threshold=1.0,
