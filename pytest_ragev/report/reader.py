@@ -46,6 +46,7 @@ from pytest_ragev.evaluation import (
     lowest_questions,
     question_errors,
 )
+from pytest_ragev.evaluation.repeats import repeat_summary
 from pytest_ragev.evaluation.slices import slice_tables
 from pytest_ragev.gate import (
     Comparison,
@@ -381,13 +382,18 @@ def outcome_from_report(
     gate = _saved_gate(data, runs, rules, table, source)
     warnings = tuple(read.strings(data.get("warnings", []), "data.warnings"))
     fallbacks = read.count(verdict.get("fallbacks", 0), "data.verdict.fallbacks")
+    # A run that answered each question R times: its unstable questions and power, from
+    # the R scores each sample keeps (as the run printed them).
+    repeats = repeat_summary(runs[0] if runs else None, rules)
     return Outcome(
         runs=runs,
         facts=facts,
         thresholds=_thresholds(runs, source),
         gate=gate,
         failures=failures,
-        notes=() if gate.corpus_change is None else (gate.corpus_change.line,),
+        notes=(*(() if gate.corpus_change is None else (gate.corpus_change.line,)),
+               *(() if repeats is None else repeats.lines())),
+        repeats=repeats,
         warnings=warnings,
         errors=len(error_list),
         fallbacks=fallbacks,

@@ -135,6 +135,11 @@ def test_five_answers_per_question_are_five_calls_their_means_and_spreads_record
         "ragev: power: n=5 questions x R=5 answers:*with 1 answer per question it would take*",
     ])
     assert "INTERNALERROR" not in out
+    # The saved report shows the same lines again.
+    unstable = next(line for line in result.stdout.lines if "most unstable" in line)
+    shown = pytester.run("ragev", "report", "show", "r.json")
+    assert shown.ret == 0, shown.stderr.str()
+    assert unstable in shown.stdout.lines
 
     # A rerun with the cache replays all R answers of every question: no call.
     again = run_ragev(pytester, "--ragev-repeat", "5", "--ragev-report", "r2.json", *dist,
