@@ -35,6 +35,7 @@ from pytest_ragev.evaluation import (
     count_kinds,
     usage,
 )
+from pytest_ragev.evaluation.slices import RunSlices
 from pytest_ragev.gate import Comparison, QuestionDiff
 from pytest_ragev.report._slices import comparison_slices_json, slices_json
 
@@ -135,7 +136,8 @@ def final_report(
         "task": _task(facts, dataset_id, status=status, err_msg=err_msg),
         "params": base.params if base is not None else dict(params),
         "metric": metric_block(base),
-        "samples": _samples(base, outcome.question_hashes) if base is not None else [],
+        "samples": (_samples(base, outcome.question_hashes, outcome.slices_of(base.variant))
+                    if base is not None else []),
         "verdict": {
             "passed": not outcome.failed,
             "failures": outcome.verdict_failures(),
@@ -180,7 +182,8 @@ def final_report(
                 "params": run.params,
                 "metric": metric_block(run),
                 **run_figures(run, outcome.pricing),
-                "samples": _samples(run, outcome.question_hashes),
+                "samples": _samples(run, outcome.question_hashes,
+                                    outcome.slices_of(run.variant)),
                 **({"slices": slices_json(outcome.slices_of(run.variant))}
                    if slices_json(outcome.slices_of(run.variant)) else {}),
             }
@@ -189,12 +192,18 @@ def final_report(
     return {"success": status != STATUS_FAILED, "data": data}
 
 
-def _samples(run: RunResult, hashes: Mapping[int, str]) -> list[dict[str, Any]]:
+def _samples(run: RunResult, hashes: Mapping[int, str],
+             slices: RunSlices | None = None) -> list[dict[str, Any]]:
     """The run's records as ``data.samples`` holds them, each with its question's content
-    ``hash`` when known: a saved report then pairs questions after a dataset edit."""
+    ``hash`` when known: a saved report then pairs questions after a dataset edit. Each
+    keeps its ``slices`` only when the run's slices say more than its means (``slices``
+    worth showing): a one-language set without tags keeps WeKnora's sample keys."""
+    keep_slices = slices is not None and slices.worth_showing
     samples = []
     for sample in run.samples:
         item = sample.to_report_json()
+        if not keep_slices:
+            item.pop("slices", None)
         content = hashes.get(sample.qid)
         if content is not None:
             item["hash"] = content
