@@ -5,6 +5,10 @@ Run from the repository root::
     .venv/bin/python dataset/build_samples.py          # (re)write dataset/samples/
     .venv/bin/python dataset/build_samples.py --check  # exit 1 if samples/ is stale
 
+The same five files ship inside the package (``pytest_ragev/server/sample/``, the
+built-in sample ``ragev serve`` evaluates after a plain ``pip install``): both copies
+are written, and ``--check`` checks both.
+
 Ids are assigned in file order (English first, then Chinese): passages 1..N, questions
 1..M, answers 100 + qid (a different range, so a qid/aid mix-up cannot go unnoticed).
 In qrels the first passage a question lists gets grade 2, supporting ones grade 1.
@@ -24,6 +28,8 @@ from pytest_ragev.dataset import load_dataset, write_dataset
 HERE = Path(__file__).resolve().parent
 SOURCES = (HERE / "source" / "english.toml", HERE / "source" / "chinese.toml")
 SAMPLES = HERE / "samples"
+#: The copy inside the package (package data of ``pytest_ragev.server``).
+PACKAGED = HERE.parent / "pytest_ragev" / "server" / "sample"
 ANSWER_ID_OFFSET = 100
 MIN_PASSAGE_CHARS, MAX_PASSAGE_CHARS = 200, 900
 
@@ -96,13 +102,15 @@ def main(argv: list[str] | None = None) -> int:
             with tempfile.TemporaryDirectory() as tmp:
                 build(Path(tmp) / "samples")
                 expected = load_dataset(Path(tmp) / "samples").fingerprint
-            actual = load_dataset(SAMPLES).fingerprint
-            if expected != actual:
-                print(f"{SAMPLES} is stale: run dataset/build_samples.py", file=sys.stderr)
-                return 1
-            print(f"{SAMPLES} is up to date (fingerprint {actual})")
+            for folder in (SAMPLES, PACKAGED):
+                actual = load_dataset(folder).fingerprint
+                if expected != actual:
+                    print(f"{folder} is stale: run dataset/build_samples.py", file=sys.stderr)
+                    return 1
+                print(f"{folder} is up to date (fingerprint {actual})")
             return 0
         build(SAMPLES)
+        build(PACKAGED)
     except SourceError as exc:
         print(f"build_samples: {exc}", file=sys.stderr)
         return 2

@@ -37,6 +37,9 @@ _TOP_LEVEL_KEYS = (
     "pricing",
     "variants",
 )
+#: The top-level tables and keys of a ragev.toml: a TOML file holding none of them is not
+#: a ragev config (``ragev serve`` tells its configs from other TOML files by them).
+TOP_LEVEL_KEYS = _TOP_LEVEL_KEYS
 _DATASET_KEYS = ("path", "id")
 _METRICS_KEYS = ("profile", "tokenizer", "similarity", "judged")
 _REPORT_KEYS = ("json", "markdown", "html", "top_regressions", "task_user")

@@ -32,3 +32,17 @@ def read_json(path: Path) -> dict[str, Any]:
     """The JSON object in ``path``: a report (its body under ``"data"``), a baseline, a snapshot."""
     data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return data
+
+
+def install_line(extra: str) -> str:
+    """The pip command a missing-extra message should print here: this checkout's folder
+    (the suite runs from ``pip install -e .`` of it, as CI does), editable when pip says
+    so. Worked out from pip's own record, not by the package's code."""
+    from importlib import metadata
+
+    checkout = Path(__file__).resolve().parents[1]
+    records = [dist.read_text("direct_url.json")
+               for dist in metadata.distributions(name="pytest-ragev")]
+    record = json.loads(next(text for text in records if text))
+    editable = "-e " if record.get("dir_info", {}).get("editable") else ""
+    return f"pip install {editable}'{checkout}[{extra}]'"

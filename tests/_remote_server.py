@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -177,9 +179,12 @@ class ModelServer:
             texts = body.get("input", [])
             texts = [texts] if isinstance(texts, str) else texts
             width = body.get("dimensions") or MODEL_DIMENSIONS
-            data = [{"object": "embedding", "index": i,
-                     "embedding": model_vector(str(body.get("model")), text, width)}
-                    for i, text in enumerate(texts)]
+            vectors = [model_vector(str(body.get("model")), text, width) for text in texts]
+            if body.get("encoding_format") == "base64":  # little-endian float32, as OpenAI
+                vectors = [base64.b64encode(struct.pack(f"<{len(v)}f", *v)).decode()
+                           for v in vectors]
+            data = [{"object": "embedding", "index": i, "embedding": vector}
+                    for i, vector in enumerate(vectors)]
             return Reply(200, {"object": "list", "data": data[::-1], "model": body.get("model"),
                                "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)}})
         if seen.path.endswith("/rerank"):

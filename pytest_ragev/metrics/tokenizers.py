@@ -30,6 +30,7 @@ from typing import Any
 import regex
 
 from pytest_ragev.core.errors import ConfigError
+from pytest_ragev.core.install import install_command
 from pytest_ragev.core.tables import close_match
 from pytest_ragev.metrics.text import (
     HIRAGANA_RANGES,
@@ -241,7 +242,7 @@ def _language(name: str, source: str) -> TokenizerChoice:
         raise ConfigError(
             f"{source}: {_describe(name)} needs the {language} tokenizer "
             f"({' and '.join(missing)} not installed); install it with: "
-            f"pip install 'pytest-ragev[{name}]'"
+            f"{install_command(name)}"
         )
     with _language_lock:
         try:
@@ -251,7 +252,7 @@ def _language(name: str, source: str) -> TokenizerChoice:
             raise ConfigError(
                 f"{source}: {_describe(name)}: loading the {language} tokenizer failed "
                 f"({type(error).__name__}: {detail}); reinstall it with: "
-                f"pip install --force-reinstall 'pytest-ragev[{name}]'"
+                f"{install_command(name, reinstall=True)}"
             ) from error
 
 

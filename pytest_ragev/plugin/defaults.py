@@ -302,8 +302,7 @@ class DefaultPipelineHooks:
             corpus,
             fingerprint=self._corpus_fingerprint(corpus),
             cache_dir=self.kb_cache_dir(),
-            progress=self._progress(len(corpus)) if len(corpus) >= PROGRESS_MIN_PASSAGES
-            else None,
+            progress=self._progress(len(corpus)),
         )
 
     def _corpus_fingerprint(self, corpus: Mapping[int, str]) -> str:
@@ -383,9 +382,27 @@ class KbProgress:
             self._reporter.flush()
 
 
-def kb_progress_factory(config: pytest.Config) -> ProgressFactory:
-    """KB-build progress printers for ``config``'s terminal (none on xdist workers)."""
+def kb_progress_factory(
+    config: pytest.Config, phase: Callable[[str | None, int, int], None] | None = None,
+) -> ProgressFactory:
+    """KB-build progress for ``config``: printed on the terminal for corpora of at least
+    :data:`PROGRESS_MIN_PASSAGES` (not on xdist workers), and told to ``phase`` for every
+    corpus (``phase("building_kb", done, total)``, ``phase(None, ...)`` once built)."""
     def make(passages: int) -> Callable[[int, int], None] | None:
+        printer = _printer(passages)
+        if phase is None:
+            return printer
+
+        def both(done: int, of: int) -> None:
+            phase("building_kb" if done < of else None, done, of)
+            if printer is not None:
+                printer(done, of)
+
+        return both
+
+    def _printer(passages: int) -> Callable[[int, int], None] | None:
+        if passages < PROGRESS_MIN_PASSAGES:
+            return None
         if hasattr(config, "workerinput"):
             return None  # an xdist worker's output never reaches the terminal
         reporter = config.pluginmanager.get_plugin("terminalreporter")

@@ -128,11 +128,19 @@ def _line_writer(reporter: Any) -> Callable[[str], None]:
     return write
 
 
-class _Phases:
-    """Prints a line as each end-of-run phase starts, and their seconds at the end."""
+#: The running report's phase (``data.phase.name``) for each end-of-run phase.
+_REPORTED_PHASES = {"scoring": "scoring", "gate": "gating", "baseline": "gating",
+                    "verdict": "gating", "reports": "writing_reports"}
 
-    def __init__(self, write: Callable[[str], None] | None) -> None:
+
+class _Phases:
+    """Prints a line as each end-of-run phase starts, and their seconds at the end; tells
+    the progress file each phase (what a poller of the running report sees)."""
+
+    def __init__(self, write: Callable[[str], None] | None,
+                 progress: ProgressFile | None = None) -> None:
         self._write = write
+        self._progress = progress
         self._started = time.perf_counter()
         self._current: tuple[str, float] | None = None
         self._seconds: list[tuple[str, float]] = []
@@ -140,6 +148,8 @@ class _Phases:
     def __call__(self, name: str) -> None:
         self._close()
         self._current = (name, time.perf_counter())
+        if self._progress is not None:
+            self._progress.end_phase(_REPORTED_PHASES.get(name.split(" ", 1)[0], "gating"))
         if self._write is not None:
             self._write(f"ragev: end of run: {name}")
 
@@ -281,7 +291,8 @@ class Finisher:
             inputs = self._inputs(interrupted)
             self._plan = inputs.plan
             phases = _Phases(_line_writer(reporter) if reporter is not None
-                             and len(inputs.records) >= PHASE_LINES_FROM else None)
+                             and len(inputs.records) >= PHASE_LINES_FROM else None,
+                             self._progress)
             with paused_gc():
                 outcome = evaluate(inputs, phase=phases)
                 phases("reports")

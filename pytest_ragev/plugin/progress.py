@@ -1,8 +1,11 @@
 """The JSON report while a run goes: status 0 (pending), 1 (running), 3 (failed early).
 
 The seed's clients poll the report file for ``finished/total``; :class:`ProgressFile`
-rewrites it atomically, at most every ``[run] progress_interval`` seconds.
-:class:`XdistProgress` tells the controller which questions the xdist workers collected.
+rewrites it atomically, at most every ``[run] progress_interval`` seconds. The report
+also says what the run does (``data.phase``: loading, building the knowledge base n/N,
+answering, scoring, gating, writing the reports), so a poller can tell a long
+knowledge-base build from a stuck run. :class:`XdistProgress` tells the controller which
+questions the xdist workers collected.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -28,6 +32,8 @@ from pytest_ragev.plugin.collect import NodeIds
 
 #: Builds the report dict for a status and an error message.
 ProgressReport = Callable[[int, str], dict[str, Any]]
+#: The phases a running report names in ``data.phase.name``, in the order a run goes.
+PHASES = ("loading", "building_kb", "answering", "scoring", "gating", "writing_reports")
 
 
 def _identity(path: Path) -> tuple[int, int, int, int] | None:
@@ -58,6 +64,12 @@ class ProgressFile:
         #: What became of that report when a failure report could not replace it (one
         #: clause for the error line), else ``None``.
         self.stale: str | None = None
+        #: What the run does now (``data.phase`` of the running report); ``None``: answering.
+        self._phase: dict[str, Any] | None = None
+        #: The last pending or running report written (the end phases rewrite it).
+        self._last: dict[str, Any] | None = None
+        # The knowledge base may report its build from another thread than the items'.
+        self._lock = threading.Lock()
 
     def stop(self) -> None:
         """No more status-1 writes: the run is being concluded (the final report follows)."""
@@ -83,24 +95,72 @@ class ProgressFile:
             return False
         self._last_write = time.monotonic()
         report = self._report(status, err_msg)
-        try:
-            write_output_json(self.path, report)
-        except WRITE_ERRORS as exc:
-            cause = write_error_cause(exc)[0]
-            if status == STATUS_FAILED:
-                self.stale = self._replace_stale(report)
-                if not quiet:
-                    after = f"; {self.stale}" if self.stale else ""
-                    sys.stderr.write(f"ragev: warning: could not write the failure report "
-                                     f"(status 3) to {self.path}: {cause}{after}\n")
-            elif not quiet and not self._warned:
-                self._warned = True  # every few seconds the same line would bury the output
-                sys.stderr.write(f"ragev: warning: could not write the running report to "
-                                 f"{self.path}: {cause}; the run goes on\n")
-            return False
-        found = _identity(self.path)
-        self._own = None if found is None or status == STATUS_FAILED else (found, status)
-        return True
+        if status != STATUS_FAILED:
+            report = self._with_phase(report, status)
+        return self._put(report, status, quiet=quiet)
+
+    def _with_phase(self, report: dict[str, Any], status: int) -> dict[str, Any]:
+        data = report.get("data")
+        if not isinstance(data, dict):
+            return report
+        if status == STATUS_PENDING:
+            phase: dict[str, Any] = {"name": "loading"}
+        else:
+            phase = self._phase or {"name": "answering"}
+        return {**report, "data": {**data, "phase": phase}}
+
+    def _put(self, report: dict[str, Any], status: int, *, quiet: bool) -> bool:
+        assert self.path is not None
+        with self._lock:
+            try:
+                write_output_json(self.path, report)
+            except WRITE_ERRORS as exc:
+                cause = write_error_cause(exc)[0]
+                if status == STATUS_FAILED:
+                    self.stale = self._replace_stale(report)
+                    if not quiet:
+                        after = f"; {self.stale}" if self.stale else ""
+                        sys.stderr.write(f"ragev: warning: could not write the failure report "
+                                         f"(status 3) to {self.path}: {cause}{after}\n")
+                elif not quiet and not self._warned:
+                    self._warned = True  # every few seconds the same line would bury the output
+                    sys.stderr.write(f"ragev: warning: could not write the running report to "
+                                     f"{self.path}: {cause}; the run goes on\n")
+                return False
+            found = _identity(self.path)
+            self._own = None if found is None or status == STATUS_FAILED else (found, status)
+            self._last = None if status == STATUS_FAILED else report
+            return True
+
+    def phase(self, name: str | None, done: int | None = None, total: int | None = None) -> None:
+        """What the run does now, e.g. ``phase("building_kb", 120, 400)`` (chunks); ``None``:
+        answering. The running report says it at once when the phase changes, else at most
+        once per interval (a count that moves is no reason to rewrite the file more often)."""
+        shown = None if name is None else (
+            {"name": name} if total is None else {"name": name, "done": done, "total": total})
+        if shown == self._phase:
+            return
+        renamed = (shown or {}).get("name") != (self._phase or {}).get("name")
+        self._phase = shown
+        if renamed or time.monotonic() - self._last_write >= self._interval:
+            self.write(STATUS_RUNNING, quiet=True)
+
+    def end_phase(self, name: str) -> None:
+        """A phase of the end of the run (``scoring``, ``gating``, ``writing_reports``):
+        the last running report again, naming it, also after :meth:`stop` (the final
+        report replaces it). Nothing when no running report was written: such a run is
+        short, and a pending report must not say the run is scoring."""
+        last = self._last
+        if self.path is None or last is None or is_stream(self.path):
+            return
+        data = last.get("data")
+        if not isinstance(data, dict):
+            return
+        task = data.get("task")
+        if not isinstance(task, dict) or task.get("status") != STATUS_RUNNING:
+            return
+        self._phase = {"name": name}
+        self._put({**last, "data": {**data, "phase": self._phase}}, STATUS_RUNNING, quiet=True)
 
     def _replace_stale(self, report: dict[str, Any]) -> str | None:
         """Rewrite this run's pending or running report in place with ``report``, else

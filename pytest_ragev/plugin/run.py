@@ -104,7 +104,7 @@ class ActiveRun:
             cache_root=self._cache_root,
             no_cache=options.no_cache,
             cache_setting=ragev.cache,
-            progress=kb_progress_factory(config),
+            progress=kb_progress_factory(config, phase=self._kb_phase),
             project_root=config.rootpath,
         )
         self.progress = ProgressFile(options.report_json or ragev.report_json,
@@ -341,6 +341,11 @@ class ActiveRun:
             self._scorer = RecordScorer(self.plan, self.dataset, remember=not self.is_worker,
                                         memo=self.text_memo, similarity=self.similarity)
         return self._scorer
+
+    def _kb_phase(self, name: str | None, done: int, total: int) -> None:
+        """The knowledge base's build, as the running report's phase (the controller's)."""
+        if not self.is_worker:
+            self.progress.phase(name, done, total)
 
     def _score(self, record: Record) -> Record:
         return self.scorer.score([record])[0]

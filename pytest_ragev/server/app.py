@@ -15,6 +15,7 @@ handlers, the OpenAPI document, and the :class:`~.guard.Guard` around it all.
 from __future__ import annotations
 
 import logging
+import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -30,10 +31,12 @@ from pytest_ragev.core.tables import suggest
 from pytest_ragev.server import api, pages
 from pytest_ragev.server.dependencies import required_action
 from pytest_ragev.server.envelope import ApiError, error_response
+from pytest_ragev.server.fastpath import DetailFastPath
 from pytest_ragev.server.guard import ASGIApp, Guard
 from pytest_ragev.server.schemas import CreateEvaluation
 from pytest_ragev.server.service import Service
 from pytest_ragev.server.settings import ServerSettings
+from pytest_ragev.server.store import storage_problem
 
 log = logging.getLogger("ragev.server")
 
@@ -67,6 +70,9 @@ def create_app(settings: ServerSettings) -> FastAPI:
             ApiError: answer_api_error,
             RequestValidationError: answer_invalid_request,
             StarletteHTTPException: answer_http_error,
+            sqlite3.Error: answer_storage_error,
+            OSError: answer_storage_error,
+            Exception: answer_internal_error,
         },
     )
     app.state.service = Service(settings)
@@ -93,8 +99,7 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     try:
         yield
     finally:
-        service.runner.stop()
-        service.store.close()
+        service.close()
 
 
 def operations() -> Iterator[APIRoute]:
@@ -113,6 +118,24 @@ async def answer_api_error(request: Request, exc: ApiError) -> Response:
     return error_response(exc.status, exc.message, field=exc.field, headers=exc.headers)
 
 
+async def answer_storage_error(request: Request, exc: Exception) -> Response:
+    """The database or the workspace refused (locked, a full or read-only disk): 503 in
+    the envelope, with the cause and its fix; nothing was changed."""
+    service: Service = request.app.state.service
+    problem = storage_problem(exc, service.settings.workspace)
+    if problem is None:
+        return await answer_internal_error(request, exc)
+    log.warning("%s %s: %s", request.method, request.url.path, problem)
+    return error_response(503, problem, headers={"Retry-After": "5"})
+
+
+async def answer_internal_error(request: Request, exc: Exception) -> Response:
+    """A bug: 500 in the envelope, one line in the log, never a traceback."""
+    log.error("%s %s: internal error %s: %s", request.method, request.url.path,
+              type(exc).__name__, str(exc)[:200])
+    return error_response(500, "internal error; the server log has one line about it")
+
+
 async def answer_invalid_request(request: Request, exc: RequestValidationError) -> Response:
     """Bad input: 400 with the first problem, naming its field (FastAPI would say 422)."""
     field, message = _validation_message(exc)
@@ -124,6 +147,8 @@ async def answer_http_error(request: Request, exc: StarletteHTTPException) -> Re
     envelope; a 405 lists, in ``Allow``, every method the path does define."""
     if exc.status_code == 404:
         return error_response(404, f"no route {request.url.path}")
+    if exc.status_code == 400:  # Starlette could not read the body (the Guard checks most)
+        return error_response(400, f"body: {exc.detail}; send a JSON object", field="body")
     if exc.status_code == 405:
         allowed = sorted({
             method for route in operations() if route.path_regex.match(request.url.path)
@@ -187,8 +212,11 @@ def describe_api(app: FastAPI) -> dict[str, Any]:
 
 # -------------------------------------------------------------- uvicorn
 def asgi(settings: ServerSettings) -> ASGIApp:
-    """:func:`create_app` inside the :class:`Guard` (what uvicorn serves)."""
-    return Guard(create_app(settings), max_body=settings.max_body)
+    """:func:`create_app` behind the pollers' fast path, inside the :class:`Guard` (what
+    uvicorn serves)."""
+    app = create_app(settings)
+    return Guard(DetailFastPath(app, app.state.service), max_body=settings.max_body,
+                 max_depth=settings.max_depth)
 
 
 def app_from_environment() -> ASGIApp:

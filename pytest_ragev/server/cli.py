@@ -9,15 +9,19 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
 from pytest_ragev.core.errors import ConfigError
+from pytest_ragev.core.install import install_command
+from pytest_ragev.server import lock
+from pytest_ragev.server.catalog import Catalog
 from pytest_ragev.server.keys import CAPABILITIES, ROLES, new_key
-from pytest_ragev.server.settings import ENV, ServerSettings
-from pytest_ragev.server.store import Store, StoreError
+from pytest_ragev.server.settings import ADMIN_KEY_FILE, ENV, ServerSettings
+from pytest_ragev.server.store import Store, StoreError, storage_problem
 
 
 class CommandAdder(Protocol):
@@ -56,12 +60,15 @@ def _workspace(args: argparse.Namespace) -> Path:
 
 
 def _store(args: argparse.Namespace) -> Store:
+    workspace = _workspace(args)
     try:
-        return Store(_workspace(args) / "ragev-server.db")
+        return Store(workspace / "ragev-server.db")
     except StoreError as exc:
         raise ConfigError(str(exc)) from None
-    except OSError as exc:
-        raise ConfigError(f"--workspace {args.workspace}: cannot use it ({exc})") from None
+    except (OSError, sqlite3.Error) as exc:
+        problem = storage_problem(exc, workspace) or f"cannot use it ({exc})"
+        raise ConfigError(f"--workspace {args.workspace}: {problem}; or pass another "
+                          "--workspace") from None
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -76,17 +83,29 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         workspace.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ConfigError(f"--workspace {args.workspace}: cannot create it ({exc})") from None
+        raise ConfigError(f"--workspace {args.workspace}: cannot create it "
+                          f"({exc.strerror or exc}); pass a folder you may write to") from None
     settings = ServerSettings(
         workspace=workspace, configs=configs, host=args.host, port=args.port,
         max_parallel=args.max_parallel, resume=not args.no_resume,
+        cache_dir=Path(args.cache_dir).resolve() if args.cache_dir else None,
     )
-    _store(args).close()  # fail here, in one line, on a database of another version
+    url = f"http://{args.host}:{args.port}/"
+    lock.hold(settings.lock_file, url=url)  # one server per workspace: refused here, in one line
+    # Fail here, in one line, on a database of another version or a read-only workspace.
+    store = _store(args)
+    try:
+        made = _first_key(store, settings)
+    finally:
+        store.close()
     try:
         import uvicorn
     except ImportError:
-        raise ConfigError("ragev serve needs the server extra: pip install "
-                          "'pytest-ragev[server]'") from None
+        raise ConfigError(f"ragev serve needs the server extra: {install_command('server')}"
+                          ) from None
+    for line in startup_lines(settings, Catalog(configs, exclude=(workspace, settings.cache)),
+                              url=url, key_file=made):
+        print(f"ragev serve: {line}", file=sys.stderr)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(message)s")
     os.environ[ENV] = settings.to_env()
@@ -96,6 +115,51 @@ def _serve(args: argparse.Namespace) -> int:
         timeout_graceful_shutdown=5,
     )
     return 0
+
+
+def _first_key(store: Store, settings: ServerSettings) -> Path | None:
+    """A workspace without any key gets an admin key that may run evaluations, written to
+    ``admin.key`` (readable only by its owner), so the service is usable at once; the
+    file's path, else ``None`` (the workspace has keys)."""
+    if store.keys():
+        return None
+    text, stored = new_key(role="admin", capability="run_evaluations", tenant=1,
+                           name="made at first start")
+    path = settings.workspace / ADMIN_KEY_FILE
+    partial = path.with_name(f".{path.name}.tmp")
+    try:
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text + "\n")
+        os.replace(partial, path)
+    except OSError as exc:
+        raise ConfigError(f"--workspace {settings.workspace}: cannot write {path.name} "
+                          f"({exc.strerror or exc}); make the folder writable") from None
+    store.add_key(stored)
+    return path
+
+
+def startup_lines(settings: ServerSettings, catalog: Catalog, *, url: str,
+                  key_file: Path | None = None) -> list[str]:
+    """What the server says when it starts: where it answers, its folders, the configs it
+    loaded and, one line each, those with an error."""
+    lines = [f"{url} (the dashboard; the API under {url}api/v1/)",
+             f"workspace {settings.workspace}, shared cache {settings.cache}"]
+    if key_file is not None:
+        lines.append(f"the workspace had no API key: an admin key that may run evaluations "
+                     f"is in {key_file} (readable only by you); send it as X-API-Key")
+    entries = catalog.configs_list()
+    good = [entry.name for entry in entries if entry.error is None]
+    bad = [entry for entry in entries if entry.error is not None]
+    if entries[0].builtin:
+        lines.append(f"no config in {settings.configs}: a request runs the built-in config "
+                     "'default' (the built-in sample with the built-in pipeline)")
+    else:
+        shown = ", ".join(good[:30]) + (f" and {len(good) - 30} more" if len(good) > 30 else "")
+        lines.append(f"{len(good)} config{'' if len(good) == 1 else 's'} loaded from "
+                     f"{settings.configs}" + (f": {shown}" if good else ""))
+    lines += [f"config {entry.name} has an error: {entry.error}" for entry in bad]
+    return lines
 
 
 def _create(args: argparse.Namespace) -> int:
@@ -149,6 +213,10 @@ def configure(commands: CommandAdder) -> None:
                             "(default ./ragev-workspace)")
     serve.add_argument("--configs", default=".", metavar="DIR",
                        help="folder of the ragev.toml files the server may run (default .)")
+    serve.add_argument("--cache-dir", default=None, metavar="DIR",
+                       help="the pytest cache every task shares: knowledge bases and answers "
+                            "(default <workspace>/cache; your project's .pytest_cache shares "
+                            "them with your command-line runs)")
     serve.add_argument("--max-parallel", type=_positive, default=1, metavar="N",
                        help="evaluations at once; the rest wait in order (default 1)")
     serve.add_argument("--no-resume", action="store_true",

@@ -7,8 +7,9 @@ CSS is inline, the one script (progress polling) is served by the same server at
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from html import escape
 from typing import Any
@@ -17,7 +18,7 @@ from urllib.parse import quote, urlencode
 from pytest_ragev.core import fmt
 from pytest_ragev.core.results import RunResult
 from pytest_ragev.core.tables import changed_keys
-from pytest_ragev.core.types import METRIC_NAMES, RETRIEVAL_METRICS
+from pytest_ragev.core.types import METRIC_NAMES
 from pytest_ragev.gate import GateRules, QuestionDiff, compare, top_regressions
 from pytest_ragev.server.keys import Principal
 from pytest_ragev.server.svg import Point, line_chart
@@ -25,6 +26,10 @@ from pytest_ragev.server.svg import Point, line_chart
 #: The metrics the runs list shows.
 KEY_METRICS = ("recall", "ndcg10", "mrr", "bleu4", "rougel")
 STATUS_NAMES = {0: "pending", 1: "running", 2: "success", 3: "failed"}
+#: How a running task's phase (``data.phase.name`` of the plugin's report) reads.
+PHASE_NAMES = {"loading": "loading", "building_kb": "building the knowledge base",
+               "answering": "answering", "scoring": "scoring", "gating": "gating",
+               "writing_reports": "writing the reports"}
 
 _CSS = """
 body{font-family:system-ui,-apple-system,'Segoe UI','Noto Sans CJK SC','PingFang SC',sans-serif;
@@ -40,10 +45,12 @@ th,td{border-bottom:1px solid #e3e6ea;padding:6px 8px;text-align:left;vertical-a
 th{background:#eef1f4;font-weight:600}td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
 .badge{display:inline-block;padding:1px 9px;border-radius:10px;color:#fff;font-size:12px}
 .s0{background:#7f8c8d}.s1{background:#2d6cdf}.s2{background:#2e8b57}.s3{background:#c0392b}
+.s2x{background:#5d6d7e}.vpass{background:#2e8b57}.vfail{background:#c0392b}
+td.config{overflow-wrap:anywhere;max-width:16em}.phase{display:block;font-size:12px;color:#555;white-space:normal}
 .bar{width:90px;height:10px;background:#e3e6ea;border-radius:5px;overflow:hidden;
 display:inline-block;vertical-align:middle}.bar span{display:block;height:100%;
 background:#2d6cdf}.count{font-size:12px;color:#555;margin-left:6px}
-td.when,td.progress{white-space:nowrap}td.task{font-size:12px}
+td.when,td.progress,td.status{white-space:nowrap}td.task{font-size:12px}
 .warn{background:#fff6e0;border:1px solid #f0d58c;color:#6b4e00;padding:8px 12px;
 border-radius:4px;margin:10px 0}.warn ul{margin:0;padding-left:18px}
 h3{font-size:14px;margin:16px 0 6px}
@@ -72,8 +79,16 @@ SCRIPT = """
   if (location.pathname === '/login' && location.hash.indexOf('#key=') === 0) {
     var key = decodeURIComponent(location.hash.slice(5));
     history.replaceState(null, '', location.pathname + location.search);
+    // Only a path of this server: resolved as the browser will resolve it (it reads
+    // '/\\host' and '/<tab>/host' as '//host', another origin), then kept if it stays here.
     var next = new URLSearchParams(location.search).get('next') || '/';
-    if (next.charAt(0) !== '/' || next.charAt(1) === '/') { next = '/'; }
+    var target = null;
+    try { target = new URL(next, location.origin); } catch (e) { target = null; }
+    if (next.charAt(0) !== '/' || !target || target.origin !== location.origin) {
+      next = '/';
+    } else {
+      next = target.pathname + target.search + target.hash;
+    }
     fetch('/login', {method: 'POST', credentials: 'same-origin', redirect: 'manual',
                      headers: {'Content-Type': 'application/x-www-form-urlencoded'},
                      body: 'key=' + encodeURIComponent(key)})
@@ -87,16 +102,28 @@ SCRIPT = """
     return typeof value === 'number' && isFinite(value)
       ? value.toFixed(3).replace('-', '\u2212') : '\u2014';
   }
+  // What a running task does now, as the pages write it (dashboard.phase_text).
+  var PHASES = __PHASES__;
+  function phaseText(phase) {
+    if (!phase) { return ''; }
+    var text = PHASES[phase.name] || phase.name;
+    if (typeof phase.total === 'number') { text += ' ' + phase.done + '/' + phase.total; }
+    return text;
+  }
   // The parts of the page that show a running task: its questions row, its metrics.
-  function refresh(id, task, metric) {
+  function refresh(id, task, metric, phase) {
     var blocks = metric || {};
     var means = Object.assign({}, blocks.retrieval_metrics || {},
-                              blocks.generation_metrics || {});
+                              blocks.generation_metrics || {}, blocks.quality_metrics || {},
+                              blocks.custom_metrics || {});
     var counts = blocks.counts || {};
     document.querySelectorAll('[data-live]').forEach(function (scope) {
       if (scope.getAttribute('data-live') !== id) { return; }
       scope.querySelectorAll('[data-field="questions"]').forEach(function (cell) {
         cell.textContent = task.finished + '/' + task.total;
+      });
+      scope.querySelectorAll('[data-field="phase"]').forEach(function (cell) {
+        cell.textContent = task.status < 2 ? phaseText(phase) : '';
       });
       scope.querySelectorAll('[data-metric]').forEach(function (cell) {
         cell.textContent = figure(means[cell.getAttribute('data-metric')]);
@@ -123,7 +150,7 @@ SCRIPT = """
           bar.querySelector('span').style.width = share.toFixed(1) + '%';
           var count = bar.parentNode.querySelector('.count');
           if (count) { count.textContent = task.finished + '/' + task.total; }
-          refresh(id, task, body.data.metric);
+          refresh(id, task, body.data.metric, body.data.phase);
           if (task.status >= 2) { bar.setAttribute('data-running', '0'); location.reload(); }
         })
         .catch(function () {});
@@ -132,7 +159,7 @@ SCRIPT = """
   }
   setTimeout(poll, 1000);
 })();
-"""
+""".replace("__PHASES__", json.dumps(PHASE_NAMES))
 
 
 def _page(title: str, body: str, principal: Principal | None = None) -> str:
@@ -153,8 +180,33 @@ def _page(title: str, body: str, principal: Principal | None = None) -> str:
     )
 
 
-def _badge(status: int) -> str:
-    return f'<span class="badge s{status}">{STATUS_NAMES.get(status, str(status))}</span>'
+def _badge(status: int, verdict: Mapping[str, Any] | None = None) -> str:
+    """The status badge; a task that ran to its end (status 2) but whose verdict failed is
+    not green: the verdict badge beside it says why."""
+    css = "s2x" if status == 2 and verdict and verdict.get("passed") is False else f"s{status}"
+    return f'<span class="badge {css}">{STATUS_NAMES.get(status, str(status))}</span>'
+
+
+def _verdict(verdict: Mapping[str, Any] | None) -> str:
+    """The gate's verdict as a badge (its failures in the title), or a dash."""
+    if not verdict or verdict.get("passed") is None:
+        return _MISSING
+    if verdict["passed"]:
+        return '<span class="badge vpass" data-verdict="passed">passed</span>'
+    failures = [str(f) for f in verdict.get("failures") or []]
+    title = escape("; ".join(failures)[:500], quote=True)
+    return f'<span class="badge vfail" data-verdict="failed" title="{title}">failed</span>'
+
+
+def phase_text(phase: Mapping[str, Any] | None) -> str:
+    """``building the knowledge base 120/400``: what a running task does."""
+    if not phase:
+        return ""
+    name = str(phase.get("name", ""))
+    text = PHASE_NAMES.get(name, name)
+    if isinstance(phase.get("total"), int):
+        text += f" {phase.get('done')}/{phase['total']}"
+    return text
 
 
 _MISSING = '<span class="muted">—</span>'
@@ -167,21 +219,42 @@ def _figure(value: Any) -> str:
     return _MISSING
 
 
+#: The blocks of a report's ``metric`` that hold means, in the order pages show them.
+_MEAN_BLOCKS = ("retrieval_metrics", "generation_metrics", "quality_metrics", "custom_metrics")
+
+
 def _metric(metric: Mapping[str, Any] | None, name: str) -> Any:
     if not metric:
         return None
-    block = "retrieval_metrics" if name in RETRIEVAL_METRICS else "generation_metrics"
-    return (metric.get(block) or {}).get(name)
+    for block in _MEAN_BLOCKS:
+        means = metric.get(block)
+        if isinstance(means, Mapping) and name in means:
+            return means[name]
+    return None
 
 
-def _progress(task: Mapping[str, Any]) -> str:
+def metric_names(metrics: Iterable[Mapping[str, Any] | None]) -> list[str]:
+    """The twelve metrics, then every other metric (similarity, judged, custom) that one
+    of ``metrics`` has a mean for, in the order they come."""
+    names = list(METRIC_NAMES)
+    for metric in metrics:
+        for block in _MEAN_BLOCKS[2:]:
+            means = (metric or {}).get(block)
+            if isinstance(means, Mapping):
+                names += [str(name) for name in means if str(name) not in names]
+    return names
+
+
+def _progress(task: Mapping[str, Any], phase: Mapping[str, Any] | None = None) -> str:
     total, finished = int(task["total"] or 0), int(task["finished"] or 0)
     share = min(100.0, 100.0 * finished / total) if total else 0.0
     running = "1" if task["status"] in (0, 1) else "0"
+    doing = escape(phase_text(phase)) if running == "1" else ""
     return (
         f'<span class="bar" data-task="{escape(task["id"])}" data-running="{running}">'
         f'<span style="width:{share:.1f}%"></span></span>'
         f'<span class="count">{finished}/{total}</span>'
+        f'<span class="phase" data-field="phase">{doing}</span>'
     )
 
 
@@ -200,6 +273,15 @@ def _instant(text: str | None) -> datetime | None:
         return None
 
 
+def _breakable(name: str) -> str:
+    """``name`` escaped, with line-break chances after ``/``, ``-`` and ``_`` (a long
+    config name wraps in its cell at those, not anywhere)."""
+    shown = escape(name)
+    for mark in ("/", "-", "_"):
+        shown = shown.replace(mark, f"{mark}<wbr>")
+    return shown
+
+
 def _run_link(task_id: str) -> str:
     # A long id may break after its underscores, never inside its time or its hex.
     shown = escape(task_id).replace("_", "_<wbr>")
@@ -214,11 +296,12 @@ def runs_page(
     page_size: int,
     principal: Principal,
     filters: Mapping[str, Any],
-    series: Sequence[tuple[str, str]] = (),
+    series: Sequence[tuple[str, str, int | None]] = (),
 ) -> str:
-    """The runs list: newest first, a progress bar per running task, and compare pickers."""
-    datasets = sorted({d for d, _ in series})
-    configs = sorted({c for _, c in series})
+    """The runs list: newest first, the status with the gate's verdict beside it, a
+    progress bar per running task (and what it does), and compare pickers."""
+    datasets = sorted({d for d, _, _ in series})
+    configs = sorted({c for _, c, _ in series})
 
     def options(values: Sequence[str], chosen: Any) -> str:
         out = ['<option value="">all</option>']
@@ -243,7 +326,8 @@ def runs_page(
     cells = "".join(f'<th class="num">{name}</th>' for name in KEY_METRICS)
     lines = [
         '<form method="get" action="/compare"><div class="scroll">',
-        f"<table class=\"runs\"><thead><tr><th>status</th><th>task</th><th>dataset</th>"
+        f"<table class=\"runs\"><thead><tr><th>status</th><th>verdict</th><th>task</th>"
+        f"<th>dataset</th>"
         f"<th>config</th><th>started</th><th class=\"num\">duration</th><th>progress</th>"
         f"{cells}<th>A</th><th>B</th></tr></thead><tbody>",
     ]
@@ -259,21 +343,23 @@ def runs_page(
         radio_b = f'<input type="radio" name="b" value="{tid}" aria-label="B">' if pick else ""
         lines.append(
             f'<tr data-status="{task["status"]}" data-live="{tid}">'
-            f"<td>{_badge(task['status'])}</td>"
+            f'<td class="status">{_badge(task["status"], row.get("verdict"))}</td>'
+            f'<td class="verdict">{_verdict(row.get("verdict"))}</td>'
             f'<td class="task">{_run_link(task["id"])}</td><td>{escape(task["dataset_id"])}</td>'
-            f"<td>{escape(request['config'])}</td>"
+            f'<td class="config">{_breakable(request["config"])}</td>'
             f'<td class="when">{_when(task["start_time"], seconds=False)}</td>'
             f'<td class="num">{escape(duration)}</td>'
-            f'<td class="progress">{_progress(task)}</td>{metrics}'
+            f'<td class="progress">{_progress(task, row.get("phase"))}</td>{metrics}'
             f"<td>{radio_a}</td><td>{radio_b}</td></tr>"
         )
     if not rows:
-        lines.append(f'<tr><td colspan="{9 + len(KEY_METRICS)}" class="muted">No evaluation '
+        lines.append(f'<tr><td colspan="{10 + len(KEY_METRICS)}" class="muted">No evaluation '
                      "tasks yet: POST /api/v1/evaluation creates one.</td></tr>")
     lines.append('</tbody></table></div><p><input type="submit" value="Compare A with B"></p>'
                  "</form>")
     pages = max(1, math.ceil(total / page_size))
-    pager = [f'<div class="pager">{total} tasks · page {page} of {pages}']
+    plural = "" if total == 1 else "s"
+    pager = [f'<div class="pager">{total} task{plural} · page {page} of {pages}']
     query = {k: v for k, v in filters.items() if v not in (None, "")}
     if page > 1:
         pager.append(f' · <a href="/?{escape(urlencode({**query, "page": page - 1}))}">newer</a>')
@@ -296,17 +382,22 @@ def run_page(
     """One run: its state, settings and metrics, errors, and the plugin's HTML report."""
     task, request, metric = row["task"], row["request"], row["metric"]
     quoted = quote(task["id"], safe="")
-    parts = [f"<h1>{escape(task['id'])} {_badge(task['status'])}</h1>"]
+    verdict = row.get("verdict") or {}
+    shown = f" verdict {_verdict(verdict)}" if verdict else ""
+    parts = [f"<h1>{escape(task['id'])} {_badge(task['status'], verdict)}{shown}</h1>"]
     if task["status"] in (0, 1):
-        parts.append(f"<p>{_progress(task)}</p>")
+        parts.append(f'<p data-live="{escape(task["id"])}">{_progress(task, row.get("phase"))}'
+                     "</p>")
     if task["err_msg"]:
         parts.append(f'<div class="err">{escape(task["err_msg"])}</div>')
     pipeline = (params or {}).get("pipeline") or {}
     meta = [
         ("dataset", task["dataset_id"]), ("config", request["config"]),
         ("knowledge base", request["knowledge_base_id"]), ("pipeline", pipeline.get("name")),
+        ("embedding model", request.get("embedding_id") or "(the config's)"),
         ("chat model", request["chat_id"] or "(the config's)"),
         ("rerank model", request["rerank_id"] or "(the config's)"),
+        ("judge", request.get("judge_id") or "(the config's)"),
         ("variants", ", ".join(request["variant"]) or "all"),
         ("limit", request["limit"] or "none"),
         ("profile", request["profile"] or ((params or {}).get("metrics") or {}).get("profile")),
@@ -318,25 +409,25 @@ def run_page(
     parts.append(f'<div data-live="{escape(task["id"])}"><table class="meta"><tbody>')
     for name, value in meta:
         if name in ("started", "ended"):
-            shown = value
+            cell = value
         else:
-            shown = _MISSING if value is None else escape(str(value))
+            cell = _MISSING if value is None else escape(str(value))
         field = ' data-field="questions"' if name == "questions" else ""
-        parts.append(f"<tr><td>{name}</td><td{field}>{shown}</td></tr>")
+        parts.append(f"<tr><td>{name}</td><td{field}>{cell}</td></tr>")
     parts.append("</tbody></table>")
     running = " (running mean)" if task["status"] == 1 else ""
     parts.append(f"<h2>Metrics{running}</h2>")
     counts = (metric or {}).get("counts") or {}
     parts.append('<table><thead><tr><th>metric</th><th class="num">mean</th>'
                  '<th class="num">n</th></tr></thead><tbody>')
-    for name in METRIC_NAMES:
+    for name in metric_names([metric]):
+        shown = escape(name)
         parts.append(
-            f'<tr><td>{name}</td><td class="num" data-metric="{name}">'
+            f'<tr><td>{shown}</td><td class="num" data-metric="{shown}">'
             f"{_figure(_metric(metric, name))}</td>"
-            f'<td class="num" data-metric-n="{name}">{escape(str(counts.get(name, "—")))}</td>'
+            f'<td class="num" data-metric-n="{shown}">{escape(str(counts.get(name, "—")))}</td>'
             "</tr>")
     parts.append("</tbody></table></div>")
-    verdict = row.get("verdict") or {}
     if verdict.get("failures"):
         items = "".join(f"<li>{escape(str(f))}</li>" for f in verdict["failures"])
         parts.append(f"<h2>Verdict: failed</h2><ul>{items}</ul>")
@@ -359,21 +450,26 @@ def run_page(
 
 
 def trends_page(
-    series: Sequence[tuple[str, str, Sequence[Mapping[str, Any]]]],
+    series: Sequence[tuple[str, str, int | None, Sequence[Mapping[str, Any]]]],
     principal: Principal | None = None,
 ) -> str:
-    """Per dataset and config, each metric's mean over the finished runs, oldest left."""
+    """Per dataset, config and question limit, each metric's mean over the finished runs,
+    oldest left: the runs of the first N questions are a line of their own, never points
+    on the line of the full runs."""
     parts = ["<h1>Trends</h1>"]
     if not series:
         parts.append('<p class="muted">No finished runs yet.</p>')
-    for dataset_id, config, rows in series:
+    for dataset_id, config, limit, rows in series:
         query = urlencode({"dataset_id": dataset_id, "config": config, "status": 2})
+        key = f"{dataset_id}/{config}" + ("" if limit is None else f"/limit={limit}")
+        scope = "all questions" if limit is None else (
+            f"the first {limit} question{'' if limit == 1 else 's'}")
         parts.append(
-            f'<h2 data-series="{escape(dataset_id)}/{escape(config)}">dataset '
-            f"{escape(dataset_id)} · config {escape(config)} · "
+            f'<h2 data-series="{escape(key)}">dataset '
+            f"{escape(dataset_id)} · config {escape(config)} · {scope} · "
             f'<a href="/?{escape(query)}">{len(rows)} run{"" if len(rows) == 1 else "s"}</a>'
             '</h2><div class="grid">')
-        for name in METRIC_NAMES:
+        for name in metric_names(row["metric"] for row in rows):
             points = [Point(f"{row['id']} ({(row['start_time'] or '').replace('T', ' ')[:19]})",
                             _metric(row["metric"], name), at=_instant(row["start_time"]))
                       for row in rows]
@@ -573,8 +669,15 @@ def compare_page(
 
 
 def safe_next(path: str | None) -> str:
-    """Where to go after logging in: a path on this server, else ``/``."""
-    if not path or not path.startswith("/") or path.startswith("//") or "\\" in path:
+    """Where to go after logging in: a path on this server, else ``/``.
+
+    Browsers read a backslash as a slash and drop tabs and line breaks in a URL, so
+    ``/\\host`` and ``/<tab>/host`` go to ``//host``, another origin: a path with a
+    backslash, a control character or white space is refused, as one starting ``//``.
+    """
+    if not path or not path.startswith("/") or path.startswith("//"):
+        return "/"
+    if any(ch == "\\" or ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in path):
         return "/"
     return path
 

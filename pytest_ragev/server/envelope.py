@@ -15,7 +15,7 @@ from pytest_ragev.server.schemas import ErrorEnvelope
 
 #: The original's error codes (``internal/errors``), by HTTP status.
 CODES = {400: 1000, 401: 1001, 403: 1002, 404: 1003, 405: 1004, 409: 1005, 413: 1000,
-         422: 1010, 500: 1007}
+         422: 1010, 500: 1007, 503: 1008}
 #: What each error status means, as the OpenAPI document says it.
 ERROR_MEANINGS = {
     400: "bad input in the body or a query parameter (malformed JSON, a wrong type, an "
@@ -27,6 +27,9 @@ ERROR_MEANINGS = {
     404: "no such task (another tenant's task answers the same)",
     409: "the task has already finished",
     413: "request body larger than the server's limit (64 KiB by default)",
+    503: "the server's storage refused the write (its database locked by another process, "
+         "its disk full or read-only); nothing was changed: try again once the cause is gone "
+         "(Retry-After)",
 }
 
 

@@ -1,8 +1,11 @@
-"""The outermost ASGI layer of ``ragev serve``: body-size limit, access log, no traceback.
+"""The outermost ASGI layer of ``ragev serve``: body limits, access log, no traceback.
 
 It wraps the whole FastAPI application, Starlette's own error middleware included
 (:func:`pytest_ragev.server.app.asgi`), so every request gets its one access-log line
-and nothing a handler raises reaches uvicorn (which would log a traceback).
+and nothing a handler raises reaches uvicorn (which would log a traceback). Bodies are
+bounded in size and in how deeply their JSON nests (a parser recursing into a
+thousand-level array is slow and, past Python's limit, answers without naming the
+field).
 """
 
 from __future__ import annotations
@@ -26,18 +29,42 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
+def json_depth(body: bytes) -> int:
+    """How deeply the JSON text ``body`` nests arrays and objects (strings skipped)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in body:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):  # [ {
+            depth += 1
+            deepest = max(deepest, depth)
+        elif byte in (0x5D, 0x7D):  # ] }
+            depth -= 1
+    return deepest
+
+
 class Guard:
-    """Outermost layer: body-size limit, one log line per request, no traceback ever.
+    """Outermost layer: body limits, one log line per request, no traceback ever.
 
     Bodies are read here in full (they are small: ``max_body`` bytes at most), so a
     too-large one is answered 413 before any handler runs, whether or not the client
-    sent a ``Content-Length``. The log line names the key that sent the request when a
-    route found one (``scope["state"]["key_id"]``).
+    sent a ``Content-Length``, and one whose JSON nests deeper than ``max_depth`` 400
+    naming the body. The log line names the key that sent the request when a route
+    found one (``scope["state"]["key_id"]``).
     """
 
-    def __init__(self, app: ASGIApp, *, max_body: int) -> None:
+    def __init__(self, app: ASGIApp, *, max_body: int, max_depth: int = 32) -> None:
         self.app = app
         self.max_body = max_body
+        self.max_depth = max_depth
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -56,6 +83,10 @@ class Guard:
             body = await self._body(scope, receive)
             if body is None:
                 await _send_json(sending, 413, f"request body larger than {self.max_body} bytes")
+            elif body and (deepest := json_depth(body)) > self.max_depth:
+                await _send_json(sending, 400, f"body: JSON nested {deepest} levels deep, more "
+                                               f"than {self.max_depth}; send a JSON object of "
+                                               "the fields the endpoint takes", field="body")
             else:
                 replayed = False
 
@@ -105,8 +136,9 @@ class Guard:
         return b"".join(chunks)
 
 
-async def _send_json(send: Send, status: int, message: str) -> None:
-    response = error_response(status, message)
+async def _send_json(send: Send, status: int, message: str, *,
+                     field: str | None = None) -> None:
+    response = error_response(status, message, field=field)
     await send({"type": "http.response.start", "status": status,
                 "headers": response.raw_headers})
     await send({"type": "http.response.body", "body": response.body})

@@ -176,7 +176,8 @@ async def run_page(request: Request, principal: Login, service: ServiceDep,
         return html(dashboard.not_found(f"No evaluation task {task_id!r}."), 404)
     folder = settings.tasks_dir / task_id
     previous = [r for r in service.store.history(principal.tenant, row["dataset_id"],
-                                                 row["config"]) if r["id"] != task_id]
+                                                 row["config"], row["limit_n"])
+                if r["id"] != task_id]
     return html(dashboard.run_page(
         summary_json(row), params=row["params"],
         has_report=(folder / "report.html").is_file() and row["status"] in (2, 3),
@@ -207,8 +208,8 @@ async def trends(request: Request, principal: Login, service: ServiceDep,
         return login_redirect(request)
     names = service.store.series_names(principal.tenant)
     if dataset_id and config:
-        names = [(d, c) for d, c in names if d == dataset_id and c == config]
-    series = [(d, c, service.store.history(principal.tenant, d, c)) for d, c in names]
+        names = [(d, c, n) for d, c, n in names if d == dataset_id and c == config]
+    series = [(d, c, n, service.store.history(principal.tenant, d, c, n)) for d, c, n in names]
     return html(dashboard.trends_page(series, principal))
 
 

@@ -12,6 +12,7 @@ built from a stored task row by :func:`task_json`, :func:`request_json` and
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from fastapi import Query
@@ -37,10 +38,15 @@ class CreateEvaluation(BaseModel):
                                    description="a registered dataset (default: 'default')")
     knowledge_base_id: str | None = Field(
         None, max_length=200, description="the config whose [pipeline] the evaluation copies")
+    embedding_id: str | None = Field(
+        None, max_length=200, description="an embedding model of the server's model table")
     chat_id: str | None = Field(None, max_length=200,
                                 description="a chat model of the server's model table")
     rerank_id: str | None = Field(None, max_length=200,
                                   description="a rerank model of the server's model table")
+    judge_id: str | None = Field(
+        None, max_length=200,
+        description="a judge of the server's model table (an extension): the task's [judge]")
     config: str | None = Field(None, max_length=200,
                                description="the config to run (default: knowledge_base_id)")
     variant: list[str] | str | None = Field(None, description="run only these variants")
@@ -48,7 +54,8 @@ class CreateEvaluation(BaseModel):
                               description="only the first N questions")
     profile: Literal["weknora", "standard"] | None = Field(None, description="metric profile")
 
-    @field_validator("dataset_id", "knowledge_base_id", "chat_id", "rerank_id", "config")
+    @field_validator("dataset_id", "knowledge_base_id", "embedding_id", "chat_id", "rerank_id",
+                     "judge_id", "config")
     @classmethod
     def _empty_is_unset(cls, value: str | None) -> str | None:
         # The original's clients send "" for a field they leave unset (Go's zero value).
@@ -89,15 +96,30 @@ class Request(BaseModel):
 
     config: str
     knowledge_base_id: str
+    embedding_id: str | None = None
     chat_id: str | None
     rerank_id: str | None
+    judge_id: str | None = None
     variant: list[str]
     limit: int | None
     profile: str | None
 
 
+class Phase(BaseModel):
+    """What a running task does: ``loading``, ``building_kb`` (``done``/``total``: the
+    knowledge base's build), ``answering``, ``scoring``, ``gating``, ``writing_reports``."""
+
+    name: str
+    done: int | None = None
+    total: int | None = None
+
+
 class Detail(BaseModel):
-    """The original's ``EvaluationDetail``; ``metric`` is the running mean while status 1."""
+    """The original's ``EvaluationDetail``; ``metric`` is the running mean while status 1.
+
+    ``params`` is the settings snapshot with the original's flat ``ChatManage`` keys
+    beside it; whether the configuration passed is ``verdict.passed`` (status 2 only says
+    the evaluation ran to its end)."""
 
     task: Task
     params: dict[str, Any] | None
@@ -105,6 +127,7 @@ class Detail(BaseModel):
     request: Request
     verdict: dict[str, Any] | None = None
     queue_position: int | None = None
+    phase: Phase | None = None
 
 
 class Summary(BaseModel):
@@ -114,6 +137,7 @@ class Summary(BaseModel):
     metric: dict[str, Any] | None
     request: Request
     verdict: dict[str, Any] | None = None
+    phase: Phase | None = None
 
 
 class Page(BaseModel):
@@ -169,16 +193,18 @@ def task_json(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def request_json(row: dict[str, Any]) -> dict[str, Any]:
+def request_json(row: Mapping[str, Any]) -> dict[str, Any]:
     """The :class:`Request` a task was created with."""
     return {
         "config": row["config"], "knowledge_base_id": row["knowledge_base_id"],
-        "chat_id": row["chat_id"], "rerank_id": row["rerank_id"],
-        "variant": row["variants"] or [], "limit": row["limit_n"], "profile": row["profile"],
+        "embedding_id": row.get("embedding_id"), "chat_id": row["chat_id"],
+        "rerank_id": row["rerank_id"], "judge_id": row.get("judge_id"),
+        "variant": row["variants"] or [],
+        "limit": row["limit_n"], "profile": row["profile"],
     }
 
 
 def summary_json(row: dict[str, Any]) -> dict[str, Any]:
     """A :class:`Summary`: one row of the list endpoint."""
     return {"task": task_json(row), "metric": row["metric"], "request": request_json(row),
-            "verdict": row["verdict"]}
+            "verdict": row["verdict"], "phase": row.get("phase")}

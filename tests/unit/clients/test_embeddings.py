@@ -5,7 +5,6 @@ concurrency, progress, and every fault a server can show (slow, 429 with Retry-A
 from __future__ import annotations
 
 import json
-import socket
 import threading
 from typing import Any
 
@@ -14,7 +13,14 @@ import pytest
 
 from pytest_ragev import ConfigError, PipelineError
 from pytest_ragev.clients import EmbeddingClient, EmbeddingConfig
-from tests._remote_server import MODEL_DIMENSIONS, ModelServer, Reply, ScriptedServer, model_vector
+from tests._remote_server import (
+    MODEL_DIMENSIONS,
+    ModelServer,
+    Reply,
+    ScriptedServer,
+    closed_url,
+    model_vector,
+)
 
 CANARY = "sk-embed-93be-never-print"
 TEXTS = ["Der Eiffelturm ist 330 Meter hoch.", "埃菲尔铁塔高三百三十米。",
@@ -27,13 +33,6 @@ def client(url: str, **keys: Any) -> EmbeddingClient:
     return EmbeddingClient(EmbeddingConfig.from_table(table, source="ragev.toml"))
 
 
-def closed_url() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}/v1"
-
-
 def test_one_batch_in_order_with_the_key(server: ScriptedServer,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RAGEV_EMB_KEY", CANARY)
@@ -42,9 +41,34 @@ def test_one_batch_in_order_with_the_key(server: ScriptedServer,
     assert np.array_equal(vectors, [model_vector("bge-m3", text) for text in TEXTS])
     assert vectors.dtype == np.float32
     (seen,) = server.seen
-    assert seen.path == "/v1/embeddings" and seen.body == {"model": "bge-m3", "input": TEXTS}
+    assert seen.path == "/v1/embeddings"
+    assert seen.body == {"model": "bge-m3", "input": TEXTS, "encoding_format": "base64"}
     assert seen.headers["Authorization"] == f"Bearer {CANARY}"
     assert model.count("embeddings") == 1
+
+
+def test_vectors_as_json_numbers_are_read_too(server: ScriptedServer) -> None:
+    # A server that ignores encoding_format answers lists: the same vectors.
+    server.default = lambda seen: Reply(200, {"data": [
+        {"index": i, "embedding": model_vector("bge-m3", text)} for i, text in enumerate(TEXTS)]})
+    assert np.array_equal(client(server.url + "/v1").embed(TEXTS),
+                          [model_vector("bge-m3", text) for text in TEXTS])
+    # "float" asks for lists, for a server that refuses the field's other value.
+    ModelServer(server)
+    vectors = client(server.url + "/v1", encoding_format="float").embed(TEXTS[:2])
+    assert server.seen[-1].body["encoding_format"] == "float"
+    assert np.array_equal(vectors, [model_vector("bge-m3", text) for text in TEXTS[:2]])
+
+
+@pytest.mark.parametrize("vector", ["not base64!", "AAAAAAA="])  # garbage; 5 bytes, not 4k
+def test_a_vector_string_that_is_not_float32_base64_is_one_line(
+    server: ScriptedServer, vector: str
+) -> None:
+    server.default = lambda seen: Reply(200, {"data": [{"index": 0, "embedding": vector}]})
+    with pytest.raises(PipelineError) as caught:
+        client(server.url + "/v1").embed(TEXTS[:1])
+    assert "answered a vector string that is not base64 of float32 values" in str(caught.value)
+    assert 'encoding_format = "float"' in str(caught.value) and "\n" not in str(caught.value)
 
 
 def test_dimensions_are_asked_for_and_checked(server: ScriptedServer) -> None:
@@ -102,7 +126,7 @@ def test_a_slow_server_times_out(server: ScriptedServer, waits: list[float]) -> 
 
 def test_a_refused_connection_is_retried_then_one_line(waits: list[float]) -> None:
     with pytest.raises(PipelineError, match=r"failed after 2 attempt\(s\), last: cannot connect"):
-        client(closed_url(), max_retries=1).embed(TEXTS[:1])
+        client(closed_url() + "/v1", max_retries=1).embed(TEXTS[:1])
     assert len(waits) == 1
 
 
@@ -160,6 +184,8 @@ def test_identity_and_snapshot() -> None:
     assert config.identity() == {"base_url": "http://h/v1", "model": "bge-m3", "dimensions": 512}
     snapshot = config.snapshot()
     assert snapshot["batch_size"] == 64 and snapshot["concurrency"] == 4
+    assert snapshot["encoding_format"] == "base64"
+    assert "encoding_format" not in config.answer_knobs()  # the same vector either way
     assert snapshot["extra_headers"] == {"Authorization": "***"} and CANARY not in repr(config)
     assert "timeout" not in config.answer_knobs() and "batch_size" not in config.answer_knobs()
     assert MODEL_DIMENSIONS == 32
@@ -173,6 +199,7 @@ def test_identity_and_snapshot() -> None:
         ({"base_url": "http://h/v1", "model": "m", "batch_size": 0}, "[pipeline.embedding] batch_size = 0 is invalid"),
         ({"base_url": "http://h/v1", "model": "m", "concurrency": True}, "[pipeline.embedding] concurrency = True is invalid"),
         ({"base_url": "h/v1", "model": "m"}, "[pipeline.embedding] base_url = 'h/v1' is invalid"),
+        ({"base_url": "http://h/v1", "model": "m", "encoding_format": "floats"}, "[pipeline.embedding] encoding_format = 'floats' is invalid; not a vector encoding; did you mean 'float'? use one of: base64, float"),
     ],
 )
 def test_config_errors(table: dict[str, Any], message: str) -> None:

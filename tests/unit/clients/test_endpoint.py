@@ -5,7 +5,6 @@ in every message, and the client that sends JSON by them (against a real server 
 from __future__ import annotations
 
 import json
-import socket
 from typing import Any
 
 import pytest
@@ -13,7 +12,7 @@ import pytest
 from pytest_ragev import ConfigError, PipelineError
 from pytest_ragev.clients import ENDPOINT_KEYS, EndpointClient, EndpointConfig
 from pytest_ragev.core.tables import Table
-from tests._remote_server import Reply, ScriptedServer
+from tests._remote_server import Reply, ScriptedServer, closed_url
 
 CANARY = "sk-endpoint-5d1e-never-print"
 LABELS = ["[pipeline.chat]", "[judge]", "[pipeline.embedding]", "[pipeline.rerank]"]
@@ -27,13 +26,6 @@ def config(label: str, **table: Any) -> EndpointConfig:
     opts = Table(table, where=label, source="ragev.toml")
     opts.check_keys(ENDPOINT_KEYS)
     return EndpointConfig.from_table(opts)
-
-
-def closed_url() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}/v1"
 
 
 @pytest.mark.parametrize("label", LABELS)
@@ -149,6 +141,6 @@ def test_preflight(server: ScriptedServer, monkeypatch: pytest.MonkeyPatch) -> N
     reason = client.preflight()
     assert reason is not None and reason.startswith(
         "[pipeline.embedding] model 'm': preflight: HTTP 403") and CANARY not in reason
-    dead = EndpointClient(config("[pipeline.embedding]", base_url=closed_url(), model="m"))
+    dead = EndpointClient(config("[pipeline.embedding]", base_url=closed_url() + "/v1", model="m"))
     reason = dead.preflight()
     assert reason is not None and "cannot connect" in reason

