@@ -239,7 +239,6 @@ class Record:
             # Judged values with their reasons (and custom metrics' reasons and costs).
             **({"verdicts": [verdict.to_json() for verdict in self.verdicts]}
                if self.verdicts else {}),
-            **({"slices": list(self.slices)} if self.slices else {}),
             **self._repeats_json(),
         }
 

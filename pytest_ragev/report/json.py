@@ -196,14 +196,15 @@ def _samples(run: RunResult, hashes: Mapping[int, str],
              slices: RunSlices | None = None) -> list[dict[str, Any]]:
     """The run's records as ``data.samples`` holds them, each with its question's content
     ``hash`` when known: a saved report then pairs questions after a dataset edit. Each
-    keeps its ``slices`` only when the run's slices say more than its means (``slices``
-    worth showing): a one-language set without tags keeps WeKnora's sample keys."""
+    names its ``slices`` only when the run's slices say more than its means (``slices``
+    worth showing): a one-language set without tags keeps WeKnora's sample keys (and a
+    ``--ragev-samples`` line, written before the run's slices are known, has none)."""
     keep_slices = slices is not None and slices.worth_showing
     samples = []
     for sample in run.samples:
         item = sample.to_report_json()
-        if not keep_slices:
-            item.pop("slices", None)
+        if keep_slices and sample.slices:
+            item["slices"] = list(sample.slices)
         content = hashes.get(sample.qid)
         if content is not None:
             item["hash"] = content
