@@ -18,6 +18,7 @@ from typing import Any
 
 from pytest_ragev.core.errors import ConfigError
 from pytest_ragev.core.redact import redact
+from pytest_ragev.core.shard import ShardSpec
 from pytest_ragev.core.tables import Table, deep_merge, suggest
 from pytest_ragev.core.types import BUILTIN_METRICS, JUDGED_METRICS, PipelineSettings
 
@@ -132,6 +133,13 @@ class RunOptions:
     repeat: int | None = None
     #: ``--ragev-slices``: print the slices table in the terminal summary.
     slices: bool = False
+    #: ``--ragev-shard K/N``: this run answers shard K of N and writes a partial report.
+    shard: ShardSpec | None = None
+    #: ``--ragev-shard-balance``: a JSON report whose per-question latencies balance the
+    #: shards (``None``: by the hash of the qid alone).
+    shard_balance: Path | None = None
+    #: ``--ragev-answers-out``: every answer of the run, written as a Parquet file.
+    answers_out: Path | None = None
 
 
 @dataclass(frozen=True)

@@ -185,6 +185,8 @@ BUILTIN_GROUPS: tuple[CommandGroup, ...] = (
                  "pytest_ragev.cli.dataset:configure"),
     CommandGroup("report", "show, compare (gate) and render saved JSON reports and baselines",
                  "pytest_ragev.cli.report:configure"),
+    CommandGroup("cache", "merge the answer caches of a sharded run's jobs into one",
+                 "pytest_ragev.cli.cache:configure"),
     CommandGroup("serve", "run the evaluation API and dashboard (needs pytest-ragev[server])",
                  "pytest_ragev.server.cli:configure"),
 )

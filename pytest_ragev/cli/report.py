@@ -1,13 +1,17 @@
-"""``ragev report show|compare|html|markdown``: saved reports, without re-running anything.
+"""``ragev report show|compare|html|markdown|merge|baseline``: saved reports, without
+re-running anything.
 
 A CI job that kept the JSON report of a run (``--ragev-report``) or a baseline file can
 print it again as the plugin's summary (``show``), gate it against another saved file
 with the plugin's own gate (``compare``: exit 1 on a regression), or render it as the
 plugin's HTML or Markdown report. Each command reads either kind of file, by its content.
+``merge`` makes one run of the partial reports of a sharded run (``--ragev-shard``) and
+may gate it; ``baseline`` writes the baseline a run's report stands for, as
+``--ragev-update-baseline`` would have.
 
-Exit status: 0 done (``compare``: the verdict passed), 1 ``compare``'s verdict failed,
+Exit status: 0 done (``compare``, ``merge``: the verdict passed), 1 the verdict failed,
 2 bad input: a missing file, a file that is neither a report nor a baseline, files that
-cannot be compared (one line saying why).
+cannot be compared or merged (one line saying why).
 """
 
 from __future__ import annotations
@@ -17,13 +21,18 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 from pytest_ragev.cli import CommandAdder, warn
-from pytest_ragev.config import load_config
+from pytest_ragev.config import RagevConfig, RunOptions, load_config
+from pytest_ragev.core.errors import RagevError
+from pytest_ragev.core.gcpause import paused_gc
 from pytest_ragev.core.io import atomic_write_json, atomic_write_text, dumps_json
-from pytest_ragev.core.types import METRIC_NAMES
+from pytest_ragev.core.paths import shown_path
+from pytest_ragev.core.types import BUILTIN_METRICS, METRIC_NAMES
 from pytest_ragev.dataset import Dataset, corpus_fingerprint, load_dataset
-from pytest_ragev.evaluation import Outcome
+from pytest_ragev.evaluation import EvalInputs, Outcome, RunPlan, evaluate
 from pytest_ragev.gate import GateRules
 from pytest_ragev.report import (
     REPORT_RECORDS,
@@ -38,6 +47,16 @@ from pytest_ragev.report.reader import (
     compare_saved,
     outcome_from_report,
     read_saved,
+)
+from pytest_ragev.report.shards import (
+    check_shards,
+    check_tokenizer,
+    merge_options,
+    merge_plan,
+    merged_facts,
+    merged_inputs,
+    read_shard_report,
+    recorded_metrics,
 )
 
 #: ANSI codes of the terminal markup ``terminal_lines`` gives each line.
@@ -177,6 +196,153 @@ def _write_outputs(outcome: Outcome, args: argparse.Namespace) -> None:
         _write(args.html, render_html(outcome), "HTML report")
 
 
+# ----------------------------------------------------------------------------- merge
+def _config_of(path: str | None, recorded: str, what: str) -> RagevConfig:
+    """``--config`` when given, else the config file ``what`` ran with (``recorded``,
+    relative to its rootdir: the current folder of a CI job at the project root)."""
+    if path is None:
+        if not recorded:
+            raise ReportError(f"{what} records no config file; pass --config ragev.toml")
+        if not Path(recorded).is_file():
+            raise ReportError(
+                f"{what} ran with {recorded} (relative to its rootdir), which is not in "
+                f"{os.getcwd()}; run from the project's root or pass --config PATH"
+            )
+        path = recorded
+    try:
+        return load_config(path)
+    except RagevError as exc:
+        raise ReportError(str(exc).removeprefix("ragev: ")) from None
+
+
+def _dataset_of(config: RagevConfig, limit: int | None) -> Dataset:
+    """The dataset ``config`` names, limited as the run was (``--ragev-limit``)."""
+    dataset = load_dataset(config.dataset_path, dataset_id=config.dataset_id)
+    return dataset.limit(limit) if limit else dataset
+
+
+def _written_json(path: str, outcome: Outcome, params: Any, dataset_id: str) -> None:
+    """The run's JSON report, written as the plugin writes it (``-``: standard output)."""
+    report = final_report(outcome, dataset_id=dataset_id, params=params)
+    if path == "-":
+        sys.stdout.write(dumps_json(report, records=REPORT_RECORDS))
+        return
+    try:
+        atomic_write_json(path, report, records=REPORT_RECORDS)
+    except OSError as exc:
+        raise ReportError(f"cannot write the JSON report to {path} ({exc.strerror or exc}); "
+                          "choose a path in a folder you can write to") from None
+
+
+def _merge(args: argparse.Namespace) -> int:
+    parts = [read_shard_report(path) for path in args.shards]
+    check_shards(parts)
+    config = _config_of(args.config, parts[0].part.config, parts[0].source)
+    if args.gate:
+        if args.baseline is None and config.baseline_path is None:
+            raise ReportError(f"--gate needs a baseline: set [baseline] path in {config.source} "
+                              "or pass --baseline PATH")
+    else:
+        # Not gated here: the merged report is the unsharded run's without a baseline,
+        # for `ragev report compare BASELINE RUN.json`.
+        config = replace(config, baseline_path=None)
+    chosen: dict[str, Any] = {
+        "report_json": None if args.output == "-" else Path(args.output),
+        "report_markdown": None if args.markdown is None else Path(args.markdown),
+        "report_html": None if args.html is None else Path(args.html),
+        "baseline": Path(args.baseline) if args.gate and args.baseline else None,
+    }
+    options = merge_options(parts, **chosen)
+    plan = merge_plan(parts, config, options)
+    dataset = _dataset_of(config, options.limit)
+    inputs = merged_inputs(parts, plan, dataset, merged_facts(parts, rootdir=os.getcwd()))
+    with paused_gc():
+        outcome = evaluate(inputs)
+    base = parts[0].saved.runs[0].params if parts[0].saved.runs else {}
+    _written_json(args.output, outcome, base, dataset.dataset_id)
+    return _conclude(outcome, args, wrote=args.output, stream=sys.stderr
+                     if args.output == "-" else sys.stdout,
+                     done=f"merged {len(parts)} shards ({len(dataset.pairs)} questions) into "
+                     f"{args.output}")
+
+
+def _conclude(outcome: Outcome, args: argparse.Namespace, *, wrote: str, stream: Any,
+              done: str) -> int:
+    """Print the summary, write the Markdown and HTML reports asked for; the exit status:
+    2 when the baseline could not be used or written, 1 when the verdict failed."""
+    color = stream.isatty() and "NO_COLOR" not in os.environ
+    lines = list(terminal_lines(outcome, verbose=args.verbose, full=args.summary == "full"))
+    while lines and not lines[0][0]:
+        lines.pop(0)
+    for line, markup in lines:
+        print(_paint(line, markup, color), file=stream)
+    if args.markdown is not None:
+        _write(args.markdown, render_markdown(outcome), "Markdown report")
+    if args.html is not None:
+        _write(args.html, render_html(outcome), "HTML report")
+    if wrote != "-":
+        print(f"ragev: {done}", file=stream)
+    gate = outcome.gate
+    if gate.not_compared is not None or gate.write_error is not None:
+        return 2
+    return 1 if outcome.failed else 0
+
+
+# -------------------------------------------------------------------------- baseline
+def _baseline(args: argparse.Namespace) -> int:
+    saved = read_saved(args.path)
+    if saved.kind != "report":
+        raise ReportError(f"{saved.source} is a baseline file; pass the JSON report of the run "
+                          "to record (--ragev-report, or ragev report merge -o RUN.json)")
+    if saved.shard is not None:
+        raise ReportError(f"{saved.source} is a partial report ({saved.shard.spec.words}); "
+                          "merge every shard's report first (ragev report merge "
+                          "SHARD.json... -o RUN.json) and record the merged one")
+    if not saved.runs:
+        raise ReportError(f"{saved.source} holds no run to record")
+    config = _config_of(args.config or "ragev.toml", "", saved.source)
+    target = Path(args.output) if args.output else config.baseline_path
+    if target is None:
+        raise ReportError(f"{config.source} sets no [baseline] path; pass -o PATH")
+    if target.exists() and not args.force:
+        shown = shown_path(target, (Path.cwd(),))
+        raise ReportError(
+            f"{shown} exists and is never replaced unless asked; review the change (ragev "
+            f"report compare {shown} {saved.source}), then pass --force to replace it"
+        )
+    first = saved.runs[0]
+    limit = first.params.get("dataset", {}).get("limit")
+    records = [sample for run in saved.runs for sample in run.samples]
+    customs = [{"name": name, "direction": item.direction}
+               for name, item in first.summary.items() if name not in BUILTIN_METRICS]
+    options = RunOptions(
+        limit=limit if isinstance(limit, int) else None, profile=first.profile,
+        variants=tuple("base" if run.variant is None else run.variant for run in saved.runs),
+        update_baseline=True, baseline=target,
+    )
+    try:
+        plan = RunPlan.build(config, options, recorded_metrics(records, customs))
+    except RagevError as exc:
+        raise ReportError(str(exc).removeprefix("ragev: ")) from None
+    check_tokenizer(plan, first.tokenizer, saved.source)
+    dataset = _dataset_of(config, options.limit)
+    if first.fingerprint and first.fingerprint != dataset.fingerprint:
+        raise ReportError(
+            f"the dataset at {dataset.path} has fingerprint {dataset.fingerprint[:12]}, but "
+            f"{saved.source} ran on {first.fingerprint[:12]}; pass the config of that dataset"
+        )
+    facts = replace(outcome_from_report(saved).facts, rootdir=os.getcwd())
+    inputs = EvalInputs(plan=plan, dataset=dataset, records=records, facts=facts,
+                        params={run.variant: run.params for run in saved.runs},
+                        scored=frozenset(record.key for record in records))
+    with paused_gc():
+        outcome = evaluate(inputs)
+    gate = outcome.gate
+    for line in (*gate.notes, *gate.failures):
+        print(line, file=sys.stderr if line in gate.failures else sys.stdout)
+    return 2 if gate.failures else 0
+
+
 def _summary_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-v", "--verbose", action="count", default=0,
@@ -254,4 +420,50 @@ def configure(commands: CommandAdder) -> None:
                           help="the Markdown file to write ('-': stdout)")
     _config_option(markdown, "the variants table uses")
 
+    merge = commands.add(
+        "merge", handler=_merge,
+        help="merge the partial reports of a sharded run (--ragev-shard) into one run",
+        description="Make one run of the partial reports every shard of a run wrote "
+        "(pytest --ragev-shard K/N --ragev-report SHARD.json): refused when they are not "
+        "the shards of one run (another dataset, settings, profile, tokenizer or plugin "
+        "version; overlapping or missing shards). The merged report is the report the "
+        "unsharded run would have written, ended by the plugin's own code: gate it with "
+        "`ragev report compare BASELINE RUN.json`, or here with --gate. Exit 0 when its "
+        "verdict passes, 1 when it fails, 2 when the reports cannot be merged.",
+    )
+    merge.add_argument("shards", metavar="SHARD.json", nargs="+",
+                       help="the partial report of each shard (each once)")
+    merge.add_argument("-o", "--output", metavar="RUN.json", required=True,
+                       help="the merged JSON report to write ('-': stdout)")
+    merge.add_argument(
+        "--config", metavar="TOML",
+        help="the ragev.toml the shards ran with (default: the one they record, relative "
+        "to the current folder): its dataset, [thresholds], [gate] and [baseline]",
+    )
+    merge.add_argument("--gate", action="store_true",
+                       help="gate the merged run against the config's baseline (or "
+                       "--baseline), as the unsharded run would have been")
+    merge.add_argument("--baseline", metavar="PATH",
+                       help="with --gate: the baseline to gate against (default: "
+                       "[baseline] path)")
+    _summary_options(merge)
+    merge.add_argument("--markdown", metavar="PATH",
+                       help="also write the merged run's Markdown summary ('-': stdout)")
+    merge.add_argument("--html", metavar="PATH", help="also write its HTML report")
 
+    baseline = commands.add(
+        "baseline", handler=_baseline,
+        help="write the baseline a saved run stands for (as --ragev-update-baseline would)",
+        description="Write the baseline file a run's JSON report (a merged run's too) "
+        "stands for: the file pytest --ragev-update-baseline would have written at the "
+        "end of that run. An existing file is replaced only with --force. Exit 0 when "
+        "written, 2 when it cannot be.",
+    )
+    baseline.add_argument("path", metavar="RUN.json", help="the JSON report of the run")
+    baseline.add_argument("--config", metavar="TOML",
+                          help="the ragev.toml the run used (default: ./ragev.toml): its "
+                          "dataset and [baseline]")
+    baseline.add_argument("-o", "--output", metavar="PATH",
+                          help="the baseline file to write (default: [baseline] path)")
+    baseline.add_argument("--force", action="store_true",
+                          help="replace the file when it exists")

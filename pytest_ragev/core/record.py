@@ -55,7 +55,11 @@ class Record:
     ``answer_digest`` the :func:`~pytest_ragev.core.digest.text_digest` of the whole
     answer and ``answer_chars`` its length (see :func:`same_answer`). ``verdicts`` holds
     the judged metrics' and the custom metrics' values computed while the question was
-    answered (scoring reads them instead of computing them again).
+    answered (scoring reads them instead of computing them again). ``retrieved_pids``
+    holds, for each item of ``retrieved``, the passage id it named (a bare id, or a
+    chunk's own ``passage_id``; ``None`` for a text placed by its text): kept only when
+    the run exports its answers (``--ragev-answers-out``), so that a replay of the file
+    places every item as the pipeline did; empty otherwise.
 
     With ``--ragev-repeat R`` (R > 1) the question was answered R times: the record's
     own answer fields hold the first answer, ``repeats`` the other R - 1 (records of the
@@ -105,6 +109,7 @@ class Record:
         """Per metric, how much the question's R scores disagree (``{}`` with one answer)."""
         return {name: spread_of(values) for name, values in self.scores.items()
                 if len(values) > 1}
+    retrieved_pids: tuple[int | None, ...] = ()
 
     @property
     def cut(self) -> bool:
@@ -173,6 +178,7 @@ class Record:
             **({"repeats": [r._channel() for r in self.repeats]} if self.repeats else {}),
             **({"scores": _plain(self.scores)} if self.scores else {}),
             **({"slices": self.slices} if self.slices else {}),
+            **({"retrieved_pids": self.retrieved_pids} if self.retrieved_pids else {}),
         }
 
     def to_json_text(self) -> str:
@@ -216,6 +222,8 @@ class Record:
             scores={str(k): tuple(float(x) for x in v)
                     for k, v in dict(data.get("scores") or {}).items()},
             slices=tuple(str(x) for x in data.get("slices", ()) or ()),
+            retrieved_pids=tuple(None if pid is None else int(pid)
+                                 for pid in data.get("retrieved_pids", ())),
         )
 
     def to_report_json(self) -> dict[str, Any]:
@@ -266,6 +274,22 @@ class Record:
             **({"verdicts": [verdict.to_json() for verdict in self.verdicts]}
                if self.verdicts else {}),
         }
+
+    def to_part_json(self) -> dict[str, Any]:
+        """The record as a partial report (a shard's, ``--ragev-shard``) holds it: the
+        report's sample and what the report form leaves out that the merged run reads
+        again (:meth:`from_json` takes it back): the relevance grades, a question
+        without a reference answer, the first chunk text that matched no passage, and
+        where ``meta`` held a NaN or an infinity."""
+        item = self.to_report_json()
+        item["grades"] = {str(pid): grade for pid, grade in self.grades.items()}
+        if not self.has_answer:
+            item["has_answer"] = False
+        if self.unattributed_example is not None:
+            item["unattributed_example"] = self.unattributed_example
+        if self.nonfinite_meta:
+            item["nonfinite_meta"] = list(self.nonfinite_meta)
+        return item
 
     def verdict(self, metric: str) -> Verdict | None:
         """The verdict of ``metric`` on this question, if one was computed."""
@@ -369,13 +393,16 @@ def make_record(
     variant: str | None,
     error: str | None = None,
     cached: bool | None = None,
+    item_ids: bool = False,
 ) -> Record:
     """The record of ``case``: the pipeline's ``answer`` mapped to passage ids, or ``error``.
 
     ``answer`` is ``None`` for a question that failed; ``TypeError`` when the answer's
-    text is not a string.
+    text is not a string. ``item_ids`` keeps the passage id each retrieved item named
+    (:attr:`Record.retrieved_pids`), for a run that exports its answers.
     """
     nonfinite: list[str] = []
+    pids: tuple[int | None, ...] = ()
     if answer is None:
         ids: list[int] = []
         text = ""
@@ -389,6 +416,8 @@ def make_record(
             raise TypeError(f"Answer.text is a {type(text).__name__}; return the answer as a str")
         meta = _json_safe(dict(answer.meta), "meta", nonfinite)
         items = tuple(_item(item) for item in answer.retrieved)
+        if item_ids:
+            pids = tuple(_item_pid(item) for item in answer.retrieved)
         count = count_unattributed(answer.retrieved, index=index)
     return Record(
         qid=case.qid,
@@ -408,7 +437,18 @@ def make_record(
         unattributed=count.unattributed,
         unattributed_example=count.first,
         nonfinite_meta=tuple(nonfinite),
+        retrieved_pids=pids,
     )
+
+
+def _item_pid(item: Any) -> int | None:
+    # retrieved_ids has checked the items' types: an id, a text, or a chunk object.
+    if isinstance(item, str):
+        return None
+    if is_passage_id(item):
+        return int(item)
+    pid = getattr(item, "passage_id", None)
+    return None if pid is None else int(pid)
 
 
 def _item(item: Any) -> int | str:

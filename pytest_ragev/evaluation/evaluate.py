@@ -15,7 +15,7 @@ from typing import Any
 
 from pytest_ragev.core.fmt import listed
 from pytest_ragev.core.paths import display_roots, portable_path, shown_path
-from pytest_ragev.core.record import QuestionKey, Record
+from pytest_ragev.core.record import QuestionKey, Record, nonfinite_warning
 from pytest_ragev.core.redact import redact
 from pytest_ragev.core.version import __version__
 from pytest_ragev.dataset import Dataset, corpus_fingerprint
@@ -25,6 +25,7 @@ from pytest_ragev.evaluation.outcome import (
     LowestQuestions,
     Outcome,
     RunFacts,
+    ShardPart,
     chunk_share,
     lowest_questions,
     question_errors,
@@ -68,6 +69,8 @@ class EvalInputs:
     memo: TextScoreMemo | None = None
     #: Scores ``similarity`` when the plan measures it (``None``: the plan does not).
     similarity: SimilarityScorer | None = None
+    #: The share of a sharded run (``--ragev-shard``): its outcome is not gated.
+    shard: ShardPart | None = None
 
 
 
@@ -155,26 +158,30 @@ def evaluate(inputs: EvalInputs, *, phase: Phase = _no_phase) -> Outcome:
     error_list = question_errors(runs)
     fallbacks = sum(1 for run in runs for s in run.samples if s.meta.get("fallback"))
     # Thresholds hold the base configuration (the one you ship); variants are checked
-    # only when one is selected alone.
+    # only when one is selected alone. A shard holds part of the questions: its means
+    # are not the run's, so neither thresholds nor the baseline judge them (the merged
+    # run is judged once).
     gated = runs[:1] if runs and runs[0].variant is None else runs
-    thresholds = tuple(result for run in gated for result in (
-        *check_thresholds(run, plan.thresholds),
-        *slice_threshold_results(run, plan.slice_thresholds)))
+    thresholds = () if inputs.shard is not None else tuple(
+        result for run in gated for result in (
+            *check_thresholds(run, plan.thresholds),
+            *slice_threshold_results(run, plan.slice_thresholds)))
     below = [f"q{s.qid}" + (f" [{run.variant}]" if run.variant else "")
              for run in runs for s in run.samples if check_question(s, plan.item_thresholds)]
     floors = ([f"ragev: {len(below)} question(s) below their [item_thresholds]: "
                f"{listed(below)}"] if below else [])
-    notes = list(facts.notes)
+    notes = [*facts.notes, *([] if inputs.shard is None else [inputs.shard.line])]
     if facts.duplicates:
         notes.append(
             f"ragev: {facts.duplicates} duplicate records for the same question were ignored "
             "(the first one counts)"
         )
     dataset = inputs.dataset
+    baseline_path = plan.baseline_path if inputs.shard is None else None
     phase("gate")
     gate = run_gate(runs, GateInputs(
         rules=plan.rules,
-        baseline_path=plan.baseline_path,
+        baseline_path=baseline_path,
         update=plan.options.update_baseline,
         interrupted=facts.interrupted is not None,
         configured=plan.configured,
@@ -183,9 +190,9 @@ def evaluate(inputs: EvalInputs, *, phase: Phase = _no_phase) -> Outcome:
         limit=plan.options.limit,
         source_fingerprint=dataset.source_fingerprint,
         # Only a run with a baseline needs the content hashes (computed on first use).
-        hashes=dataset.question_hashes if plan.baseline_path is not None else {},
+        hashes=dataset.question_hashes if baseline_path is not None else {},
         corpus_fingerprint=(corpus_fingerprint(dataset.corpus)
-                            if plan.baseline_path is not None else None),
+                            if baseline_path is not None else None),
         no_baseline=plan.options.no_baseline,
         answer_chars=plan.config.baseline_answer_chars,
     ), phase=phase)
@@ -207,6 +214,7 @@ def evaluate(inputs: EvalInputs, *, phase: Phase = _no_phase) -> Outcome:
          for text in (s.generated_text, s.generated_gt)],
         plan.tokenizer,
     ).warning()
+    nonfinite = nonfinite_warning(inputs.records)
     outcome = Outcome(
         runs=runs,
         facts=facts,
@@ -215,8 +223,8 @@ def evaluate(inputs: EvalInputs, *, phase: Phase = _no_phase) -> Outcome:
         failures=(*(t.reason for t in thresholds if t.reason is not None), *floors,
                   *gate.failures),
         notes=(*notes, *gate.notes, *(repeats.lines() if repeats is not None else ())),
-        warnings=(*facts.warnings, *dataset.warnings, *([attribution] if attribution else []),
-                  *([tokens] if tokens else [])),
+        warnings=(*facts.warnings, *([nonfinite] if nonfinite else []), *dataset.warnings,
+                  *([attribution] if attribution else []), *([tokens] if tokens else [])),
         errors=len(error_list),
         fallbacks=fallbacks,
         interrupted=interrupted,
@@ -227,11 +235,12 @@ def evaluate(inputs: EvalInputs, *, phase: Phase = _no_phase) -> Outcome:
                         else shown_path(gate.baseline_path, roots)),
         report_html=None if plan.report_html is None else shown_path(plan.report_html, roots),
         # Computed once, on first use: for the baseline, or for the JSON report's samples.
-        question_hashes=(dataset.question_hashes if plan.baseline_path is not None
+        question_hashes=(dataset.question_hashes if baseline_path is not None
                          or plan.report_json is not None else {}),
         pricing=plan.config.pricing,
         slices=slice_tables(runs, plan.rules.min_slice),
         repeats=repeats,
+        shard=inputs.shard,
     )
     return outcome.shown(roots)
 

@@ -18,6 +18,7 @@ from pytest_ragev.core.fmt import percent
 from pytest_ragev.core.paths import relative_text
 from pytest_ragev.core.record import Record
 from pytest_ragev.core.results import RunResult
+from pytest_ragev.core.shard import ShardSpec
 from pytest_ragev.evaluation.repeats import RepeatSummary
 from pytest_ragev.evaluation.slices import RunSlices
 from pytest_ragev.gate.compare import Comparison
@@ -191,6 +192,37 @@ def lowest_questions(run: RunResult, metric: str, limit: int) -> LowestQuestions
 
 
 @dataclass(frozen=True)
+class ShardPart:
+    """What a sharded run (``--ragev-shard K/N``) answered: its share of the questions.
+
+    ``questions`` are the qids the shard owns (in qid order) out of the
+    ``dataset_questions`` its dataset has, assigned as ``assignment`` says (``hash``, or
+    ``costs <digest>`` from a balance report); ``configurations`` the configurations it
+    ran (``None``: the base one), ``plugin_version`` the pytest-ragev that ran it and
+    ``config`` its config file (as reports show paths). ``custom_metrics`` describes the
+    custom metrics the run measured (name, direction, kind, bounds), which the merge
+    needs to judge the merged run as the project's hooks would. Its partial report is
+    merged with the other shards' by ``ragev report merge``, which gates once.
+    """
+
+    spec: ShardSpec
+    questions: tuple[int, ...]
+    dataset_questions: int
+    assignment: str = "hash"
+    configurations: tuple[str | None, ...] = (None,)
+    plugin_version: str = ""
+    config: str = ""
+    custom_metrics: tuple[Mapping[str, object], ...] = ()
+
+    @property
+    def line(self) -> str:
+        """The one line a sharded run prints: what it answered, and that it was not gated."""
+        return (f"ragev: {self.spec.words}: {len(self.questions)} of {self.dataset_questions} "
+                "questions answered, written as a partial report; not gated: merge every "
+                "shard's report with `ragev report merge` and gate the merged run")
+
+
+@dataclass(frozen=True)
 class Outcome:
     """What the run decided: the runs, every check, the lines to print and report.
 
@@ -235,6 +267,8 @@ class Outcome:
     slices: tuple[RunSlices, ...] = ()
     #: What answering each question R > 1 times showed of the first run (``None``: once).
     repeats: RepeatSummary | None = None
+    #: Set for a sharded run (``--ragev-shard``): its share; the run was not gated.
+    shard: ShardPart | None = None
 
     @property
     def failed(self) -> bool:

@@ -91,6 +91,19 @@ class RunPlan:
                 "--ragev-no-baseline and --ragev-update-baseline contradict each other: "
                 "drop --ragev-no-baseline to write the baseline"
             )
+        shard = options.shard
+        if shard is not None and options.update_baseline:
+            raise ConfigError(
+                f"--ragev-shard {shard.label} and --ragev-update-baseline: a shard answers "
+                "part of the questions; merge the shards' reports (ragev report merge) and "
+                "write the baseline from the merged report (ragev report baseline RUN.json)"
+            )
+        if shard is not None and (options.report_json or config.report_json) is None:
+            raise ConfigError(
+                f"--ragev-shard {shard.label} writes its share as a partial JSON report for "
+                "ragev report merge: pass --ragev-report PATH (e.g. --ragev-report "
+                f"shard-{shard.index}.json) or set [report] json in {config.source}"
+            )
         directions: dict[str, Direction] = {name: "higher" for name in (*METRIC_NAMES,
                                                                          *quality)}
         directions.update({m.name: m.direction for m in custom})

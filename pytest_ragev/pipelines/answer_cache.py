@@ -94,6 +94,18 @@ def _checksum(key: bytes, body: bytes) -> bytes:
     return hashlib.blake2b(key + b"\0" + body, digest_size=16).digest()
 
 
+def row_checksum(key: bytes, body: bytes) -> bytes:
+    """The checksum an ``answers`` row keeps of its key and body (``ragev cache merge``
+    copies only the rows it matches)."""
+    return _checksum(key, body)
+
+
+def set_up_database(connection: Any) -> None:
+    """Make ``connection``'s database a cache: WAL mode and both tables (see
+    :func:`_set_up`)."""
+    _set_up(connection)
+
+
 def _default_warn(message: str) -> None:
     # A cache warning must never fail a run, not even under -W error.
     with contextlib.suppress(Exception):

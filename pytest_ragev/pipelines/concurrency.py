@@ -14,6 +14,7 @@ from typing import Literal
 from pytest_ragev.pipelines.builtin import BuiltinPipeline
 from pytest_ragev.pipelines.protocol import Pipeline
 from pytest_ragev.pipelines.remote import FactoryPipeline, HttpRagPipeline
+from pytest_ragev.pipelines.replay import ReplayPipeline
 
 #: Calls in flight by default for pipelines that wait on a service (chat, http, factory).
 IO_BOUND_CONCURRENCY = 8
@@ -56,7 +57,9 @@ def pipeline_kind(pipes: Sequence[Pipeline]) -> PipelineKind:
     one is the built-in pipeline offline, or else the project's code (hooks, a mix)."""
     if pipes and all(is_io_bound(pipe) for pipe in pipes):
         return "service"
-    if pipes and all(isinstance(pipe, BuiltinPipeline) and not is_io_bound(pipe)
+    # A replay reads its answers from memory: one call at a time, as the built-in one.
+    if pipes and all(isinstance(pipe, ReplayPipeline)
+                     or (isinstance(pipe, BuiltinPipeline) and not is_io_bound(pipe))
                      for pipe in pipes):
         return "builtin"
     return "project"

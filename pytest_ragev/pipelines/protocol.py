@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any, Protocol, runtime_checkable
 
 from pytest_ragev.core.types import Answer, QAPair
@@ -44,4 +45,18 @@ class Preflight(Protocol):
     def preflight(self, case: QAPair) -> str | None:
         """``None`` when the service answers (asked about ``case`` if it must be), else
         why no question can be answered."""
+        ...
+
+
+@runtime_checkable
+class QuestionCheck(Protocol):
+    """What a pipeline whose answers were made elsewhere (``replay``) offers before the
+    first question: whether its answers fit the run's questions and configurations."""
+
+    def check_questions(
+        self, qids: Collection[int], configurations: Collection[str | None]
+    ) -> str | None:
+        """``None`` when every answer it holds belongs to one of ``qids`` (the dataset's
+        questions) and ``configurations`` (the config file's, ``None`` the base one),
+        else the one-line problem and its fix."""
         ...

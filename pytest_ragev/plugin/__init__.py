@@ -170,9 +170,38 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                        "leave the option out to use [report] html, if set"),
         help="write a self-contained HTML report to PATH.",
     )
+    group.addoption(
+        "--ragev-shard", dest="ragev_shard", metavar="K/N", default=None,
+        help="answer only shard K of N (1-based) of the questions, assigned by a hash of "
+        "the question id, and write a partial JSON report for `ragev report merge` "
+        "(not gated).",
+    )
+    group.addoption(
+        "--ragev-shard-balance", dest="ragev_shard_balance", metavar="REPORT", default=None,
+        type=_path_arg("--ragev-shard-balance", "ragev-report.json",
+                       "leave the option out to assign the shards by the question id alone"),
+        help="balance the shards by the per-question latency (meta latency_s) an earlier "
+        "JSON report recorded; questions it lacks go by their id's hash.",
+    )
+    group.addoption(
+        "--ragev-answers-out", dest="ragev_answers_out", metavar="FILE.parquet", default=None,
+        type=_path_arg("--ragev-answers-out", "answers.parquet",
+                       "leave the option out to write no answers file"),
+        help="write every answer of the run to a Parquet file (qid, variant, retrieved_ids, "
+        "retrieved_texts, answer, meta) that [pipeline] name = \"replay\" scores again.",
+    )
     parser.addini(
         "ragev_config", type="string", default="",
         help="ragev.toml to evaluate (relative to the ini file); --ragev-config wins.",
+    )
+    parser.addini(
+        "ragev_shard", type="string", default="",
+        help="the shard this run answers, K/N (as --ragev-shard, which wins).",
+    )
+    parser.addini(
+        "ragev_shard_balance", type="string", default="",
+        help="a JSON report whose latencies balance the shards (relative to the ini file; "
+        "--ragev-shard-balance wins).",
     )
 
 
@@ -246,6 +275,34 @@ def _path_option(config: pytest.Config, name: str, *, resolve: bool = True) -> P
     return path.parent.resolve() / path.name
 
 
+def _shard(config: pytest.Config) -> Any:
+    """The ``ShardSpec`` of ``--ragev-shard`` (else of the ``ragev_shard`` ini key), or
+    ``None``; a bad value is a usage error naming the fix."""
+    from pytest_ragev.core.errors import ConfigError
+    from pytest_ragev.core.shard import ShardSpec
+
+    value = config.getoption("ragev_shard")
+    where = "--ragev-shard"
+    if value is None:
+        value = str(config.getini("ragev_shard") or "").strip() or None
+        where = "ini key ragev_shard ="
+    if value is None:
+        return None
+    try:
+        return ShardSpec.parse(value, where=where)
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _ini_path(config: pytest.Config, name: str) -> Path | None:
+    """A path the ini key ``name`` gives, relative to the ini file (``None``: unset)."""
+    value = str(config.getini(name) or "").strip()
+    if not value:
+        return None
+    base = config.inipath.parent if config.inipath else config.rootpath
+    return (base / value).resolve()
+
+
 def _start_run(config: pytest.Config, ragev: RagevConfig, options: RunOptions) -> ActiveRun:
     # The active part of a run imports the dataset layer, the metric engine and the
     # pipelines: only runs that answer questions pay for them.
@@ -287,6 +344,10 @@ def pytest_configure(config: pytest.Config) -> None:
         samples=_path_option(config, "ragev_samples", resolve=False),
         repeat=config.getoption("ragev_repeat"),
         slices=bool(config.getoption("ragev_slices")),
+        shard=_shard(config),
+        shard_balance=(_path_option(config, "ragev_shard_balance")
+                       or _ini_path(config, "ragev_shard_balance")),
+        answers_out=_path_option(config, "ragev_answers_out"),
     )
     if from_cli and not explicit:
         # `pytest --ragev-config ragev.toml` with no test paths: run only the evaluation.

@@ -192,6 +192,8 @@ class Answerer:
     judged and custom metrics right after its answer, in the same thread (the pool's:
     judge calls run as concurrently as the pipeline's); a custom metric or a judge that
     cannot score stops the run at that question (:class:`AssessmentFailed`).
+    ``item_ids`` keeps, in each record, the passage id each retrieved item named (for
+    ``--ragev-answers-out``, whose file a replay reads back item for item).
     """
 
     def __init__(
@@ -216,9 +218,11 @@ class Answerer:
         assess: Callable[[Record], Record] | None = None,
         repeat: int = 1,
         adaptive: bool = False,
+        item_ids: bool = False,
     ) -> None:
         self._assess = assess
         self._repeat = repeat
+        self._item_ids = item_ids
         self._hook = hook
         self._full_text = full_text
         self._handoff = handoff
@@ -354,7 +358,8 @@ class Answerer:
         metrics: one answer's whole work, in the thread that runs it."""
         answer = self.answer(case, variant, repeat)
         return self._assessed(make_record(case, answer, index=self._index(), variant=variant,
-                                          cached=self._take_cached(case, variant, repeat)))
+                                          cached=self._take_cached(case, variant, repeat),
+                                          item_ids=self._item_ids))
 
     def _assessed(self, record: Record) -> Record:
         return record if self._assess is None else self._assess(record)
@@ -480,7 +485,7 @@ class Answerer:
         """Record an answer produced by a hand-written test (the ``ragev_record`` fixture),
         with its judged and custom metrics."""
         record = make_record(case, answer, index=self._index(), variant=variant,
-                             cached=self._take_cached(case, variant))
+                             cached=self._take_cached(case, variant), item_ids=self._item_ids)
         try:
             record = self._assessed(record)
         except AssessmentFailed as exc:
@@ -615,7 +620,8 @@ class Answerer:
         if cached is not None and self._assess is None:
             done: concurrent.futures.Future[Record] = concurrent.futures.Future()
             done.set_result(make_record(case, cached, index=self._index(), variant=variant,
-                                        cached=self._take_cached(case, variant, repeat)))
+                                        cached=self._take_cached(case, variant, repeat),
+                                        item_ids=self._item_ids))
             self._futures[(variant, case.qid, repeat)] = done
             return
         if cached is not None:

@@ -34,6 +34,7 @@ from pytest_ragev.core.io import (
 )
 from pytest_ragev.core.types import STATUS_FAILED
 from pytest_ragev.evaluation import EvalInputs, Outcome, RunPlan, evaluate
+from pytest_ragev.pipelines import write_run_answers
 from pytest_ragev.plugin.answering import Answerer
 from pytest_ragev.plugin.collect import NodeIds
 from pytest_ragev.plugin.progress import ProgressFile
@@ -185,8 +186,11 @@ class Finisher:
     verdict's node id), ``inputs`` (what :func:`evaluate` reads, given how the run was
     interrupted), ``params`` (a configuration's settings snapshot; ``None``: the
     base) and ``save_verdicts`` (writes the judge's verdict store, told whether every
-    question was answered; returns the lines of a write that failed). Files and the
-    status are written on the controller only (``is_worker``).
+    question was answered; returns the lines of a write that failed). ``empty_shard``
+    says whether the run is a shard that owns no question (``--ragev-shard`` with more
+    shards than questions), which still concludes: its partial report lets the merge
+    see every shard. Files and the status are written on the controller only
+    (``is_worker``).
     """
 
     def __init__(
@@ -203,8 +207,10 @@ class Finisher:
         inputs: Callable[[str | None], EvalInputs],
         params: Callable[[str | None], Mapping[str, Any]],
         save_verdicts: Callable[[bool], list[str]] | None = None,
+        empty_shard: Callable[[], bool] = lambda: False,
     ) -> None:
         self._save_verdicts = save_verdicts
+        self._empty_shard = empty_shard
         self._config = config
         self._is_worker = is_worker
         self._records = records
@@ -241,7 +247,8 @@ class Finisher:
 
     def _expects_questions(self) -> bool:
         """Whether the run answers questions (collected one, or received a record)."""
-        return not self._config.option.collectonly and self._records.expects_questions
+        return not self._config.option.collectonly and (
+            self._records.expects_questions or self._empty_shard())
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -336,7 +343,8 @@ class Finisher:
             # other files are written (metrics, the reason), and the run is a usage error.
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
             return
-        if session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and self._records.records:
+        if session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and (
+                self._records.records or self._empty_shard()):
             session.exitstatus = pytest.ExitCode.OK
         if self.outcome.failed and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -372,7 +380,7 @@ class Finisher:
         self._status = status
         self._progress.write(STATUS_FAILED, message)
 
-    def _write(self, what: str, path: Path | str, write: Callable[[], None]) -> bool:
+    def _write(self, what: str, path: Path | str, write: Callable[[], object]) -> bool:
         """Run ``write``; a failure is one line naming ``what``/``path``, never a traceback,
         and the other reports are still written. Whether it was written."""
         try:
@@ -404,6 +412,11 @@ class Finisher:
         json_path = plan.report_json
         if json_path is not None:
             self._write_json_report(json_path, report)
+        answers_path = plan.options.answers_out
+        if answers_path is not None:
+            records = [sample for run in outcome.runs for sample in run.samples]
+            self._write("answers file", answers_path,
+                        lambda: write_run_answers(answers_path, records))
         md_path = plan.report_markdown
         summary_env = os.environ.get("GITHUB_STEP_SUMMARY")
         html_path = plan.report_html

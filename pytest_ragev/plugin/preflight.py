@@ -9,7 +9,7 @@ becomes active, with the values they read.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ import pytest
 from pytest_ragev.core.errors import name_variant
 from pytest_ragev.core.types import BUILTIN_METRICS, CustomMetric, QAPair
 from pytest_ragev.evaluation import Judge
-from pytest_ragev.pipelines import Pipeline, Preflight, is_io_bound
+from pytest_ragev.pipelines import Pipeline, Preflight, QuestionCheck, is_io_bound
 
 
 def custom_metrics(groups: Iterable[Iterable[Any] | None]) -> tuple[CustomMetric, ...]:
@@ -118,3 +118,20 @@ def check_judge(judge: Judge | None, *, source: Path, preflight: bool) -> None:
         if reason is not None:
             raise pytest.UsageError(f"{source}: {reason}; no question was asked (set [run] "
                                     "preflight = false to skip this check)")
+
+
+def check_answer_rows(
+    pipelines: Sequence[tuple[str | None, Pipeline]], *, qids: Collection[int],
+    configurations: Collection[str | None], source: Path,
+) -> None:
+    """A pipeline whose answers were made elsewhere (``replay``) must hold answers of
+    this dataset's questions and this config's configurations only: extra rows are a
+    usage error naming the file and the fix (a question it lacks fails on its own)."""
+    seen: set[str] = set()
+    for _, pipe in pipelines:
+        if not isinstance(pipe, QuestionCheck):
+            continue
+        problem = pipe.check_questions(qids, configurations)
+        if problem is not None and problem not in seen:
+            seen.add(problem)
+            raise pytest.UsageError(f"{source}: {problem}")

@@ -28,9 +28,11 @@ from pytest_ragev.config import RagevConfig, RunOptions
 from pytest_ragev.core.attribution import PassageIndex
 from pytest_ragev.core.errors import CacheWarning, RagevError
 from pytest_ragev.core.io import WRITE_ERRORS, write_error_cause, write_error_fix
-from pytest_ragev.core.record import QuestionKey, Record, nonfinite_warning
+from pytest_ragev.core.record import QuestionKey, Record
+from pytest_ragev.core.shard import costs_label, owned
 from pytest_ragev.core.task import make_task_id, task_user
 from pytest_ragev.core.types import STATUS_RUNNING, QAPair
+from pytest_ragev.core.version import __version__
 from pytest_ragev.dataset import SPILL_TEXT_BYTES, Dataset, load_dataset
 from pytest_ragev.evaluation import (
     Assessor,
@@ -40,6 +42,7 @@ from pytest_ragev.evaluation import (
     RunFacts,
     RunningMeans,
     RunPlan,
+    ShardPart,
     SimilarityScorer,
     TextScoreMemo,
     VerdictStore,
@@ -58,6 +61,7 @@ from pytest_ragev.plugin.knobs import (
     unused_builtin_knob_lines,
 )
 from pytest_ragev.plugin.preflight import (
+    check_answer_rows,
     check_baseline_target,
     check_judge,
     check_services,
@@ -68,6 +72,7 @@ from pytest_ragev.plugin.records import ItemStatus, RecordCollector, RecordHando
 from pytest_ragev.plugin.samples import SamplesFile
 from pytest_ragev.plugin.signals import SigtermGuard
 from pytest_ragev.report import progress_report
+from pytest_ragev.report.shards import question_costs
 
 #: The names under which the run's plugin objects are registered (and unregistered).
 PLUGIN_NAMES = ("ragev-defaults", "ragev-records", "ragev-xdist", "ragev-finish",
@@ -95,6 +100,9 @@ class ActiveRun:
         self._index: PassageIndex | None = None
         self._node_ids: NodeIds | None = None
         self._cases: dict[int, QAPair] | None = None
+        self._pairs: tuple[QAPair, ...] | None = None
+        #: Every question id of the dataset, before --ragev-limit.
+        self._all_qids: tuple[int, ...] = ()
         self._params: dict[str | None, dict[str, Any]] = {}
         self._warnings: tuple[str, ...] = ()
         self._cache_dir: tuple[Path | None] | None = None  # memo of _cache_root
@@ -124,7 +132,7 @@ class ActiveRun:
             progress=self.progress, signals=self.signals,
             answerer=lambda: self._answerer, close_pipelines=self._close_pipelines,
             node_ids=lambda: self.node_ids, inputs=self.inputs, params=self.params,
-            save_verdicts=self.save_verdicts,
+            save_verdicts=self.save_verdicts, empty_shard=lambda: self.empty_shard,
         )
         self._answerer: Answerer | None = None
         self._scorer: RecordScorer | None = None
@@ -156,6 +164,7 @@ class ActiveRun:
                 dataset = load_dataset(self.ragev.dataset_path, dataset_id=self.ragev.dataset_id)
             except RagevError as exc:
                 raise _usage(exc) from None
+            self._all_qids = tuple(pair.qid for pair in dataset.pairs)
             if self.options.limit:
                 dataset = dataset.limit(self.options.limit)
             if dataset.corpus.text_bytes >= SPILL_TEXT_BYTES:
@@ -176,6 +185,58 @@ class ActiveRun:
             except RagevError as exc:
                 raise _usage(exc) from None
         return self._plan
+
+    @property
+    def pairs(self) -> tuple[QAPair, ...]:
+        """The questions this run answers, in qid order: the dataset's, or with
+        ``--ragev-shard K/N`` the shard's share of them (the same on every xdist worker)."""
+        if self._pairs is None:
+            self._pairs = self._select_pairs()
+        return self._pairs
+
+    def _select_pairs(self) -> tuple[QAPair, ...]:
+        pairs = self.dataset.pairs
+        spec = self.options.shard
+        if spec is None:
+            return pairs
+        mine = set(owned([pair.qid for pair in pairs], spec, self.shard_costs))
+        return tuple(pair for pair in pairs if pair.qid in mine)
+
+    @property
+    def empty_shard(self) -> bool:
+        """Whether this is a shard that owns no question (more shards than questions): it
+        still writes its partial report, so that the merge sees every shard."""
+        return self.options.shard is not None and not self.pairs
+
+    @functools.cached_property
+    def shard_costs(self) -> dict[int, float]:
+        """qid -> seconds from ``--ragev-shard-balance``'s report (empty: by hash)."""
+        path = self.options.shard_balance
+        if path is None or self.options.shard is None:
+            return {}
+        try:
+            return question_costs(path)
+        except RagevError as exc:
+            raise _usage(exc) from None
+
+    def shard_part(self) -> ShardPart | None:
+        """What a sharded run answered, for its partial report (``None``: not sharded)."""
+        spec = self.options.shard
+        if spec is None:
+            return None
+        return ShardPart(
+            spec=spec,
+            questions=tuple(pair.qid for pair in self.pairs),
+            dataset_questions=len(self.dataset.pairs),
+            assignment=costs_label(self.shard_costs),
+            configurations=self.plan.variants,
+            plugin_version=__version__,
+            config=self.node_ids.prefix,
+            custom_metrics=tuple(
+                {"name": m.name, "direction": m.direction, "kind": m.kind,
+                 "bounds": list(m.bounds)}
+                for m in self.plan.custom_metrics),
+        )
 
     @property
     def passage_index(self) -> PassageIndex:
@@ -224,6 +285,7 @@ class ActiveRun:
                           and self.plan.config.concurrency is None
                           and self.plan.judge is None
                           and self._pipeline_kind() == "project"),
+                item_ids=self.options.answers_out is not None,
             )
         return self._answerer
 
@@ -306,16 +368,18 @@ class ActiveRun:
         nothing the run writes shows them. The test report carries them only where
         they are read (:attr:`attach_whole_records`).
         """
-        if not record.retrieved or self.plan.custom_metrics:
-            return record
+        if not record.retrieved or self.plan.custom_metrics or self.options.answers_out:
+            return record  # read by custom metrics, or written to the answers file
         return dataclasses.replace(record, retrieved=())
 
     @property
     def attach_whole_records(self) -> bool:
         """Whether each test report carries the whole record, retrieved chunk texts
         included: for ``--junitxml``, which writes them. (With custom metrics, which read
-        them where the records are gathered, the kept record already holds them.)"""
-        return bool(getattr(self.config.option, "xmlpath", None))
+        them where the records are gathered, the kept record already holds them.) Also
+        for ``--ragev-answers-out``, whose file the controller writes from the records."""
+        return (bool(getattr(self.config.option, "xmlpath", None))
+                or self.options.answers_out is not None)
 
     @property
     def score_items(self) -> bool:
@@ -389,6 +453,9 @@ class ActiveRun:
             raise _usage(exc) from None
         if plan.options.update_baseline and not self.is_worker:
             check_baseline_target(plan.baseline_path, self.ragev.source)
+        # A shard's share, now: a balance report that cannot be read is a usage error
+        # before any question runs.
+        self._pairs = self._select_pairs()
         if not self.is_worker:
             self.task_id = plan.options.task_id or make_task_id(
                 self.dataset.dataset_id, task_user(self.ragev.task_user))
@@ -406,6 +473,8 @@ class ActiveRun:
                                cached=self._answer_is_cached)
                 check_judge(self.judge, source=self.ragev.source,
                             preflight=self.ragev.preflight)
+                check_answer_rows(pipelines, qids=self._all_qids,
+                                  configurations=plan.configured, source=self.ragev.source)
                 if self.samples is not None:
                     problem = self.samples.open()
                     if problem is not None:
@@ -443,7 +512,7 @@ class ActiveRun:
         """What the collectors read."""
         return CollectionPlan(
             dataset_id=self.dataset.dataset_id,
-            cases=self.dataset.pairs,
+            cases=self.pairs,
             variants=self.plan.variants,
             run_case=self.answerer.run_case,
         )
@@ -486,9 +555,6 @@ class ActiveRun:
         records, scored = self.scorer.carried(self.records.records)
         variants = {record.variant for record in records}
         facts = self.facts(interrupted)
-        nonfinite = nonfinite_warning(records)
-        if nonfinite is not None:
-            facts = dataclasses.replace(facts, warnings=(*facts.warnings, nonfinite))
         unread = self._unread_project_knobs()
         if unread:
             facts = dataclasses.replace(facts, warnings=(*facts.warnings, *unread))
@@ -501,6 +567,7 @@ class ActiveRun:
             scored=scored,
             memo=self.text_memo,
             similarity=self.similarity,
+            shard=self.shard_part(),
         )
 
     def _progress(self, status: int, err_msg: str) -> dict[str, Any]:

@@ -132,7 +132,7 @@ class RagevSession:
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
         if "ragev_case" in metafunc.fixturenames:
-            cases = self.run.dataset.pairs
+            cases = self.run.pairs  # a shard's share (--ragev-shard), else every question
             ids = [NodeIds.item_name(case.qid) for case in cases]
             metafunc.parametrize("ragev_case", cases, ids=ids, scope="function")
 

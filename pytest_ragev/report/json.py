@@ -31,6 +31,7 @@ from pytest_ragev.evaluation import (
     Outcome,
     QuestionError,
     RunFacts,
+    ShardPart,
     chunk_share,
     count_kinds,
     usage,
@@ -136,7 +137,8 @@ def final_report(
         "task": _task(facts, dataset_id, status=status, err_msg=err_msg),
         "params": base.params if base is not None else dict(params),
         "metric": metric_block(base),
-        "samples": (_samples(base, outcome.question_hashes, outcome.slices_of(base.variant))
+        "samples": (_samples(base, outcome.question_hashes, outcome.slices_of(base.variant),
+                             part=outcome.shard is not None)
                     if base is not None else []),
         "verdict": {
             "passed": not outcome.failed,
@@ -183,26 +185,56 @@ def final_report(
                 "metric": metric_block(run),
                 **run_figures(run, outcome.pricing),
                 "samples": _samples(run, outcome.question_hashes,
-                                    outcome.slices_of(run.variant)),
+                                    outcome.slices_of(run.variant),
+                                    part=outcome.shard is not None),
                 **({"slices": slices_json(outcome.slices_of(run.variant))}
                    if slices_json(outcome.slices_of(run.variant)) else {}),
             }
             for run in variants
         }
+    if outcome.shard is not None:
+        data["shard"] = shard_json(outcome.shard, facts)
     return {"success": status != STATUS_FAILED, "data": data}
 
 
-def _samples(run: RunResult, hashes: Mapping[int, str],
-             slices: RunSlices | None = None) -> list[dict[str, Any]]:
+def shard_json(shard: ShardPart, facts: RunFacts) -> dict[str, Any]:
+    """``data.shard`` of a partial report: which shard of how many, the questions it
+    owns, how they were assigned, and what ``ragev report merge`` needs beyond the
+    samples to rebuild the run's end (the shell's warnings and counts, the custom
+    metrics' definitions, the configurations that ran, the plugin version)."""
+    return {
+        "index": shard.spec.index,
+        "total": shard.spec.total,
+        "questions": list(shard.questions),
+        "dataset_questions": shard.dataset_questions,
+        "assignment": shard.assignment,
+        "configurations": list(shard.configurations),
+        "plugin_version": shard.plugin_version,
+        "config": shard.config,
+        "custom_metrics": [dict(metric) for metric in shard.custom_metrics],
+        "run": {
+            "warnings": list(facts.warnings),
+            "duplicates": facts.duplicates,
+            "cache_hits": facts.cache_hits,
+            "cache_misses": facts.cache_misses,
+            "interrupted": facts.interrupted,
+        },
+    }
+
+
+def _samples(run: RunResult, hashes: Mapping[int, str], slices: RunSlices | None = None,
+             *, part: bool = False) -> list[dict[str, Any]]:
     """The run's records as ``data.samples`` holds them, each with its question's content
     ``hash`` when known: a saved report then pairs questions after a dataset edit. Each
     names its ``slices`` only when the run's slices say more than its means (``slices``
     worth showing): a one-language set without tags keeps WeKnora's sample keys (and a
-    ``--ragev-samples`` line, written before the run's slices are known, has none)."""
+    ``--ragev-samples`` line, written before the run's slices are known, has none). A
+    partial report (``part``) writes each record in the form a merge reads back whole
+    (:meth:`~pytest_ragev.core.record.Record.to_part_json`)."""
     keep_slices = slices is not None and slices.worth_showing
     samples = []
     for sample in run.samples:
-        item = sample.to_report_json()
+        item = sample.to_part_json() if part else sample.to_report_json()
         if keep_slices and sample.slices:
             item["slices"] = list(sample.slices)
         content = hashes.get(sample.qid)

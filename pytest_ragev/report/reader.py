@@ -42,6 +42,7 @@ from pytest_ragev.evaluation import (
     LowestQuestions,
     Outcome,
     RunFacts,
+    ShardPart,
     errors_line,
     lowest_questions,
     question_errors,
@@ -70,6 +71,7 @@ from pytest_ragev.gate.rules import MODES, Mode
 from pytest_ragev.gate.snapshot import SCHEMA
 from pytest_ragev.gate.workflow import not_compared_line
 from pytest_ragev.report.json import REPORT_SCHEMA_VERSION
+from pytest_ragev.report.partial import read_shard_block
 
 
 class ReportError(RagevError):
@@ -100,6 +102,10 @@ class Saved:
     snapshot: Snapshot | None = None
     #: qid -> content hash from the samples' ``hash`` keys of a JSON report.
     sample_hashes: Mapping[int, str] = field(default_factory=dict)
+    #: A partial report's share (``data.shard``: a run with ``--ragev-shard``), else ``None``.
+    shard: ShardPart | None = None
+    #: What the shard's shell saw (its counts, warnings, interruption), with ``shard``.
+    shard_facts: RunFacts | None = None
 
     @property
     def hashes(self) -> Mapping[int, str]:
@@ -172,8 +178,12 @@ def read_saved(path: str | Path) -> Saved:
         return Saved(source=source, kind="baseline", runs=tuple(snapshot.runs),
                      snapshot=snapshot)
     data = report_data(document, source)
+    shard = (read_shard_block(data["shard"], _read(source), _facts(data, source))
+             if "shard" in data else None)
     return Saved(source=source, kind="report", runs=tuple(runs_from_report(data, source=source)),
-                 data=data, sample_hashes=_sample_hashes(data, source))
+                 data=data, sample_hashes=_sample_hashes(data, source),
+                 shard=None if shard is None else shard[0],
+                 shard_facts=None if shard is None else shard[1])
 
 
 def _sample_hashes(data: Mapping[str, Any], source: str) -> dict[int, str]:
@@ -388,10 +398,12 @@ def outcome_from_report(
     return Outcome(
         runs=runs,
         facts=facts,
-        thresholds=_thresholds(runs, source),
+        # A shard's means are not the run's: nothing judged them (the merged run is).
+        thresholds=() if saved.shard is not None else _thresholds(runs, source),
         gate=gate,
         failures=failures,
-        notes=(*(() if gate.corpus_change is None else (gate.corpus_change.line,)),
+        notes=(*(() if saved.shard is None else (saved.shard.line,)),
+               *(() if gate.corpus_change is None else (gate.corpus_change.line,)),
                *(() if repeats is None else repeats.lines())),
         repeats=repeats,
         warnings=warnings,
@@ -407,6 +419,7 @@ def outcome_from_report(
         baseline_shown=None if gate.baseline_path is None else str(gate.baseline_path),
         question_hashes=saved.hashes,
         pricing=_pricing(runs),
+        shard=saved.shard,
     )
 
 
@@ -674,6 +687,15 @@ def compare_saved(
     :class:`ReportError` with the gate's reason when the files cannot be compared.
     """
     rules = rules or GateRules()
+    for saved in (base, current):
+        if saved.shard is not None:
+            # Gating one shard judges a part of the questions with the whole family of
+            # tests: n/N questions' power, N verdicts. The merged run is gated once.
+            raise ReportError(
+                f"{saved.source} is a partial report ({saved.shard.spec.words}); merge "
+                "every shard's report first (ragev report merge SHARD.json... -o RUN.json) "
+                "and compare the merged report"
+            )
     own = outcome_from_report(current, rules=rules)
     if not current.runs:
         raise ReportError(f"{current.source} holds no run to compare")
