@@ -46,7 +46,7 @@ _METRICS_KEYS = ("profile", "tokenizer", "similarity", "judged")
 _REPORT_KEYS = ("json", "markdown", "html", "top_regressions", "task_user")
 _BASELINE_KEYS = ("path", "answer_chars")
 _RUN_KEYS = ("concurrency", "cache", "progress_interval", "preflight", "timeout",
-             "deadline")
+             "deadline", "repeat")
 _REPORT_EXAMPLES = {"json": "ragev-report.json", "markdown": "ragev.md", "html": "ragev.html"}
 _VARIANT_KEYS = ("name", "pipeline")
 _VARIANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
@@ -129,6 +129,10 @@ class RunOptions:
     task_id: str | None = None
     #: ``--ragev-samples``: one JSON line per question, written as the records arrive.
     samples: Path | None = None
+    #: ``--ragev-repeat``: how many times each question is answered (``None``: the config's).
+    repeat: int | None = None
+    #: ``--ragev-slices``: print the slices table in the terminal summary.
+    slices: bool = False
     #: ``--ragev-shard K/N``: this run answers shard K of N and writes a partial report.
     shard: ShardSpec | None = None
     #: ``--ragev-shard-balance``: a JSON report whose per-question latencies balance the
@@ -149,6 +153,8 @@ class RagevConfig:
     profile: str = "weknora"
     tokenizer: str = "default"
     thresholds: Mapping[str, float] = field(default_factory=dict)
+    #: ``[thresholds.slice.<name>]``: per slice (as written), metric -> floor or ceiling.
+    slice_thresholds: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     item_thresholds: Mapping[str, float] = field(default_factory=dict)
     report_json: Path | None = None
     report_markdown: Path | None = None
@@ -169,6 +175,8 @@ class RagevConfig:
     timeout: float | None = None
     #: ``[run] deadline``: seconds the whole run may answer for, then it is interrupted.
     deadline: float | None = None
+    #: ``[run] repeat``: how many times each question is answered (1: once).
+    repeat: int = 1
     variants: tuple[VariantConfig, ...] = ()
     #: ``[metrics] similarity``: score the answer's meaning against the reference's.
     similarity: bool = False
@@ -270,7 +278,9 @@ def parse_config(raw: Mapping[str, Any], *, source: Path) -> RagevConfig:
                            'judges (base_url, model; see docs/quality.md), or remove judged')
     pricing = _pricing(top.sub("pricing"))
 
-    thresholds = _thresholds(top.sub("thresholds"))
+    thresholds_table = top.sub("thresholds")
+    slice_thresholds = _slice_thresholds(thresholds_table)
+    thresholds = _thresholds(thresholds_table, skip=("slice",))
     item_thresholds = _thresholds(top.sub("item_thresholds"))
 
     report = top.sub("report")
@@ -306,6 +316,8 @@ def parse_config(raw: Mapping[str, Any], *, source: Path) -> RagevConfig:
     preflight = run.boolean("preflight", True)
     timeout = run.number("timeout", None, low=0.0, low_open=True, example="120")
     deadline = run.number("deadline", None, low=0.0, low_open=True, example="3600")
+    repeat = run.integer("repeat", 1, low=1, example="5")
+    assert repeat is not None
 
     variants_raw = raw.get("variants", [])
     if not isinstance(variants_raw, list):
@@ -342,6 +354,7 @@ def parse_config(raw: Mapping[str, Any], *, source: Path) -> RagevConfig:
         profile=profile,
         tokenizer=tokenizer,
         thresholds=thresholds,
+        slice_thresholds=slice_thresholds,
         item_thresholds=item_thresholds,
         report_json=paths["json"],
         report_markdown=paths["markdown"],
@@ -357,6 +370,7 @@ def parse_config(raw: Mapping[str, Any], *, source: Path) -> RagevConfig:
         preflight=bool(preflight),
         timeout=timeout,
         deadline=deadline,
+        repeat=repeat,
         variants=tuple(variants),
         similarity=similarity,
         judged=judged,
@@ -381,10 +395,13 @@ def _answer_chars(table: Table) -> int | str:
 _MIN_ANSWER_CHARS = 20
 
 
-def _thresholds(table: Table) -> dict[str, float]:
-    """``metric = number`` pairs; the metric names are checked by the run plan."""
+def _thresholds(table: Table, skip: tuple[str, ...] = ()) -> dict[str, float]:
+    """``metric = number`` pairs; the metric names are checked by the run plan. Keys in
+    ``skip`` are sub-tables read elsewhere (``[thresholds.slice]``)."""
     values: dict[str, float] = {}
     for metric in table.table:
+        if metric in skip:
+            continue
         # The built-in metrics lie in [0, 1]; a custom metric may be any figure (seconds,
         # tokens, cost): its own bounds are checked once the hooks have named it
         # (RunPlan.build).
@@ -395,6 +412,25 @@ def _thresholds(table: Table) -> dict[str, float]:
         assert value is not None
         values[metric] = value
     return values
+
+
+def _slice_thresholds(table: Table) -> dict[str, dict[str, float]]:
+    """``[thresholds.slice.<name>]`` tables: ``name`` as written (a slice key such as
+    ``"lang:zh"`` or a bare name such as ``zh``), each ``metric = number``; the slices are
+    known once the dataset is (the evaluation checks them)."""
+    if "slice" not in table:
+        return {}
+    slices = table.sub("slice", where="[thresholds.slice]",
+                       fix='write each as [thresholds.slice."lang:zh"] (or [thresholds.slice.'
+                       'billing]) with metric = value below it')
+    found: dict[str, dict[str, float]] = {}
+    for name in slices.table:
+        plain = name.replace("_", "").replace("-", "").isalnum()
+        where = f"[thresholds.slice.{name}]" if plain else f'[thresholds.slice."{name}"]'
+        sub = slices.sub(name, where=where, fix=f"write it as {where} with metric = value "
+                         "below it, e.g. rougel = 0.3")
+        found[str(name)] = _thresholds(sub)
+    return found
 
 
 def _judged(metrics: Table) -> tuple[str, ...]:

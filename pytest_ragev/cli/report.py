@@ -84,7 +84,9 @@ def _paint(line: str, markup: dict[str, bool], color: bool) -> str:
 def _print_summary(outcome: Outcome, args: argparse.Namespace) -> None:
     """The plugin's terminal summary of ``outcome``, as ``-v``/``--summary`` ask."""
     color = sys.stdout.isatty() and "NO_COLOR" not in os.environ
-    lines = list(terminal_lines(outcome, verbose=args.verbose, full=args.summary == "full"))
+    # A saved report is read to be looked at: its slices are shown when it has any.
+    lines = list(terminal_lines(outcome, verbose=args.verbose, full=args.summary == "full",
+                                slices=True))
     # The plugin's summary opens with a blank line to set it off pytest's own output.
     while lines and not lines[0][0]:
         lines.pop(0)

@@ -265,8 +265,9 @@ def write_output(path: str | os.PathLike[str], text: str | Iterable[str]) -> Non
     standard stream is written through its own descriptor, at its current position
     (after what the process wrote so far), and any other stream is opened without
     truncating it; a FIFO nobody reads from fails at once (``ENXIO``) instead of
-    blocking the run. A symbolic link to a file is followed: the file it points at is
-    replaced, the link stays.
+    blocking the run. A symbolic link to a file is replaced by the new file, its target
+    left as it was: the one rule of every writer (the baseline's and the verdict store's
+    atomic writes do the same), so a link never makes a report land somewhere else.
     """
     try:
         info = os.stat(path)
@@ -277,7 +278,7 @@ def write_output(path: str | os.PathLike[str], text: str | Iterable[str]) -> Non
         atomic_write_bytes(path, _file_data(text))
         return
     if stat.S_ISREG(info.st_mode) and _standard_stream(info) is None:
-        atomic_write_bytes(os.path.realpath(path), _file_data(text))
+        atomic_write_bytes(path, _file_data(text))
         return
     data = (text if isinstance(text, str) else "".join(text)).encode("utf-8")
     fd = _standard_stream(info)

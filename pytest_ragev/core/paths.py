@@ -13,14 +13,19 @@ from pathlib import Path
 
 
 def portable_path(path: Path, base: Path) -> str:
-    """``path`` relative to ``base`` in posix form when it lies under it, else absolute.
+    """``path`` relative to ``base`` in posix form, with ``..`` where it lies outside it
+    (``../data/faq``); absolute only where no relative path exists (another drive).
 
-    Keeps machine paths out of committed baselines and the settings hash the same on
-    every checkout.
+    Keeps machine paths out of committed baselines, and the settings hash the same on
+    every checkout, wherever the dataset lies beside the config file.
     """
     try:
         return path.relative_to(base).as_posix() or "."
     except ValueError:
+        pass
+    try:
+        return Path(os.path.relpath(path, base)).as_posix()
+    except ValueError:  # Windows: another drive has no relative path
         return str(path)
 
 

@@ -60,6 +60,13 @@ class Record:
     chunk's own ``passage_id``; ``None`` for a text placed by its text): kept only when
     the run exports its answers (``--ragev-answers-out``), so that a replay of the file
     places every item as the pipeline did; empty otherwise.
+
+    With ``--ragev-repeat R`` (R > 1) the question was answered R times: the record's
+    own answer fields hold the first answer, ``repeats`` the other R - 1 (records of the
+    same question), and once scored ``scores`` holds each metric's R values in answer
+    order and ``metrics`` their means, the value the gate pairs (see :attr:`spread`).
+    ``slices`` are the slices the question belongs to (``lang:zh``, ``tag:billing``),
+    set when the run is scored.
     """
 
     qid: int
@@ -83,6 +90,25 @@ class Record:
     answer_digest: str | None = None
     answer_chars: int | None = None
     verdicts: tuple[Verdict, ...] = ()
+    repeats: tuple[Record, ...] = ()
+    scores: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    slices: tuple[str, ...] = ()
+
+    @property
+    def answers(self) -> int:
+        """How many answers the question got: 1, or R with ``--ragev-repeat R``."""
+        return 1 + len(self.repeats)
+
+    @property
+    def every_answer(self) -> tuple[Record, ...]:
+        """The question's answers in order: this record, then its :attr:`repeats`."""
+        return (self, *self.repeats)
+
+    @property
+    def spread(self) -> dict[str, Spread]:
+        """Per metric, how much the question's R scores disagree (``{}`` with one answer)."""
+        return {name: spread_of(values) for name, values in self.scores.items()
+                if len(values) > 1}
     retrieved_pids: tuple[int | None, ...] = ()
 
     @property
@@ -114,9 +140,12 @@ class Record:
             generated_gt=self.generated_gt,
         )
 
-    def scored(self, metrics: Mapping[str, float]) -> Record:
-        """This record with its metrics."""
-        return replace(self, metrics=dict(metrics))
+    def scored(self, metrics: Mapping[str, float],
+               slices: tuple[str, ...] | None = None) -> Record:
+        """This record with its metrics (and its slices, when given)."""
+        if slices is None:
+            return replace(self, metrics=dict(metrics))
+        return replace(self, metrics=dict(metrics), slices=slices)
 
     # The record's JSON forms live here, side by side: the channel form (every field:
     # to_json_text / from_json), the report's sample (to_report_json, read back by
@@ -145,6 +174,10 @@ class Record:
             "unattributed_example": self.unattributed_example,
             "nonfinite_meta": self.nonfinite_meta,
             "verdicts": [verdict.to_json() for verdict in self.verdicts],
+            # Only where they apply: a record of one answer crosses the channel as before.
+            **({"repeats": [r._channel() for r in self.repeats]} if self.repeats else {}),
+            **({"scores": _plain(self.scores)} if self.scores else {}),
+            **({"slices": self.slices} if self.slices else {}),
             **({"retrieved_pids": self.retrieved_pids} if self.retrieved_pids else {}),
         }
 
@@ -184,6 +217,11 @@ class Record:
             unattributed_example=data.get("unattributed_example"),
             nonfinite_meta=tuple(str(x) for x in data.get("nonfinite_meta", ())),
             verdicts=tuple(Verdict.from_json(v) for v in data.get("verdicts", ())),
+            repeats=tuple(cls.from_json(_repeat_data(data, item))
+                          for item in data.get("repeats", ()) or ()),
+            scores={str(k): tuple(float(x) for x in v)
+                    for k, v in dict(data.get("scores") or {}).items()},
+            slices=tuple(str(x) for x in data.get("slices", ()) or ()),
             retrieved_pids=tuple(None if pid is None else int(pid)
                                  for pid in data.get("retrieved_pids", ())),
         )
@@ -207,6 +245,32 @@ class Record:
             **({"chunks": self.chunks, "unattributed": self.unattributed}
                if self.chunks else {}),
             # Judged values with their reasons (and custom metrics' reasons and costs).
+            **({"verdicts": [verdict.to_json() for verdict in self.verdicts]}
+               if self.verdicts else {}),
+            **self._repeats_json(),
+        }
+
+    def _repeats_json(self) -> dict[str, Any]:
+        """The sample's keys of a question answered R > 1 times: the other answers
+        (``repeats``), each metric's R values (``scores``) and their ``spread``."""
+        if not self.repeats:
+            return {}
+        return {
+            "repeats": [repeat.to_repeat_json() for repeat in self.repeats],
+            "scores": {name: list(values) for name, values in self.scores.items()},
+            "spread": {name: item.to_json() for name, item in self.spread.items()},
+        }
+
+    def to_repeat_json(self) -> dict[str, Any]:
+        """One of the other answers of a repeated question, as its sample lists it: what
+        differs between answers (the question's own fields are the sample's)."""
+        return {
+            "retrieval_ids": list(self.retrieval_ids),
+            "generated_text": self.generated_text,
+            "error": self.error,
+            **({"meta": dict(self.meta)} if self.meta else {}),
+            **({"chunks": self.chunks, "unattributed": self.unattributed}
+               if self.chunks else {}),
             **({"verdicts": [verdict.to_json() for verdict in self.verdicts]}
                if self.verdicts else {}),
         }
@@ -257,6 +321,48 @@ class Record:
             entry["generated_text"] = text
         entry["error"] = self.error
         return entry
+
+
+#: The question-level fields a repeated answer shares with its question's record.
+_SHARED = ("qid", "question", "retrieval_gt", "generated_gt", "variant", "grades",
+           "has_answer")
+
+
+def _repeat_data(question: Mapping[str, Any], answer: Mapping[str, Any]) -> dict[str, Any]:
+    """A repeated answer's JSON with its question's fields filled in (a report's sample
+    lists only what differs between the answers)."""
+    return {**{key: question[key] for key in _SHARED if key in question}, **answer}
+
+
+@dataclass(frozen=True)
+class Spread:
+    """How much a question's R scores of one metric disagree.
+
+    ``sd`` is their sample standard deviation (``n - 1`` in the denominator); for a
+    metric whose R values are all 0 or 1 (a hit or a miss), ``disagree`` is the share of
+    the answers that differ from the majority (``2 of 5`` answers: 0.4; ``None`` for
+    other metrics).
+    """
+
+    sd: float
+    disagree: float | None = None
+
+    def to_json(self) -> dict[str, float]:
+        """``{"sd": 0.49}`` or ``{"sd": 0.55, "disagree": 0.4}``."""
+        return {"sd": self.sd, **({"disagree": self.disagree}
+                                  if self.disagree is not None else {})}
+
+
+def spread_of(values: Sequence[float]) -> Spread:
+    """The :class:`Spread` of two or more scores of one question."""
+    count = len(values)
+    mean = math.fsum(values) / count
+    sd = math.sqrt(max(math.fsum((v - mean) ** 2 for v in values) / (count - 1), 0.0))
+    disagree = None
+    if all(v in (0.0, 1.0) for v in values):
+        ones = sum(1 for v in values if v == 1.0)
+        disagree = min(ones, count - ones) / count
+    return Spread(sd=sd, disagree=disagree)
 
 
 def same_answer(before: Record, after: Record) -> bool:

@@ -81,6 +81,14 @@ class RunResult:
     #: endpoint and prompt version). A metric scored by another is not compared.
     scorers: Mapping[str, str] = field(default_factory=dict)
 
+    @property
+    def repeat(self) -> int:
+        """How many times the run answered each question (``--ragev-repeat``, ``[run]
+        repeat``): recorded in its settings (``params.run.repeat``) only when above 1."""
+        run = self.params.get("run")
+        value = run.get("repeat") if isinstance(run, Mapping) else None
+        return value if type(value) is int and value > 1 else 1
+
     def summary_of(self, metric: str) -> MetricSummary:
         """The run's summary of ``metric``; an empty one (``mean=None``, ``n=0``) when the
         run has no such metric, so a missing metric reads as "no value", never as zero."""

@@ -43,7 +43,9 @@ class QAPair:
     ``pids`` are the relevant passage ids (qrels with ``score > 0``), ascending;
     ``passages`` their texts in the same order; ``grades`` their relevance grades
     (1 when the qrels file has no ``score`` column). ``aid``/``answer`` are ``None``
-    for a question that has no reference answer.
+    for a question that has no reference answer. ``tags`` are the question's tags from
+    the optional ``tags`` column of ``queries.parquet`` (each once, in the order
+    written; ``lang:<code>`` names its language): the slices it belongs to.
     """
 
     qid: int
@@ -53,6 +55,7 @@ class QAPair:
     aid: int | None
     answer: str | None
     grades: tuple[float, ...] = ()
+    tags: tuple[str, ...] = ()
 
     @property
     def has_qrels(self) -> bool:

@@ -39,10 +39,12 @@ from pytest_ragev.dataset._arrow import python_strings
 from pytest_ragev.dataset._fingerprint import corpus_digest
 from pytest_ragev.dataset._load import read_dataset_folder, reordered
 from pytest_ragev.dataset._spill import SPILL_TEXT_BYTES, MappedTexts, spill
+from pytest_ragev.dataset._tags import LANG_PREFIX, tag_counts
 from pytest_ragev.dataset._write import write_dataset_folder
 
 __all__ = [
     "DATASET_FILES",
+    "LANG_PREFIX",
     "SPILL_TEXT_BYTES",
     "Corpus",
     "Dataset",
@@ -288,6 +290,9 @@ class DatasetStats:
     questions_without_answer: int
     unreferenced_passages: int
     fingerprint: str
+    #: Questions per tag, most frequent first (``None``: ``queries.parquet`` has no
+    #: ``tags`` column; ``{}``: it has one, and no question is tagged).
+    tags: Mapping[str, int] | None = None
 
     @property
     def avg_relevant_passages(self) -> float:
@@ -300,7 +305,8 @@ class DatasetStats:
         return 100.0 * self.questions_with_answer / self.questions if self.questions else 0.0
 
     def to_json(self) -> dict[str, Any]:
-        """The ``ragev dataset stats --json`` object (rounded to 4 decimals for stability)."""
+        """The ``ragev dataset stats --json`` object (rounded to 4 decimals for stability);
+        ``tags`` only for a dataset with a ``tags`` column."""
         return {
             "questions": self.questions,
             "passages": self.passages,
@@ -311,6 +317,7 @@ class DatasetStats:
             "questions_without_answer": self.questions_without_answer,
             "unreferenced_passages": self.unreferenced_passages,
             "fingerprint": self.fingerprint,
+            **({"tags": dict(self.tags)} if self.tags is not None else {}),
         }
 
     def lines(self) -> list[str]:
@@ -325,8 +332,17 @@ class DatasetStats:
             f"questions without qrels: {self.questions_without_qrels}",
             f"questions without answer: {self.questions_without_answer}",
             f"passages referenced by no question: {self.unreferenced_passages}",
+            *self._tag_lines(),
             f"fingerprint: {self.fingerprint}",
         ]
+
+    def _tag_lines(self) -> list[str]:
+        if self.tags is None:
+            return []
+        if not self.tags:
+            return ["questions per tag: none tagged"]
+        tagged = ", ".join(f"{name} {count}" for name, count in self.tags.items())
+        return [f"questions per tag: {tagged}"]
 
 
 def _stats(
@@ -339,6 +355,7 @@ def _stats(
     without_qrels: int,
     without_answer: int,
     fingerprint: str,
+    tags: Mapping[str, int] | None = None,
 ) -> DatasetStats:
     return DatasetStats(
         questions=questions,
@@ -350,6 +367,7 @@ def _stats(
         questions_without_answer=without_answer,
         unreferenced_passages=passages - referenced_passages,
         fingerprint=fingerprint,
+        tags=tags,
     )
 
 
@@ -439,6 +457,7 @@ class Dataset:
             without_qrels=len(without_qrels),
             without_answer=len(without_answer),
             fingerprint=fingerprint,
+            tags=None if self.stats.tags is None else tag_counts([pair.tags for pair in pairs]),
         )
         return Dataset(
             path=self.path,
@@ -460,6 +479,9 @@ class Dataset:
 
 #: Tags the hash input; changing what :func:`question_hash` covers must change the tag.
 _QUESTION_HASH_TAG = "q1"
+#: Follows the tag part of a tagged question's hash input (an untagged question's input,
+#: and so its hash, is what it was before tags existed).
+_QUESTION_TAGS_TAG = "t1"
 
 
 def question_hash(pair: QAPair) -> str:
@@ -467,10 +489,12 @@ def question_hash(pair: QAPair) -> str:
 
     It covers the question text, the texts and grades of its relevant passages (not
     their ids, nor their order: renumbering the corpus does not change a question) and
-    the reference answer. 16 hex digits (64 bits): a hash is only ever compared with
-    the same qid's hash in a baseline, so a collision needs an edit that happens to
-    keep 64 bits, odds of 2^-64 per edited question. Every field is written with its
-    length first, so no two different contents share an input.
+    the reference answer, and its tags when it has any (sorted: their order does not
+    matter; an untagged question hashes as it did before tags existed, so a baseline of
+    a dataset without tags keeps pairing). 16 hex digits (64 bits): a hash is only ever
+    compared with the same qid's hash in a baseline, so a collision needs an edit that
+    happens to keep 64 bits, odds of 2^-64 per edited question. Every field is written
+    with its length first, so no two different contents share an input.
     """
     grades = pair.grades or (1.0,) * len(pair.passages)
     passages = sorted(
@@ -480,6 +504,9 @@ def question_hash(pair: QAPair) -> str:
     answer = "-" if pair.answer is None else f"{len(pair.answer)}:{pair.answer}"
     text = (f"{_QUESTION_HASH_TAG}{len(pair.question)}:{pair.question}{answer}"
             f"{len(passages)}:{''.join(passages)}")
+    if pair.tags:
+        names = "".join(f"{len(tag)}:{tag}" for tag in sorted(pair.tags))
+        text += f"{_QUESTION_TAGS_TAG}{len(pair.tags)}:{names}"
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
@@ -530,6 +557,7 @@ def load_dataset(path: str | os.PathLike[str], dataset_id: str | None = None) ->
         without_qrels=len(loaded.qids_without_qrels),
         without_answer=len(loaded.qids_without_answer),
         fingerprint=loaded.fingerprint,
+        tags=loaded.tag_counts,
     )
     dataset = Dataset(
         path=folder,
@@ -565,7 +593,9 @@ def write_dataset(
     """Write a dataset folder (the five Parquet files, each written atomically).
 
     ``queries``, ``corpus`` and ``answers`` take a mapping ``id -> text``, ``(id, text)``
-    tuples, ``{"id": ..., "text": ...}`` dicts or a ``pyarrow.Table``. ``qrels`` takes
+    tuples, ``{"id": ..., "text": ...}`` dicts or a ``pyarrow.Table``; a question may
+    carry tags (``{"id", "text", "tags"}`` or ``(id, text, tags)``, a string or a list
+    of strings), written as a ``tags`` column when any has them. ``qrels`` takes
     ``(qid, pid)`` or ``(qid, pid, score)`` tuples, dicts with those keys, a mapping
     ``qid -> [pid, ...]`` or a table; a ``score`` column is written only when some row has
     one. ``qas`` takes ``(qid, aid)`` tuples, dicts, a mapping ``qid -> aid`` or a table.

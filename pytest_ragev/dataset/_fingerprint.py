@@ -205,3 +205,20 @@ def _hash_text_bytes(digest: Any, texts: TextArray) -> None:
         start = int(offsets[chunk.offset])
         end = int(offsets[chunk.offset + len(chunk)])
         digest.update(memoryview(data_buffer)[start:end])
+
+
+def tags_digest(qids: list[int], tags: list[tuple[str, ...]]) -> bytes:
+    """sha256 of the questions' tags (``qids`` ascending, each question's tags in the
+    loader's order): the fifth part of the fingerprint, only for a ``queries.parquet``
+    with a ``tags`` column, so a dataset without one keeps its fingerprint.
+
+    Each tagged question is written as its qid and its tags sorted, every tag with its
+    length first, so tag order and the column's storage type (a string, a list) do not
+    enter and no two contents share an input.
+    """
+    digest = hashlib.sha256(b"queries.tags\n")
+    for qid, names in zip(qids, tags, strict=True):
+        if names:
+            body = "".join(f"{len(name)}:{name}" for name in sorted(names))
+            digest.update(f"{qid};{len(names)};{body}\n".encode())
+    return digest.digest()

@@ -37,7 +37,9 @@ from pytest_ragev.dataset._fingerprint import (
     combine_digests,
     links_digest,
     table_digest,
+    tags_digest,
 )
+from pytest_ragev.dataset._tags import read_tags, tag_counts
 
 _INT64_MAX = np.iinfo(np.int64).max
 #: An integer id held in a string (once trimmed): optional sign, ASCII digits. Also the
@@ -67,6 +69,8 @@ class LoadedDataset:
     #: Ascending qids of the questions without relevant qrels resp. without an answer.
     qids_without_qrels: IntArray
     qids_without_answer: IntArray
+    #: Questions per tag (``None``: ``queries.parquet`` has no ``tags`` column).
+    tag_counts: dict[str, int] | None = None
 
 
 def reordered(texts: TextArray, order: npt.NDArray[np.intp]) -> TextArray:
@@ -88,6 +92,8 @@ class _TextTable:
     ids: IntArray
     file_texts: TextArray
     order: npt.NDArray[np.intp] | None
+    #: Each row's tags in id order (``None``: the file has no ``tags`` column).
+    tags: list[tuple[str, ...]] | None = None
 
     def file_rows(self, positions: npt.NDArray[np.intp]) -> npt.NDArray[np.intp]:
         """File rows of the given sorted positions."""
@@ -172,7 +178,7 @@ def _assemble_loaded(
     corpus_order: npt.NDArray[np.intp] | None,
     collect_young: bool,
 ) -> LoadedDataset:
-    queries = _read_text_table(folder / "queries.parquet", allow_empty=False)
+    queries = _read_text_table(folder / "queries.parquet", allow_empty=False, tags=True)
     answers = _read_text_table(folder / "answers.parquet", allow_empty=True)
 
     qrels_path = folder / "qrels.parquet"
@@ -226,6 +232,10 @@ def _assemble_loaded(
         table_digest("answers", answers.ids, answers.sorted_texts()),
         links_digest(rel_qids, rel_pids, rel_grades, qas_qids[qas_order], qas_aids[qas_order]),
     ]
+    if queries.tags is not None:
+        # Only a file with the column adds the part: a five-file dataset without tags
+        # keeps the fingerprint it had before tags existed.
+        parts.append(tags_digest(queries.ids.tolist(), queries.tags))
     referenced = np.bincount(rel_corpus_pos, minlength=len(sorted_corpus_ids))
     without_answer = np.ones(len(queries.ids), dtype=bool)
     without_answer[qas_query_pos] = False
@@ -274,6 +284,7 @@ def _assemble_loaded(
             np.bincount(rel_query_pos, minlength=len(queries.ids)) == 0
         ],
         qids_without_answer=queries.ids[without_answer],
+        tag_counts=None if queries.tags is None else tag_counts(queries.tags),
     )
 
 
@@ -344,12 +355,16 @@ def _read_columns(
             ) from None
 
 
-def _read_text_table(path: Path, *, allow_empty: bool) -> _TextTable:
-    table = _read_columns(path, ("id", "text"))
+def _read_text_table(path: Path, *, allow_empty: bool, tags: bool = False) -> _TextTable:
+    table = _read_columns(path, ("id", "text"), optional=("tags",) if tags else ())
     ids, order = _id_index(table, path, allow_empty=allow_empty)
     texts = _text_column(table, path)
     check_utf8(texts, path, "text")
-    return _TextTable(ids=ids if order is None else ids[order], file_texts=texts, order=order)
+    row_tags = read_tags(table, path) if tags else None
+    if row_tags is not None and order is not None:
+        row_tags = [row_tags[row] for row in order.tolist()]
+    return _TextTable(ids=ids if order is None else ids[order], file_texts=texts, order=order,
+                      tags=row_tags)
 
 
 def _read_id_index(
@@ -685,14 +700,16 @@ def _pairs_without_passages(
 
     qids: list[int] = queries.ids.tolist()
     questions = python_strings(queries.sorted_texts())
+    tags: list[tuple[str, ...]] = queries.tags or [()] * question_count
     # A frozen dataclass's __init__ costs one object.__setattr__ per field; filling the
     # instance dict directly builds the very same object (same fields, same equality and
     # hash) about 3x faster, which matters at 100k questions.
     new_pair = QAPair.__new__
     pairs: list[QAPair] = []
     append = pairs.append
-    for qid, question, start, end, aid, answer in zip(
-        qids, questions, bounds, bounds[1:], aids.tolist(), answer_texts.tolist(), strict=False
+    for qid, question, start, end, aid, answer, names in zip(
+        qids, questions, bounds, bounds[1:], aids.tolist(), answer_texts.tolist(), tags,
+        strict=False,
     ):
         pair = new_pair(QAPair)
         pair.__dict__.update(
@@ -703,6 +720,7 @@ def _pairs_without_passages(
             aid=aid,
             answer=answer,
             grades=grade_tuple[start:end],
+            tags=names,
         )
         append(pair)
     return pairs, bounds

@@ -27,7 +27,7 @@ def write_dataset_folder(
 ) -> Path:
     """Write the five files of a dataset into ``folder`` (created if needed)."""
     tables = {
-        "queries.parquet": text_table(queries),
+        "queries.parquet": queries_table(queries),
         "corpus.parquet": text_table(corpus),
         "answers.parquet": text_table(answers),
         "qrels.parquet": qrels_table(qrels),
@@ -62,6 +62,33 @@ def text_table(rows: Any) -> pa.Table:
             ids.append(row_id)
             texts.append(text)
     return pa.table({"id": pa.array(ids, pa.int64()), "text": pa.array(texts, pa.string())})
+
+
+def queries_table(rows: Any) -> pa.Table:
+    """An ``id, text [, tags]`` table: as :func:`text_table`, and a ``tags`` column
+    (``list<string>``) when some row carries tags: a dict's ``"tags"`` (a string or a
+    list of strings) or a third tuple item."""
+    if isinstance(rows, pa.Table):
+        return rows
+    items: list[Any] = list(rows.items() if isinstance(rows, Mapping) else rows)
+    tags: list[list[str] | None] = []
+    plain: list[tuple[int, str]] = []
+    for item in items:
+        if isinstance(item, Mapping):
+            plain.append((item["id"], item["text"]))
+            value = item.get("tags")
+        elif len(item) == 3:
+            plain.append((item[0], item[1]))
+            value = item[2]
+        else:
+            plain.append((item[0], item[1]))
+            value = None
+        tags.append([value] if isinstance(value, str) else
+                    None if value is None else list(value))
+    table = text_table(plain)
+    if any(value is not None for value in tags):
+        table = table.append_column("tags", pa.array(tags, pa.list_(pa.string())))
+    return table
 
 
 def qrels_table(rows: Any) -> pa.Table:

@@ -27,6 +27,7 @@ import pyarrow as pa
 from pytest_ragev.core.errors import ConfigError, DatasetError
 from pytest_ragev.dataset import DATASET_FILES, Dataset, write_dataset
 from pytest_ragev.dataset._load import INTEGER_ID
+from pytest_ragev.dataset._tags import source_tags
 from pytest_ragev.dataset._write import write_table
 
 #: The share of distractor passages ``sample`` adds, relative to the relevant ones (the seed's 20%).
@@ -121,7 +122,9 @@ def sample_dataset(
     graded = any(grade != 1.0 for _, _, grade in qrels)
     write_dataset(
         destination,
-        queries=[(pair.qid, pair.question) for pair in pairs],
+        # A source with a tags column gives a sample with one (an untagged question: []).
+        queries=[(pair.qid, pair.question, list(pair.tags)) if source.stats.tags is not None
+                 else (pair.qid, pair.question) for pair in pairs],
         corpus=corpus,
         answers=sorted({(pair.aid, pair.answer) for pair in pairs if pair.aid is not None}),
         qrels=[
@@ -451,7 +454,7 @@ def convert_beir(source: Path, destination: Path, *, split: str | None = None) -
 
     queries_path = source / "queries.jsonl"
     query_source = _SourceIds(queries_path, "_id", "query")
-    query_rows: list[tuple[str, str | None]] = []
+    query_rows: list[tuple[str, str | None, list[str]]] = []
     for number, item in _json_lines(queries_path):
         source_id = _id_text(item.get("_id"))
         if source_id is None:
@@ -462,33 +465,36 @@ def convert_beir(source: Path, destination: Path, *, split: str | None = None) -
         if answer is None and isinstance(metadata, dict):
             answer = metadata.get("answer")
         query_source.add(number, source_id, item["_id"])
+        where = f"{queries_path} line {number}"
         query_rows.append(
             (_text_field(queries_path, number, item, "text"),
-             answer if isinstance(answer, str) and answer.strip() else None)
+             answer if isinstance(answer, str) and answer.strip() else None,
+             source_tags(item, where) + source_tags(metadata, f"{where} metadata"))
         )
     query_ids = query_source.id_map()
 
     judged = _read_qrels(qrels_path, query_ids, corpus_ids)
     judged_queries = {qid for qid, _, _ in judged}
     kept = [
-        (qid, text, answer)
-        for qid, (text, answer) in zip(query_ids.ids, query_rows, strict=True)
+        (qid, text, answer, list(dict.fromkeys(tags)))
+        for qid, (text, answer, tags) in zip(query_ids.ids, query_rows, strict=True)
         if qid in judged_queries
     ]
     renumbered = _write_id_map(destination, {"queries": query_ids, "corpus": corpus_ids})
     write_dataset(
         destination,
-        queries=[(qid, text) for qid, text, _ in kept],
+        queries=[(qid, text, tags) if any(t for *_, t in kept) else (qid, text)
+                 for qid, text, _, tags in kept],
         corpus=pa.table({"id": pa.array(corpus_ids.ids, pa.int64()),
                          "text": pa.array(corpus_texts, pa.string())}),
-        answers=[(qid, answer) for qid, _, answer in kept if answer is not None],
+        answers=[(qid, answer) for qid, _, answer, _ in kept if answer is not None],
         qrels=judged,
-        qas=[(qid, qid) for qid, _, answer in kept if answer is not None],
+        qas=[(qid, qid) for qid, _, answer, _ in kept if answer is not None],
     )
     return ConvertSummary(
         questions=len(kept),
         passages=len(corpus_texts),
-        answers=sum(1 for *_, answer in kept if answer is not None),
+        answers=sum(1 for _, _, answer, _ in kept if answer is not None),
         qrels=len(judged),
         renumbered=renumbered,
     )
@@ -589,7 +595,7 @@ def _beir_split(source: Path, split: str | None) -> Path:
 # --- simple JSONL QA ---------------------------------------------------------------------------
 
 #: The keys of a line of a JSONL QA file.
-QA_KEYS = ("id", "question", "answer", "passages", "passage_ids")
+QA_KEYS = ("id", "question", "answer", "passages", "passage_ids", "category", "tags")
 #: Keys other tools use (ragas, ...) and the QA key that means the same.
 _KEY_ALIASES = {
     "contexts": "passages",
@@ -678,11 +684,12 @@ def convert_jsonl(
     )
 
     next_pid = max(corpus, default=0) + 1
-    queries: list[tuple[int, str]] = []
+    queries: list[tuple[int, str, list[str]]] = []
     answers: list[tuple[int, str]] = []
     qrels: list[tuple[int, int]] = []
     for qid, (number, item) in zip(query_ids.ids, lines, strict=True):
-        queries.append((qid, _text_field(source, number, item, "question")))
+        queries.append((qid, _text_field(source, number, item, "question"),
+                        source_tags(item, f"{source} line {number}")))
         answer = item.get("answer")
         if answer is not None:
             answer = _text_field(source, number, item, "answer")
@@ -722,7 +729,9 @@ def convert_jsonl(
     renumbered = _write_id_map(destination, {"queries": query_ids, "corpus": corpus_ids})
     write_dataset(
         destination,
-        queries=queries,
+        # Untagged questions are written without the column: a file without tags
+        # converts as it did before tags existed.
+        queries=queries if any(tags for *_, tags in queries) else [q[:2] for q in queries],
         corpus=sorted(corpus.items()),
         answers=answers,
         qrels=qrels,

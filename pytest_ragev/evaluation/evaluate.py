@@ -32,7 +32,9 @@ from pytest_ragev.evaluation.outcome import (
 )
 from pytest_ragev.evaluation.plan import RunPlan
 from pytest_ragev.evaluation.quality import SimilarityScorer
+from pytest_ragev.evaluation.repeats import repeat_summary
 from pytest_ragev.evaluation.scoring import TextScoreMemo, build_run
+from pytest_ragev.evaluation.slices import slice_tables, slice_threshold_results
 from pytest_ragev.gate.thresholds import check_question, check_thresholds
 from pytest_ragev.gate.workflow import GateInputs, GateOutcome, run_gate
 from pytest_ragev.metrics import audit_tokens
@@ -115,7 +117,12 @@ def run_params(
                         **({"scorers": plan.scorers} if plan.quality else {}),
                         **({"judge": plan.judge.snapshot()} if plan.judge else {})},
             "thresholds": dict(config.thresholds),
+            # Only what a run sets: a run without them records what it always did.
+            **({"slice_thresholds": {name: dict(table) for name, table
+                                     in config.slice_thresholds.items()}}
+               if config.slice_thresholds else {}),
             **({"pricing": config.pricing.to_json()} if config.pricing else {}),
+            **({"run": {"repeat": plan.repeat}} if plan.repeat > 1 else {}),
         }
     )
     return params
@@ -156,12 +163,14 @@ def evaluate(inputs: EvalInputs, *, phase: Phase = _no_phase) -> Outcome:
     # run is judged once).
     gated = runs[:1] if runs and runs[0].variant is None else runs
     thresholds = () if inputs.shard is not None else tuple(
-        result for run in gated for result in check_thresholds(run, plan.thresholds))
+        result for run in gated for result in (
+            *check_thresholds(run, plan.thresholds),
+            *slice_threshold_results(run, plan.slice_thresholds)))
     below = [f"q{s.qid}" + (f" [{run.variant}]" if run.variant else "")
              for run in runs for s in run.samples if check_question(s, plan.item_thresholds)]
     floors = ([f"ragev: {len(below)} question(s) below their [item_thresholds]: "
                f"{listed(below)}"] if below else [])
-    notes = [] if inputs.shard is None else [inputs.shard.line]
+    notes = [*facts.notes, *([] if inputs.shard is None else [inputs.shard.line])]
     if facts.duplicates:
         notes.append(
             f"ragev: {facts.duplicates} duplicate records for the same question were ignored "
@@ -188,6 +197,7 @@ def evaluate(inputs: EvalInputs, *, phase: Phase = _no_phase) -> Outcome:
         answer_chars=plan.config.baseline_answer_chars,
     ), phase=phase)
     phase("verdict")
+    repeats = repeat_summary(runs[0] if runs else None, plan.rules)
     roots = display_roots(facts.rootdir, plan.config.base_dir)
     lowest = tuple(
         lowest_questions(runs[0], metric, plan.rules.top_regressions)
@@ -212,7 +222,7 @@ def evaluate(inputs: EvalInputs, *, phase: Phase = _no_phase) -> Outcome:
         gate=gate,
         failures=(*(t.reason for t in thresholds if t.reason is not None), *floors,
                   *gate.failures),
-        notes=(*notes, *gate.notes),
+        notes=(*notes, *gate.notes, *(repeats.lines() if repeats is not None else ())),
         warnings=(*facts.warnings, *([nonfinite] if nonfinite else []), *dataset.warnings,
                   *([attribution] if attribution else []), *([tokens] if tokens else [])),
         errors=len(error_list),
@@ -228,6 +238,8 @@ def evaluate(inputs: EvalInputs, *, phase: Phase = _no_phase) -> Outcome:
         question_hashes=(dataset.question_hashes if baseline_path is not None
                          or plan.report_json is not None else {}),
         pricing=plan.config.pricing,
+        slices=slice_tables(runs, plan.rules.min_slice),
+        repeats=repeats,
         shard=inputs.shard,
     )
     return outcome.shown(roots)

@@ -19,6 +19,8 @@ from pytest_ragev.core.paths import relative_text
 from pytest_ragev.core.record import Record
 from pytest_ragev.core.results import RunResult
 from pytest_ragev.core.shard import ShardSpec
+from pytest_ragev.evaluation.repeats import RepeatSummary
+from pytest_ragev.evaluation.slices import RunSlices
 from pytest_ragev.gate.compare import Comparison
 from pytest_ragev.gate.thresholds import ThresholdResult
 from pytest_ragev.gate.workflow import GateOutcome
@@ -47,6 +49,9 @@ class RunFacts:
     #: Seconds from the start of the run to the end of its answering (``None``: not
     #: known, e.g. a saved report read back).
     duration_s: float | None = None
+    #: Lines the shell found worth saying that are not warnings (how many calls ran at
+    #: once, when it chose that itself).
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -83,10 +88,13 @@ def question_errors(runs: Sequence[RunResult]) -> tuple[QuestionError, ...]:
                 errors.append(QuestionError(qid=sample.qid, question=sample.question,
                                             error=sample.error, variant=sample.variant))
                 continue
-            errors += [QuestionError(qid=sample.qid, question=sample.question,
-                                     error=verdict.error, variant=sample.variant,
-                                     metric=verdict.metric)
-                       for verdict in sample.verdicts if verdict.error is not None]
+            # Any answer's (with --ragev-repeat): a metric some answer could not be judged
+            # on has no value for the question. Once per metric.
+            failed = {verdict.metric: verdict.error for answer in sample.every_answer
+                      for verdict in reversed(answer.verdicts) if verdict.error is not None}
+            errors += [QuestionError(qid=sample.qid, question=sample.question, error=error,
+                                     variant=sample.variant, metric=metric)
+                       for metric, error in failed.items()]
     return tuple(errors)
 
 
@@ -255,6 +263,10 @@ class Outcome:
     question_hashes: Mapping[int, str] = field(default_factory=dict)
     #: ``[pricing]``: turns the run's tokens into money in the usage lines.
     pricing: Pricing | None = None
+    #: Each run's slices (languages, tags) with their means, in the runs' order.
+    slices: tuple[RunSlices, ...] = ()
+    #: What answering each question R > 1 times showed of the first run (``None``: once).
+    repeats: RepeatSummary | None = None
     #: Set for a sharded run (``--ragev-shard``): its share; the run was not gated.
     shard: ShardPart | None = None
 
@@ -306,6 +318,17 @@ class Outcome:
     def baseline(self) -> RunResult | None:
         """The baseline's run of the base configuration, if it was compared."""
         return self.gate.baseline_runs.get(None)
+
+    def slices_of(self, variant: str | None) -> RunSlices | None:
+        """The slices of the run of ``variant`` (``None``: the base configuration)."""
+        return next((item for item in self.slices if item.variant == variant), None)
+
+    @property
+    def slice_regressed(self) -> bool:
+        """Whether a slice regressed against the baseline (or missed a threshold):
+        the terminal then shows the slices unasked."""
+        return (any(c.slice_regressions for c in self.gate.comparisons)
+                or any(t.slice is not None and not t.passed for t in self.thresholds))
 
     @property
     def chunks(self) -> ChunkShare:

@@ -26,6 +26,7 @@ from pytest_ragev.core.types import (
 from pytest_ragev.evaluation.judge import JudgeConfig, check_judged
 from pytest_ragev.evaluation.prompts import PROMPTS
 from pytest_ragev.evaluation.quality import check_similarity_available, similarity_identity
+from pytest_ragev.evaluation.slices import SliceThreshold
 from pytest_ragev.gate.rules import GateRules
 from pytest_ragev.gate.thresholds import MaxValue, MinValue, thresholds_from_table
 from pytest_ragev.metrics import TokenizerChoice, custom_tokenizer, resolve_tokenizer
@@ -58,6 +59,8 @@ class RunPlan:
     judged: tuple[str, ...] = ()
     #: The ``[judge]`` table, resolved (``None`` when no metric is judged).
     judge: JudgeConfig | None = None
+    #: ``[thresholds.slice.<name>]``: each slice's floors and ceilings.
+    slice_thresholds: tuple[SliceThreshold, ...] = ()
 
     @classmethod
     def build(
@@ -121,6 +124,12 @@ class RunPlan:
             config.item_thresholds, source=str(config.source), directions=directions,
             where="[item_thresholds]",
         )
+        slice_thresholds = tuple(
+            SliceThreshold(name=name, checks=tuple(thresholds_from_table(
+                table, source=str(config.source), directions=directions,
+                where=f"[thresholds.slice.{name}]")))
+            for name, table in config.slice_thresholds.items()
+        )
         for metric in custom:
             value = config.thresholds.get(metric.name)
             if value is not None and metric.out_of_bounds(value):
@@ -134,12 +143,19 @@ class RunPlan:
             custom_metrics=custom, rules=rules, thresholds=tuple(thresholds),
             item_thresholds=tuple(item_thresholds), tokenizer=tokenizer,
             similarity=config.similarity, judged=config.judged, judge=judge,
+            slice_thresholds=slice_thresholds,
         )
 
     @property
     def profile(self) -> str:
         """The metric profile: ``--ragev-profile``, else ``[metrics] profile``."""
         return self.options.profile or self.config.profile
+
+    @property
+    def repeat(self) -> int:
+        """How many times each question is answered: ``--ragev-repeat``, else ``[run]
+        repeat`` (1: once, as without the option)."""
+        return self.options.repeat or self.config.repeat
 
     @property
     def concurrency(self) -> int:

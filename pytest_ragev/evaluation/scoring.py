@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 from pytest_ragev.core.digest import sha256_json
@@ -32,6 +33,7 @@ from pytest_ragev.core.types import (
 from pytest_ragev.dataset import Dataset
 from pytest_ragev.evaluation.plan import RunPlan, Tokenizer
 from pytest_ragev.evaluation.quality import SimilarityScorer
+from pytest_ragev.evaluation.slices import dataset_slices
 from pytest_ragev.metrics import TokenizerChoice, aggregate, score
 from pytest_ragev.metrics.memo import pair_key, scores_context
 
@@ -48,6 +50,7 @@ def score_records(
     memo: TextScoreMemo | None = None,
     judged: Sequence[str] = (),
     similarity: SimilarityScorer | None = None,
+    slices: Mapping[int, tuple[str, ...]] | None = None,
 ) -> list[Record]:
     """The records with their metrics: only those that apply to each question.
 
@@ -61,15 +64,33 @@ def score_records(
     ``profile`` and ``tokenizer``. ``judged`` names the judged metrics the run measures
     (their values are the records' verdicts; a verdict that failed gives no value: the
     question is listed as an error for it); ``similarity`` scores ``similarity`` when the
-    run measures it.
+    run measures it. ``slices`` (qid -> slice keys) sets each record's slices.
+
+    A question answered R times (``Record.repeats``) has each answer scored; its
+    ``scores`` are each metric's R values and its ``metrics`` their means (a metric
+    some answer lacks, such as a judged metric whose verdict failed, is left out).
     """
     if scored:
         todo = [r for r in records if r.key not in scored]
         done = score_records(todo, profile=profile, custom=custom, tokenizer=tokenizer,
                              cases=cases, corpus=corpus, memo=memo, judged=judged,
-                             similarity=similarity)
+                             similarity=similarity, slices=slices)
         fresh = {id(source): record for source, record in zip(todo, done, strict=True)}
         return [fresh.get(id(r), r) for r in records]
+    if any(r.repeats for r in records):
+        # Every answer is scored in one batch (the text metrics' memo and the similarity
+        # model see them all at once), then each question's answers are folded.
+        flat = [answer for r in records
+                for answer in ((replace(r, repeats=()), *r.repeats) if r.repeats else (r,))]
+        done = score_records(flat, profile=profile, custom=custom, tokenizer=tokenizer,
+                             cases=cases, corpus=corpus, memo=memo, judged=judged,
+                             similarity=similarity, slices=slices)
+        folded: list[Record] = []
+        at = 0
+        for record in records:
+            folded.append(fold_answers(done[at:at + record.answers]))
+            at += record.answers
+        return folded
     ok = [r for r in records if not r.error]
     inputs = [r.metric_input() for r in ok]
     grades = [dict(r.grades) or None for r in ok]
@@ -114,9 +135,30 @@ def score_records(
                 if metric_case is None:
                     metric_case = metric_case_of(record, metric_input, cases, corpus)
                 kept[metric.name] = custom_value(metric, metric_case, record.qid)
-        with_metrics[id(record)] = record.scored(kept)
+        with_metrics[id(record)] = record.scored(
+            kept, None if slices is None else slices.get(record.qid, ()))
     # Not with_metrics.get(id(r), r.scored({})): that would copy every record a second time.
-    return [with_metrics[id(r)] if id(r) in with_metrics else r.scored({}) for r in records]
+    return [with_metrics[id(r)] if id(r) in with_metrics
+            else r.scored({}, None if slices is None else slices.get(r.qid, ()))
+            for r in records]
+
+
+def fold_answers(answers: Sequence[Record]) -> Record:
+    """One question's scored answers (the first, then its repeats) as its record: the
+    first answer's fields, each metric's values in ``scores`` and their mean in
+    ``metrics``; the repeats keep their answers, their values being in ``scores``."""
+    first = answers[0]
+    if len(answers) == 1:
+        return first
+    rest = answers[1:]
+    scores = {name: (value, *(answer.metrics[name] for answer in rest))
+              for name, value in first.metrics.items()
+              if all(name in answer.metrics for answer in rest)}
+    # Equal values keep their value exactly (a deterministic pipeline answers alike).
+    means = {name: values[0] if values.count(values[0]) == len(values)
+             else math.fsum(values) / len(values) for name, values in scores.items()}
+    return replace(first, metrics=means, scores=scores,
+                   repeats=tuple(answer.scored({}) for answer in rest))
 
 
 def metric_case_of(
@@ -336,6 +378,7 @@ def _score_for_run(
         records, profile=plan.profile, custom=plan.custom_metrics,
         tokenizer=plan.tokenizer.tokenizer, cases=cases, corpus=dataset.corpus, scored=scored,
         memo=memo, judged=plan.judged, similarity=similarity if plan.similarity else None,
+        slices=dataset_slices(dataset),
     )
 
 

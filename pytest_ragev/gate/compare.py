@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from operator import itemgetter
 from typing import TYPE_CHECKING, Literal
 
@@ -12,9 +12,12 @@ from pytest_ragev.core import fmt
 from pytest_ragev.core.errors import BaselineError
 from pytest_ragev.core.results import Direction, RunResult
 from pytest_ragev.gate.rules import CORRECTION_NAMES, GateRules, MetricRule
+from pytest_ragev.gate.slices import GroupTests, group_tests, slice_groups, slice_label
 from pytest_ragev.gate.stats import (
+    EXPANSION_FROM,
     PairedStats,
     decision_band,
+    expansion_interval,
     holm,
     maxt_columns,
     paired_stats,
@@ -42,7 +45,9 @@ class MetricComparison:
     ``p`` is the one-sided p-value in the direction of the change (worse for a drop),
     adjusted for the ``family`` of metrics tested together by ``correction`` (``holm`` or
     ``maxt``; ``family`` is 1 without one), and ``p_raw`` the p-value before adjustment.
-    Everything numeric is ``None`` when no question has the metric in both runs.
+    With ``[gate] slices`` the family is every metric over the whole run and over each
+    of the ``slices`` slices tested (``family`` counts those tests). Everything numeric
+    is ``None`` when no question has the metric in both runs.
     """
 
     metric: str
@@ -61,6 +66,7 @@ class MetricComparison:
     p_raw: float | None = None
     family: int = 1
     correction: str = "none"
+    slices: int = 0
 
     @property
     def regressed(self) -> bool:
@@ -69,12 +75,38 @@ class MetricComparison:
 
 
 @dataclass(frozen=True)
+class SliceComparison:
+    """One slice (``lang:zh``, ``tag:billing``) of a run against the same questions of
+    its baseline run: each metric compared over the slice's shared questions.
+
+    ``label`` is how lines name the slice (``zh``); ``n`` counts its compared questions.
+    Its metrics' p-values are adjusted over the whole family (every metric over the
+    run and over every slice tested); its failure lines name the slice.
+    """
+
+    key: str
+    label: str
+    n: int
+    metrics: list[MetricComparison]
+
+    @property
+    def regressions(self) -> list[MetricComparison]:
+        """The metrics that fail the gate on this slice."""
+        return [m for m in self.metrics if m.regressed]
+
+    def get(self, metric: str) -> MetricComparison | None:
+        """The comparison of ``metric`` on this slice, if it was compared."""
+        return next((item for item in self.metrics if item.metric == metric), None)
+
+
+@dataclass(frozen=True)
 class Comparison:
     """The result of :func:`compare`: one :class:`MetricComparison` per metric, report order.
 
     ``common_qids`` are the questions compared; ``added``/``removed`` those only in the
     current run resp. the baseline; ``changed`` those in both whose content was edited
-    since the baseline (listed, not compared).
+    since the baseline (listed, not compared). ``slices`` holds the slices tested with
+    ``[gate] slices``, largest first.
     """
 
     metrics: list[MetricComparison]
@@ -83,6 +115,7 @@ class Comparison:
     removed: list[int]
     variant: str | None = None
     changed: list[int] = field(default_factory=list)
+    slices: list[SliceComparison] = field(default_factory=list)
 
     @property
     def unchanged(self) -> bool:
@@ -95,14 +128,21 @@ class Comparison:
         return [m for m in self.metrics if m.regressed]
 
     @property
+    def slice_regressions(self) -> list[tuple[SliceComparison, MetricComparison]]:
+        """The metrics that fail the gate on a slice, with their slice."""
+        return [(item, m) for item in self.slices for m in item.regressions]
+
+    @property
     def failure_lines(self) -> list[str]:
-        """One ``ragev: ...`` line per regressed metric."""
-        return [m.reason for m in self.regressions if m.reason is not None]
+        """One ``ragev: ...`` line per regressed metric, then per regressed slice metric
+        (``ragev: zh: rougel 0.310 < baseline 0.360 (...)``)."""
+        lines = [m.reason for m in self.regressions if m.reason is not None]
+        return lines + [m.reason for _, m in self.slice_regressions if m.reason is not None]
 
     @property
     def passed(self) -> bool:
-        """True when no enabled metric regressed."""
-        return not self.regressions
+        """True when no enabled metric regressed, over the run or on a slice."""
+        return not self.regressions and not self.slice_regressions
 
     def get(self, metric: str) -> MetricComparison | None:
         """The comparison of ``metric``, if it was compared."""
@@ -249,10 +289,14 @@ def compare(
         if pairs[name][0].size and rules.rule_for(name).enabled
         and rules.rule_for(name).mode != "tolerance"
     ]
-    corrected = rules.correction in ("holm", "maxt") and len(family) > 1
+    # [gate] slices: the family's metrics are tested over each slice too, as one family.
+    # (A metric gated by tolerance alone is judged on each slice's change, untested.)
+    groups = slice_groups(current_run, table.qids, rules)
+    columns = len(family) * (1 + len(groups))
+    corrected = rules.correction in ("holm", "maxt") and columns > 1
     # What each p-value is compared with: alpha, or down to alpha/m under Holm; the
     # resampling of each metric stops once its p-values are clearly on one side.
-    holm_family = len(family) if corrected and rules.correction == "holm" else 1
+    holm_family = columns if corrected and rules.correction == "holm" else 1
     bands = {
         name: decision_band(rules.rule_for(name).significance,
                             holm_family if name in family else 1)
@@ -268,7 +312,20 @@ def compare(
     directions = {name: metric_direction(name, current_run, baseline_run) for name in names}
     worse: dict[str, float] = {}
     better: dict[str, float] = {}
-    if corrected and rules.correction == "holm":
+    tests: GroupTests | None = None
+    if groups and family:
+        import numpy as np
+
+        tests = group_tests(
+            table.differences(family), [mask for _, mask in groups],
+            np.array([-1.0 if directions[n] == "higher" else 1.0 for n in family]), rules,
+            [rules.rule_for(n).significance for n in family],
+            overall_raw={n: (stats[n].p_worse(directions[n]), stats[n].p_better(directions[n]))
+                         for n in family}, names=family)
+        if corrected:
+            worse = {name: float(tests.worse[0, k]) for k, name in enumerate(family)}
+            better = {name: float(tests.better[0, k]) for k, name in enumerate(family)}
+    elif corrected and rules.correction == "holm":
         worse = holm({n: stats[n].p_worse(directions[n]) for n in family})
         better = holm({n: stats[n].p_better(directions[n]) for n in family})
     elif corrected:
@@ -291,11 +348,13 @@ def compare(
             variant=current_run.variant,
             p_worse=worse.get(name),
             p_better=better.get(name),
-            family=len(family) if name in worse else 1,
+            family=columns if name in worse else 1,
             correction=rules.correction if name in worse else "none",
+            slices=len(groups) if name in worse else 0,
         )
         for name in names
     ]
+    keys = [key for key, _ in groups]
     return Comparison(
         metrics=items,
         common_qids=common,
@@ -303,7 +362,101 @@ def compare(
         removed=sorted(before_qids - after_qids),
         variant=current_run.variant,
         changed=sorted(edited),
+        slices=[
+            _slice_comparison(key, keys, row, mask, table=table, names=names, family=family,
+                              directions=directions, rules=rules, tests=tests,
+                              variant=current_run.variant, corrected=corrected)
+            for row, (key, mask) in enumerate(groups, start=1)
+        ],
     )
+
+
+def _slice_comparison(
+    key: str, keys: Sequence[str], row: int, mask: npt.NDArray[np.bool_], *,
+    table: PairedTable, names: Sequence[str], family: Sequence[str],
+    directions: dict[str, Direction], rules: GateRules, tests: GroupTests | None,
+    variant: str | None, corrected: bool,
+) -> SliceComparison:
+    """One slice's metrics judged with their rules, their p-values the family's (row
+    ``row`` of ``tests``); the interval of a regressed one is bootstrapped, as the
+    run's own are (only regressions print one)."""
+    label = slice_label(key, keys)
+    metrics: list[MetricComparison] = []
+    redo: dict[str, tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], PairedStats,
+                          dict[str, object]]] = {}
+    for name in names:
+        column = table.names.index(name)
+        rows = mask & table.paired[:, column]
+        before, after = table.before[rows, column], table.after[rows, column]
+        rule = rules.rule_for(name)
+        direction = directions[name]
+        if not before.size:
+            metrics.append(judge(name, None, direction, rule, variant=variant))
+            continue
+        k = family.index(name) if name in family and tests is not None else None
+        t = tests if k is not None else None
+        raw_worse = 1.0 if t is None or k is None else float(t.raw_worse[row, k])
+        raw_better = 1.0 if t is None or k is None else float(t.raw_better[row, k])
+        higher = direction == "higher"
+        delta = float(after.mean() - before.mean())
+        provisional = PairedStats(
+            n=int(before.size), baseline_mean=float(before.mean()),
+            current_mean=float(after.mean()), delta=delta, ci_low=delta, ci_high=delta,
+            ci_level=1.0 - 2.0 * rule.significance,
+            p_lower=raw_worse if higher else raw_better,
+            p_higher=raw_better if higher else raw_worse,
+            changed=int((after != before).sum()),
+        )
+        if not (after != before).any():
+            provisional = replace(provisional, ci_low=0.0, ci_high=0.0, delta=0.0)
+        options = dict(
+            variant=variant,
+            p_worse=None if t is None or k is None or not corrected else float(t.worse[row, k]),
+            p_better=None if t is None or k is None or not corrected
+            else float(t.better[row, k]),
+            family=t.columns if t is not None and corrected else 1,
+            correction=rules.correction if k is not None and corrected else "none",
+            slices=t.worse.shape[0] - 1 if t is not None and corrected else 0,
+        )
+        item = judge(name, provisional, direction, rule, **options)  # type: ignore[arg-type]
+        if item.status == "regressed":
+            # Its printed interval is the bootstrap's, as for the run's own metrics:
+            # drawn below for every regressed metric of the slice at once.
+            redo[name] = (before, after, provisional, options)
+        metrics.append(item)
+    # A large slice's interval is the expansion's, as a large run's is (paired_stats).
+    expanded = {name: expansion_interval(before, after, rules.rule_for(name).significance)
+                for name, (before, after, _, _) in redo.items()
+                if int((after != before).sum()) >= EXPANSION_FROM}
+    if redo:
+        drawn = {name: replace(provisional, ci_low=low, ci_high=high)
+                 for name, (low, high) in expanded.items()
+                 for provisional in (redo[name][2],)}
+        drawn |= paired_stats(
+            {name: (before, after) for name, (before, after, _, _) in redo.items()
+             if name not in expanded},
+            alphas={name: rules.rule_for(name).significance for name in redo},
+            resamples=rules.resamples, seed=rules.seed,
+            # Sized as the run's own: the resampling stops once the verdict is clear and
+            # a large slice's interval comes from the expansion (see paired_stats).
+            decide={name: decision_band(rules.rule_for(name).significance, 1)
+                    for name in redo})
+        for index, item in enumerate(metrics):
+            if item.metric in redo and item.metric in drawn:
+                _, _, provisional, options = redo[item.metric]
+                interval = drawn[item.metric]
+                metrics[index] = judge(
+                    item.metric, replace(provisional, ci_low=interval.ci_low,
+                                         ci_high=interval.ci_high),
+                    directions[item.metric], rules.rule_for(item.metric),
+                    **options)  # type: ignore[arg-type]
+    for index, item in enumerate(metrics):
+        if item.reason is not None:
+            item = replace(item, reason=item.reason.replace("ragev: ", f"ragev: {label}: ", 1))
+        if item.metric not in family:
+            item = replace(item, p=None, p_raw=None)
+        metrics[index] = item
+    return SliceComparison(key=key, label=label, n=int(mask.sum()), metrics=metrics)
 
 
 def judge(
@@ -317,11 +470,13 @@ def judge(
     p_better: float | None = None,
     family: int = 1,
     correction: str = "none",
+    slices: int = 0,
 ) -> MetricComparison:
     """Apply ``rule`` to the paired statistics of one metric.
 
     ``p_worse``/``p_better`` replace the one-sided p-values of ``stats`` when a
-    multiple-comparison correction adjusted them over ``family`` metrics.
+    multiple-comparison correction adjusted them over ``family`` tests (the metrics, or
+    with ``slices`` slices the metrics over the run and over each slice).
     """
     if stats is None:
         return MetricComparison(
@@ -361,13 +516,14 @@ def judge(
             f"ragev: {fmt.label(metric, variant)} {fmt.num(stats.current_mean)} {sign} baseline "
             f"{fmt.num(stats.baseline_mean)} (Δ {fmt.num(stats.delta, signed=True)}, "
             f"{fmt.level(stats.ci_level)} CI [{fmt.num(stats.ci_low)}, {fmt.num(stats.ci_high)}], "
-            f"{fmt.p_text(p)}{_correction_text(correction, family)}, n={stats.n})"
+            f"{fmt.p_text(p)}{correction_text(correction, family, slices)}, n={stats.n})"
         )
     return MetricComparison(
         metric=metric, direction=direction, baseline_mean=stats.baseline_mean,
         current_mean=stats.current_mean, delta=stats.delta, ci_low=stats.ci_low,
         ci_high=stats.ci_high, ci_level=stats.ci_level, p=p, n=stats.n, status=status,
         reason=reason, rule=rule, p_raw=raw, family=family, correction=correction,
+        slices=slices,
     )
 
 
@@ -381,7 +537,9 @@ def questions_for_drop(n: int, drop: float) -> int:
     return min(n, max(1, math.ceil(n * drop - 1e-9)))
 
 
-def power_lines(comparisons: Sequence[Comparison], rules: GateRules) -> list[str]:
+def power_lines(
+    comparisons: Sequence[Comparison], rules: GateRules, *, answers: int = 1
+) -> list[str]:
     """Warnings, said once, when the paired test cannot flag a drop of the size that matters.
 
     The size is ``[gate] min_detectable_drop`` (or a metric's tolerance when larger:
@@ -393,6 +551,8 @@ def power_lines(comparisons: Sequence[Comparison], rules: GateRules) -> list[str
     value). When that floor is not below the metric's ``significance``, a mode
     ``"significant"`` gate cannot fail on that drop however clear it is. Only metrics
     whose verdict needs the test (enabled, mode ``significant``) are considered.
+    ``answers`` is how many answers each question's values are the mean of
+    (``--ragev-repeat``): more answers shrink the noise, not this bound, which is said.
     """
     if rules.min_detectable_drop <= 0:
         return []
@@ -425,8 +585,9 @@ def power_lines(comparisons: Sequence[Comparison], rules: GateRules) -> list[str
         which = "" if set(names) == gated else f" for {', '.join(names)}"
         carried = (f"{k} questions losing their whole score" if k > 1
                    else "1 question losing its whole score")
+        each = f" (R={answers} answers each)" if answers > 1 else ""
         lines.append(
-            f"ragev: warning: n={n} cannot detect a {drop:g} drop at alpha {alpha:g}"
+            f"ragev: warning: n={n}{each} cannot detect a {drop:g} drop at alpha {alpha:g}"
             f"{holm_text}{which} (such a drop can be {carried}, whose paired p-value cannot "
             f"go below {floor:.2g}); consider mode = \"tolerance\" for a deterministic or "
             "cached pipeline, or more questions"
@@ -434,7 +595,13 @@ def power_lines(comparisons: Sequence[Comparison], rules: GateRules) -> list[str
     return lines
 
 
-def _correction_text(correction: str, family: int) -> str:
+def correction_text(correction: str, family: int, slices: int = 0) -> str:
+    """`` (max-T, 12 metrics)``, `` (max-T, 132 tests: 12 metrics x 10 slices and the
+    run)``; nothing without a correction."""
     if family <= 1 or correction == "none":
         return ""
-    return f" ({CORRECTION_NAMES.get(correction, correction)}, {family} metrics)"
+    name = CORRECTION_NAMES.get(correction, correction)
+    if slices:
+        metrics = family // (slices + 1)
+        return f" ({name}, {family} tests: {metrics} metrics x {slices} slices and the run)"
+    return f" ({name}, {family} metrics)"

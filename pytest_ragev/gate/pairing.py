@@ -241,6 +241,25 @@ def pair_questions(
                    removed=sorted(before_qids - after_qids), changed=edited)
 
 
+def repeats_line(
+    recorded: Recorded, pairs: Sequence[tuple[RunResult, RunResult]]
+) -> str | None:
+    """The one line saying that the recorded runs answered each question another number
+    of times than this run (``--ragev-repeat``), or ``None`` when they agree. Compared all
+    the same: each side's per-question values are the means of its answers."""
+    differ = [(before.repeat, run.repeat) for before, run in pairs if before.repeat != run.repeat]
+    if not differ:
+        return None
+    before, now = differ[0]
+    return (f"ragev: note: {recorded.source} answered each question {_times(before)}, this run "
+            f"{_times(now)}; compared all the same (each side's per-question values are the "
+            "means of its answers), but the side with fewer answers is the noisier")
+
+
+def _times(count: int) -> str:
+    return "once" if count == 1 else f"{count} times"
+
+
 def corpus_change(
     recorded: Recorded, corpus_fingerprint: str | None, passages: int | None
 ) -> CorpusChange | None:
@@ -298,6 +317,12 @@ def judge_against(
         notes.append(change.line)
     if missing:
         notes.append(missing_variants_line(recorded, missing, required=False))
+    repeat_line = repeats_line(recorded, [(before, run) for before, run, _ in pairs])
+    if repeat_line is not None:
+        notes.append(repeat_line)
+    if rules.slices and pairs and not any(s.slices for _, run, _ in pairs for s in run.samples):
+        notes.append("ragev: note: [gate] slices: this run records no slices (a baseline file "
+                     "or a report of an earlier pytest-ragev), so no slice was tested")
     comparisons: list[Comparison] = []
     regressions: list[QuestionDiff] = []
     for before, run, overlap in pairs:
@@ -306,7 +331,8 @@ def judge_against(
         comparisons.append(compare(before, run, rules, changed=overlap.changed, table=table))
         regressions += top_regressions(before, run, rules.top_regressions,
                                        skip=overlap.changed, table=table)
-    notes += power_lines(comparisons, rules)
+    notes += power_lines(comparisons, rules,
+                         answers=max((run.repeat for _, run, _ in pairs), default=1))
     return Judgement(
         comparisons=tuple(comparisons),
         regressions=tuple(regressions),

@@ -68,8 +68,14 @@ class MetricRule:
 
 _RULE_KEYS = ("mode", "max_drop", "max_drop_pct", "significance", "enabled")
 _GATE_KEYS = (*_RULE_KEYS, "correction", "resamples", "seed", "top_regressions", "metrics",
-              "strict_dataset", "require_all_variants", "min_detectable_drop")
+              "strict_dataset", "require_all_variants", "min_detectable_drop", "slices",
+              "min_slice")
 _DEFAULT_DETECTABLE = 0.05
+
+#: The kinds of slices ``[gate] slices`` may name: a question's language, its tags.
+SLICE_KINDS: tuple[str, ...] = ("lang", "tag")
+#: Slices with fewer questions are neither reported nor gated (``[gate] min_slice``).
+DEFAULT_MIN_SLICE = 10
 
 
 @dataclass(frozen=True)
@@ -90,6 +96,11 @@ class GateRules:
     (by default a new variant is a warning, not compared); ``min_detectable_drop`` is
     the drop of a metric's mean the gate should be able to see (a warning says when the
     paired test cannot at the run's size; ``0`` turns it off).
+
+    ``slices`` names the kinds of slices (:data:`SLICE_KINDS`) whose paired differences
+    are tested too, in one max-T family with the run's metrics (see
+    :mod:`pytest_ragev.gate.slices`); ``min_slice`` is the fewest questions a slice needs
+    to be reported or tested.
     """
 
     default: MetricRule = field(default_factory=MetricRule)
@@ -101,6 +112,8 @@ class GateRules:
     strict_dataset: bool = False
     require_all_variants: bool = False
     min_detectable_drop: float = _DEFAULT_DETECTABLE
+    slices: tuple[str, ...] = ()
+    min_slice: int = DEFAULT_MIN_SLICE
 
     def rule_for(self, metric: str) -> MetricRule:
         """The rule of ``metric``: its own sub-table merged over the global keys."""
@@ -149,6 +162,9 @@ class GateRules:
                                  high=1.0, example="0.05")
         assert resamples is not None and seed is not None and top is not None
         assert strict is not None and require_all is not None and detectable is not None
+        slices = _slice_kinds(gate)
+        min_slice = gate.integer("min_slice", DEFAULT_MIN_SLICE, low=1, example="10")
+        assert min_slice is not None
         sub_tables = gate.sub("metrics", where="[gate.metrics]",
                               fix="write it as [gate.metrics.<metric>]")
         per_metric: dict[str, MetricRule] = {}
@@ -177,8 +193,21 @@ class GateRules:
             default=default, per_metric=per_metric, resamples=resamples, seed=seed,
             top_regressions=top, correction=correction,  # type: ignore[arg-type]
             strict_dataset=strict, require_all_variants=require_all,
-            min_detectable_drop=detectable,
+            min_detectable_drop=detectable, slices=slices, min_slice=min_slice,
         )
+
+
+def _slice_kinds(gate: Table) -> tuple[str, ...]:
+    """``[gate] slices``: a list of :data:`SLICE_KINDS`, each once (report order)."""
+    value = gate.get("slices", [])
+    example = 'slices = ["lang", "tag"]'
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise gate.fail("slices", value, f"write a list of slice kinds, e.g. {example}")
+    for name in value:
+        if name not in SLICE_KINDS:
+            raise gate.fail("slices", value, f"{name!r} is not a kind of slice; "
+                            f"{suggest(name, SLICE_KINDS, noun='kinds')}")
+    return tuple(kind for kind in SLICE_KINDS if kind in value)
 
 
 def _rule_from_table(table: Table, inherited: MetricRule) -> MetricRule:

@@ -58,7 +58,9 @@ class MaxValue:
 
 @dataclass(frozen=True)
 class ThresholdResult:
-    """The outcome of one threshold on one run (``reason`` is ``None`` when it passed)."""
+    """The outcome of one threshold on one run (``reason`` is ``None`` when it passed);
+    ``slice`` names the slice of a ``[thresholds.slice.<name>]`` check (its key, or the
+    name as written when it names no slice of the run)."""
 
     metric: str
     threshold: float
@@ -67,6 +69,7 @@ class ThresholdResult:
     n: int
     variant: str | None
     reason: str | None
+    slice: str | None = None
 
     @property
     def passed(self) -> bool:

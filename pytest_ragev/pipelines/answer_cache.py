@@ -65,15 +65,19 @@ _SCORES_SCHEMA = ("CREATE TABLE IF NOT EXISTS text_scores "
 _LOOKUP_BATCH = 500
 
 
-def answer_cache_key(fingerprint: str, settings_key: str, qid: int) -> str:
-    """The sha256 hex key of one answer; changes when any of the three parts changes.
+def answer_cache_key(fingerprint: str, settings_key: str, qid: int, repeat: int = 0) -> str:
+    """The sha256 hex key of one answer; changes when any of the parts changes.
 
-    ``sha256_json([FORMAT, fingerprint, settings_key, qid])``, computed from the hash
-    of everything before the qid, which a run's questions share: a third of the cost
-    of hashing the whole text again for each of them.
+    ``sha256_json([FORMAT, fingerprint, settings_key, qid])`` for a question's first
+    answer, ``sha256_json([FORMAT, fingerprint, settings_key, qid, repeat])`` for its
+    answer number ``repeat + 1`` (``--ragev-repeat``): the first answer keeps the key it
+    had before repeats existed. Computed from the hash of everything before the qid,
+    which a run's questions share: a third of the cost of hashing the whole text again
+    for each of them.
     """
     digest = _key_prefix(FORMAT, fingerprint, settings_key).copy()
-    digest.update(f"{int(qid)}]".encode("ascii"))
+    tail = f"{int(qid)}]" if not repeat else f"{int(qid)},{int(repeat)}]"
+    digest.update(tail.encode("ascii"))
     key: str = digest.hexdigest()
     return key
 

@@ -97,6 +97,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="pipeline calls run ahead in N threads (default: CPUs - 1; 1 = strictly serial).",
     )
     group.addoption(
+        "--ragev-repeat", dest="ragev_repeat", metavar="R",
+        type=_positive_int("--ragev-repeat", "5"), default=None,
+        help="answer each question R times and gate on the mean of its R scores "
+        "(default: [run] repeat, else 1).",
+    )
+    group.addoption(
+        "--ragev-slices", dest="ragev_slices", action="store_true", default=False,
+        help="print each language's and tag's means in the terminal summary (shown "
+        "unasked when a slice regressed).",
+    )
+    group.addoption(
         "--ragev-baseline", dest="ragev_baseline", metavar="PATH", default=None,
         type=_path_arg("--ragev-baseline", "ragev-baseline.json",
                        "leave the option out to use [baseline] path, if set "
@@ -331,6 +342,8 @@ def pytest_configure(config: pytest.Config) -> None:
         summary=config.getoption("ragev_summary") or "short",
         task_id=config.getoption("ragev_task_id"),
         samples=_path_option(config, "ragev_samples", resolve=False),
+        repeat=config.getoption("ragev_repeat"),
+        slices=bool(config.getoption("ragev_slices")),
         shard=_shard(config),
         shard_balance=(_path_option(config, "ragev_shard_balance")
                        or _ini_path(config, "ragev_shard_balance")),

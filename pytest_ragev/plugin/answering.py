@@ -23,7 +23,6 @@ from pytest_ragev.core.attribution import PassageIndex
 from pytest_ragev.core.errors import RagevError
 from pytest_ragev.core.record import (
     RECORD_KEY,
-    QuestionKey,
     Record,
     finite_meta,
     make_record,
@@ -31,6 +30,7 @@ from pytest_ragev.core.record import (
 from pytest_ragev.core.types import Answer, PipelineSettings, QAPair
 from pytest_ragev.evaluation import AssessmentFailed
 from pytest_ragev.gate.thresholds import MaxValue, MinValue, check_question
+from pytest_ragev.pipelines.concurrency import IO_BOUND_CONCURRENCY
 from pytest_ragev.plugin.collect import PipelineFailed, QuestionFailed, RagevItem
 from pytest_ragev.plugin.defaults import DefaultPipelineHooks
 
@@ -49,6 +49,23 @@ class QuestionTimeout(RagevError):
 
 #: One call for the pool: the future it settles, the function and its arguments.
 _Task = tuple[concurrent.futures.Future[Any], Callable[..., Any], tuple[Any, ...]]
+
+#: One answer of a run: ``(variant, qid, repeat)``, ``repeat`` numbering the question's
+#: answers with ``--ragev-repeat`` (0 without it).
+AnswerKey = tuple[str | None, int, int]
+
+#: The project's first answers measured before the default concurrency is decided.
+ADAPT_AFTER = 4
+#: Answers quicker than this on average are not worth more threads.
+ADAPT_MIN_SECONDS = 0.005
+#: A pipeline whose calls spend less than this share of their time on the CPU waits on
+#: something else (a model, a service): more calls at once then help. Low, because a
+#: busy machine also takes CPU time from a pipeline that computes (a thread of a shared
+#: 2-core runner at a load of 10 gets about a fifth); a call over a socket spends almost
+#: none.
+ADAPT_CPU_SHARE = 0.1
+#: The calls in flight for such a pipeline: as for the pipelines known to wait.
+IO_WAITING_CONCURRENCY = IO_BOUND_CONCURRENCY
 
 
 def _same_record(record: Record) -> Record:
@@ -78,6 +95,16 @@ class CallPool:
 
     def _spawn(self) -> None:
         threading.Thread(target=self._work, name="ragev-call", daemon=True).start()
+
+    def grow(self, workers: int) -> None:
+        """Run up to ``workers`` calls at once from now on."""
+        with self._lock:
+            more = workers - self._workers
+            if more <= 0 or self._closed:
+                return
+            self._workers = workers
+        for _ in range(more):
+            self._spawn()
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any]:
         """Queue ``fn(*args)``; its future settles with the result or the exception."""
@@ -189,9 +216,12 @@ class Answerer:
         keep: Callable[[Record], Record] | None = None,
         full_text: bool = True,
         assess: Callable[[Record], Record] | None = None,
+        repeat: int = 1,
+        adaptive: bool = False,
         item_ids: bool = False,
     ) -> None:
         self._assess = assess
+        self._repeat = repeat
         self._item_ids = item_ids
         self._hook = hook
         self._full_text = full_text
@@ -203,11 +233,21 @@ class Answerer:
         self._index = index
         self._fingerprint = dataset_fingerprint
         self._concurrency = concurrency
+        self._prefetch_allowed = prefetch
         self._prefetch_on = prefetch and concurrency > 1
         self._timeout = timeout
         self._deadline = deadline
         self._deadline_at = None if deadline is None else time.monotonic() + deadline
-        self._threaded = self._prefetch_on or timeout is not None or deadline is not None
+        # An item's R answers run side by side in the pool when there is room for them
+        # (on an xdist worker too, where nothing runs ahead of the items).
+        self._side_by_side = repeat > 1 and concurrency > 1
+        self._threaded = (self._prefetch_on or self._side_by_side or timeout is not None
+                          or deadline is not None)
+        # The default concurrency of the project's own pipeline code, measured: see
+        # _adapt. None once decided (or when the concurrency was chosen by the user).
+        self._calls: list[tuple[float, float]] | None = [] if adaptive and prefetch else None
+        #: The line saying how many calls run at once when the run chose it itself.
+        self.note: str | None = None
         #: Set when the deadline stopped the run: what the report's interruption names.
         self.stopped_by: str | None = None
         self._lock = threading.RLock()
@@ -215,9 +255,9 @@ class Answerer:
         self._kb_settings: dict[str, PipelineSettings] = {}
         self._kb_failures: dict[str, str] = {}
         self._kb_ready: set[str | None] = set()  # configurations whose KB exists (prefetch)
-        self._cached: dict[QuestionKey, bool] = {}
+        self._cached: dict[AnswerKey, bool] = {}
         self._pool: CallPool | None = None
-        self._futures: dict[QuestionKey, concurrent.futures.Future[Record]] = {}
+        self._futures: dict[AnswerKey, concurrent.futures.Future[Record]] = {}
         self._positions: dict[int, int] | None = None
         # Scoring at item time: every question when -v, --junitxml or per-question
         # floors need its metrics, else the first one only (a misbehaving custom metric
@@ -264,22 +304,30 @@ class Answerer:
             self._kb_ready.add(variant)
 
     # -- answers
-    def answer(self, case: QAPair, variant: str | None) -> Answer:
-        """Call the pipeline for one question (or take the cached answer)."""
+    def answer(self, case: QAPair, variant: str | None, repeat: int = 0) -> Answer:
+        """Call the pipeline for one question (or take the cached answer); ``repeat``
+        numbers the answer (``--ragev-repeat``: 0 to R - 1)."""
         settings = self._settings(variant)
-        cache, key = self._defaults.answer_cache_entry(settings, case, self._fingerprint())
+        cache, key = self._defaults.answer_cache_entry(settings, case, self._fingerprint(),
+                                                       repeat)
         if cache is not None and key is not None:
             cached = cache.get(key)
             with self._lock:
                 # Counted on the controller from the records, so the hits and misses of
                 # xdist workers add up too.
-                self._cached[(variant, case.qid)] = cached is not None
+                self._cached[(variant, case.qid, repeat)] = cached is not None
             if cached is not None:
                 return cached
         kb = self.knowledge_base(settings)
+        measuring = self._calls is not None
+        if measuring:
+            started, cpu = time.perf_counter(), time.thread_time()
         # The project's code gets settings whose options record the keys it reads.
         result = self._hook.pytest_ragev_answer(case=case, kb=kb,
-                                                settings=self._defaults.handed(settings))
+                                                settings=self._defaults.handed(settings),
+                                                repeat=repeat)
+        if measuring:
+            self._measured(time.perf_counter() - started, time.thread_time() - cpu)
         if result is None:
             where = self._defaults.project.names()
             if where:
@@ -305,52 +353,90 @@ class Answerer:
             cache.put(key, replace(result, meta=finite_meta(result.meta)))
         return result
 
-    def answer_record(self, case: QAPair, variant: str | None) -> Record:
+    def answer_record(self, case: QAPair, variant: str | None, repeat: int = 0) -> Record:
         """Answer ``case``, map the answer to passage ids and compute its judged and custom
-        metrics: one question's whole work, in the thread that runs it."""
-        answer = self.answer(case, variant)
+        metrics: one answer's whole work, in the thread that runs it."""
+        answer = self.answer(case, variant, repeat)
         return self._assessed(make_record(case, answer, index=self._index(), variant=variant,
-                                          cached=self._take_cached(case, variant),
+                                          cached=self._take_cached(case, variant, repeat),
                                           item_ids=self._item_ids))
 
     def _assessed(self, record: Record) -> Record:
         return record if self._assess is None else self._assess(record)
 
-    def _cached_answer(self, case: QAPair, variant: str | None) -> Answer | None:
+    def _cached_answer(self, case: QAPair, variant: str | None, repeat: int) -> Answer | None:
         """The cached answer of ``case`` (counted as a hit), or ``None`` (not counted:
         :meth:`answer` looks again and counts the miss)."""
         cache, key = self._defaults.answer_cache_entry(self._settings(variant), case,
-                                                       self._fingerprint())
+                                                       self._fingerprint(), repeat)
         if cache is None or key is None:
             return None
         cached = cache.get(key)
         if cached is not None:
             with self._lock:
-                self._cached[(variant, case.qid)] = True
+                self._cached[(variant, case.qid, repeat)] = True
         return cached
 
-    def _take_cached(self, case: QAPair, variant: str | None) -> bool | None:
+    def _take_cached(self, case: QAPair, variant: str | None, repeat: int = 0) -> bool | None:
         with self._lock:
-            return self._cached.pop((variant, case.qid), None)
+            return self._cached.pop((variant, case.qid, repeat), None)
+
+    # -- the default concurrency of the project's code
+    def _measured(self, wall: float, cpu: float) -> None:
+        with self._lock:
+            if self._calls is not None and len(self._calls) < ADAPT_AFTER:
+                self._calls.append((wall, cpu))
+
+    def _adapt(self) -> None:
+        """Once the project's first answers are measured: raise the calls in flight to
+        :data:`IO_WAITING_CONCURRENCY` when the pipeline mostly waited (on a model, a
+        service), and say so in one line. Main thread, between items."""
+        calls = self._calls
+        if calls is None or len(calls) < ADAPT_AFTER:
+            return
+        self._calls = None
+        wall = sum(w for w, _ in calls)
+        cpu = sum(c for _, c in calls)
+        if wall / len(calls) < ADAPT_MIN_SECONDS or cpu >= wall * ADAPT_CPU_SHARE:
+            return  # it computes (or answers at once): one thread fewer than the CPUs
+        waited = 1.0 - cpu / wall
+        self._concurrency = max(self._concurrency, IO_WAITING_CONCURRENCY)
+        self._prefetch_on = True
+        self._side_by_side = self._repeat > 1
+        self._threaded = True
+        if self._pool is not None:
+            self._pool.grow(self._concurrency)
+        self.note = (
+            f"ragev: note: the pipeline's first {len(calls)} answers waited {waited:.0%} of "
+            f"their {wall:.2f} s (on a model or a service, not on the CPU): "
+            f"{self._concurrency} calls now run at once; set [run] concurrency (or "
+            "--ragev-concurrency) to choose"
+        )
 
     def run_case(self, item: pytest.Item, case: QAPair, variant: str | None) -> None:
-        """Answer ``case`` for ``item``, attach the record, fail the item on a pipeline error."""
+        """Answer ``case`` for ``item`` (R times with ``--ragev-repeat R``), attach the
+        record, fail the item on a pipeline error (any of its answers')."""
         self._check_deadline()
+        answers: list[Record] = []
         try:
             if self._threaded:
                 if self._prefetch_on:
-                    # The prefetch window starts at this item: its answer is taken from
-                    # the cache, or its KB is built here (main thread) before it runs in
-                    # a thread.
+                    # The prefetch window starts at this item: its answers are taken from
+                    # the cache, or its KB is built here (main thread) before they run in
+                    # the pool.
                     self._prefetch(item)
                 else:
                     # Build the KB synchronously, before the question runs in a thread.
                     self._ensure_kb(variant)
-                future = self._future(case, variant)  # already submitted by the prefetch
-                self._futures.pop((variant, case.qid), None)
-                record = self._wait(future)
+                # Already submitted by the prefetch, or submitted now side by side.
+                futures = [self._future(case, variant, r) for r in range(self._repeat)]
+                for repeat in range(self._repeat):
+                    self._futures.pop((variant, case.qid, repeat), None)
+                for future in futures:
+                    answers.append(self._wait(future))
             else:
-                record = self.answer_record(case, variant)
+                for repeat in range(self._repeat):
+                    answers.append(self.answer_record(case, variant, repeat))
         except (pytest.UsageError, pytest.exit.Exception):
             raise
         except AssessmentFailed as exc:
@@ -360,11 +446,18 @@ class Answerer:
             item.session.shouldstop = f"ragev: {exc}"
             raise QuestionFailed([str(exc)]) from None
         except Exception as exc:
-            self._take_cached(case, variant)
+            for repeat in range(self._repeat):
+                self._take_cached(case, variant, repeat)
+            which = (f" (answer {len(answers) + 1} of {self._repeat})"
+                     if self._repeat > 1 else "")
             record = make_record(case, None, index=self._index(), variant=variant,
-                                 error=f"{type(exc).__name__}: {exc}")
+                                 error=f"{type(exc).__name__}: {exc}{which}")
             self._attach(item, record)
             raise PipelineFailed(case.qid, exc) from exc
+        finally:
+            self._adapt()
+        record = answers[0] if len(answers) == 1 else replace(answers[0],
+                                                               repeats=tuple(answers[1:]))
         self._finish_question(item, record)
 
     def _finish_question(self, item: pytest.Item, record: Record) -> None:
@@ -483,18 +576,22 @@ class Answerer:
         )
 
     # -- running ahead
-    def _future(self, case: QAPair, variant: str | None) -> concurrent.futures.Future[Record]:
-        key = (variant, case.qid)
+    def _future(
+        self, case: QAPair, variant: str | None, repeat: int = 0
+    ) -> concurrent.futures.Future[Record]:
+        key = (variant, case.qid, repeat)
         future = self._futures.get(key)
         if future is None:
             if self._pool is None:
-                self._pool = CallPool(self._concurrency if self._prefetch_on else 1)
-            future = self._pool.submit(self.answer_record, case, variant)
+                room = self._prefetch_on or self._side_by_side
+                self._pool = CallPool(self._concurrency if room else 1)
+            future = self._pool.submit(self.answer_record, case, variant, repeat)
             self._futures[key] = future
         return future
 
     def _prefetch(self, item: pytest.Item) -> None:
-        """Submit the next ``2 x concurrency`` questions after ``item`` to the pool."""
+        """Submit the answers of the next ``2 x concurrency`` questions after ``item``
+        (each of their R answers with ``--ragev-repeat R``) to the pool."""
         items = item.session.items
         if self._positions is None:
             # Built once: a list.index per item would make a 10,000-question run quadratic.
@@ -509,31 +606,34 @@ class Answerer:
             if not isinstance(upcoming, RagevItem):
                 continue
             window += 1
-            key = (upcoming.variant, upcoming.case.qid)
-            if key in self._futures:
-                continue
-            # A cached answer needs no pipeline call and no KB: a fully cached rerun
-            # then never builds (or loads) one, as without --ragev-concurrency.
-            cached = self._cached_answer(upcoming.case, upcoming.variant)
-            if cached is not None and self._assess is None:
-                done: concurrent.futures.Future[Record] = concurrent.futures.Future()
-                done.set_result(make_record(upcoming.case, cached, index=self._index(),
-                                            variant=upcoming.variant,
-                                            cached=self._take_cached(upcoming.case,
-                                                                     upcoming.variant),
-                                            item_ids=self._item_ids))
-                self._futures[key] = done
-                continue
-            if cached is not None:
-                # The answer is cached, but judging it may call the judge: in the pool.
-                self._future(upcoming.case, upcoming.variant)
-                continue
-            try:
-                # Knowledge bases are built here, in the main thread, never in the pool.
-                self._ensure_kb(upcoming.variant)
-            except KnowledgeBaseFailed:
-                continue  # that item fails with the KB's error when it runs
-            self._future(upcoming.case, upcoming.variant)
+            for repeat in range(self._repeat):
+                self._prefetch_answer(upcoming, repeat)
+
+    def _prefetch_answer(self, upcoming: RagevItem, repeat: int) -> None:
+        """Submit one answer of ``upcoming`` (or settle it from the cache)."""
+        case, variant = upcoming.case, upcoming.variant
+        if (variant, case.qid, repeat) in self._futures:
+            return
+        # A cached answer needs no pipeline call and no KB: a fully cached rerun then
+        # never builds (or loads) one, as without --ragev-concurrency.
+        cached = self._cached_answer(case, variant, repeat)
+        if cached is not None and self._assess is None:
+            done: concurrent.futures.Future[Record] = concurrent.futures.Future()
+            done.set_result(make_record(case, cached, index=self._index(), variant=variant,
+                                        cached=self._take_cached(case, variant, repeat),
+                                        item_ids=self._item_ids))
+            self._futures[(variant, case.qid, repeat)] = done
+            return
+        if cached is not None:
+            # The answer is cached, but judging it may call the judge: in the pool.
+            self._future(case, variant, repeat)
+            return
+        try:
+            # Knowledge bases are built here, in the main thread, never in the pool.
+            self._ensure_kb(variant)
+        except KnowledgeBaseFailed:
+            return  # that item fails with the KB's error when it runs
+        self._future(case, variant, repeat)
 
     # -- the end
     def close_knowledge_bases(self) -> None:

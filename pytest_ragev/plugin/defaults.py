@@ -226,9 +226,11 @@ class DefaultPipelineHooks:
 
     # -- caches
     def answer_cache_entry(
-        self, settings: PipelineSettings, case: QAPair, dataset_fingerprint: str
+        self, settings: PipelineSettings, case: QAPair, dataset_fingerprint: str,
+        repeat: int = 0,
     ) -> tuple[AnswerCache | None, str | None]:
-        """The answer cache and the key of ``case``'s answer, or ``(None, None)``."""
+        """The answer cache and the key of ``case``'s answer (its answer number
+        ``repeat + 1`` with ``--ragev-repeat``), or ``(None, None)``."""
         user_answers = self.project.implements(ANSWER_HOOK)
         pipe = None if user_answers else self.pipeline(settings)
         remote_model = isinstance(pipe, BuiltinPipeline) and pipe.config.chat_model != "extractive"
@@ -242,7 +244,7 @@ class DefaultPipelineHooks:
         if settings_key is None:
             settings_key = answer_settings_key(settings, pipe, code=self._user_code(pipe))
             self._settings_key_memo[settings.variant] = settings_key
-        return cache, answer_cache_key(dataset_fingerprint, settings_key, case.qid)
+        return cache, answer_cache_key(dataset_fingerprint, settings_key, case.qid, repeat)
 
     def _user_code(self, pipe: Pipeline | None) -> str:
         """The digest of the project code that answers (a conftest's hooks, a factory's
@@ -312,7 +314,7 @@ class DefaultPipelineHooks:
 
     @pytest.hookimpl(trylast=True)
     def pytest_ragev_answer(
-        self, case: QAPair, kb: Any, settings: PipelineSettings
+        self, case: QAPair, kb: Any, settings: PipelineSettings, repeat: int
     ) -> Answer | None:
         if self.project.implements(ANSWER_HOOK):
             # pluggy calls this one only when every conftest implementation returned

@@ -65,6 +65,9 @@ def write_error_line(
     """One line naming the report file that could not be written, why, what is at the
     path now (``previous``), and the fix."""
     cause, content = write_error_cause(exc)
+    # Named by its absolute path: the path as typed in ragev.toml is relative to the
+    # config file, the one on the command line to the working folder.
+    path = os.path.abspath(path)
     fix = ("return JSON values (finite numbers, strings, lists, dicts) from "
            "pytest_ragev_report hooks and custom metrics" if content else
            write_error_fix(exc))
@@ -464,7 +467,8 @@ class Finisher:
             verbose = self._config.option.verbose
             summary = self._plan.options.summary
             for line, markup in terminal_lines(self.outcome, verbose=verbose,
-                                               full=summary == "full"):
+                                               full=summary == "full",
+                                               slices=self._plan.options.slices):
                 terminalreporter.write_line(line, **markup)
             for line in self.write_errors:
                 terminalreporter.write_line(f"ragev: error: {line}", red=True, bold=True)

@@ -45,11 +45,16 @@ def pytest_ragev_teardown_knowledge_base(kb: Any, settings: PipelineSettings) ->
 
 
 @hookspec(firstresult=True)
-def pytest_ragev_answer(case: QAPair, kb: Any, settings: PipelineSettings) -> Answer | None:
+def pytest_ragev_answer(
+    case: QAPair, kb: Any, settings: PipelineSettings, repeat: int
+) -> Answer | None:
     """Answer one question: retrieve (and optionally rerank), then generate.
 
     Called from a worker thread when ``--ragev-concurrency`` > 1, so it must be
     thread-safe. Raise to fail the question: it is counted and excluded from the means.
+    With ``--ragev-repeat R`` it is called R times per question, ``repeat`` being 0 to
+    R - 1 (always 0 without it); an implementation that does not name ``repeat`` does
+    not get it.
 
     Example::
 

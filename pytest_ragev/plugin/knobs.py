@@ -169,12 +169,16 @@ def unread_knob_lines(
 
 
 def unused_builtin_knob_lines(
-    pipelines: Sequence[tuple[PipelineSettings, Pipeline]], *, source: str
+    pipelines: Sequence[tuple[PipelineSettings, Pipeline]], *, source: str,
+    overrides: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[str]:
     """One warning per knob of the built-in pipeline that its mode never reads, for
     ``pipelines`` (each configuration's settings and pipeline, the base first; other
     pipelines are skipped). A conftest's knobs are the conftest's business: nothing
-    can be known about them, so a run the project's hooks answer passes none."""
+    can be known about them, so a run the project's hooks answer passes none.
+
+    ``overrides`` holds each variant's own ``pipeline`` keys: a knob a variant only
+    inherits from ``[pipeline]`` is not the variant's to remove, and its line says so."""
     lines: list[str] = []
     warned: set[str] = set()
     for settings, pipe in pipelines:
@@ -184,11 +188,30 @@ def unused_builtin_knob_lines(
         for key, why in unread_knobs(pipe.config, settings.options):
             if key in warned:
                 continue  # the base configuration's line covers the variants that inherit it
+            value = settings.options[key]
             if variant is None:
                 warned.add(key)
-                where = f"[pipeline] {key}"
+                lines.append(f"{source}: [pipeline] {key} = {value!r} has no effect: {why}; "
+                             "remove it")
+            elif overrides is not None and key not in overrides.get(variant, {}):
+                lines.append(f"{source}: variant {variant!r}: [pipeline] {key} = {value!r}, "
+                             f"which it inherits, has no effect in it: {why} (nothing to "
+                             "remove: the base configuration reads it)")
             else:
-                where = f"variant {variant!r}: pipeline.{key}"
-            lines.append(f"{source}: {where} = {settings.options[key]!r} has no effect: "
-                         f"{why}; remove it")
+                lines.append(f"{source}: variant {variant!r}: pipeline.{key} = {value!r} has "
+                             f"no effect: {why}; remove it")
     return lines
+
+
+def same_as_base_lines(
+    configurations: Sequence[PipelineSettings], *, source: str
+) -> list[str]:
+    """One warning per variant whose pipeline settings equal the base configuration's:
+    it measures the same thing again (``configurations``: the base first)."""
+    if not configurations or configurations[0].variant is not None:
+        return []
+    base = configurations[0]
+    return [f"{source}: variant {settings.variant!r} is the same as the base configuration "
+            "(its pipeline keys change nothing); give it a value that differs, or remove it"
+            for settings in configurations[1:]
+            if settings.name == base.name and dict(settings.options) == dict(base.options)]

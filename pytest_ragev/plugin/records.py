@@ -179,10 +179,12 @@ class RecordCollector:
         self._done.add(key)
         if key not in self._collected:  # e.g. a test the xdist node ids did not reveal
             self.total += 1
-        if record.cached is True:
-            self.cache_hits += 1
-        elif record.cached is False:
-            self.cache_misses += 1
+        # Each answer counts (R per question with --ragev-repeat).
+        for answer in record.every_answer:
+            if answer.cached is True:
+                self.cache_hits += 1
+            elif answer.cached is False:
+                self.cache_misses += 1
         if self._on_record is not None:
             self._on_record(record)
 

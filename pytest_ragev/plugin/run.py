@@ -56,6 +56,7 @@ from pytest_ragev.plugin.defaults import ANSWER_HOOK, DefaultPipelineHooks, kb_p
 from pytest_ragev.plugin.finish import Finisher
 from pytest_ragev.plugin.knobs import (
     KnobReadsExchange,
+    same_as_base_lines,
     unread_knob_lines,
     unused_builtin_knob_lines,
 )
@@ -278,6 +279,12 @@ class ActiveRun:
                 keep=self.kept_record,
                 full_text=self.attach_whole_records,
                 assess=self.assessor.assess if self.assessor.active else None,
+                repeat=self.plan.repeat,
+                # The project's own code: measured, and given more threads when it waits.
+                adaptive=(self.plan.options.concurrency is None
+                          and self.plan.config.concurrency is None
+                          and self.plan.judge is None
+                          and self._pipeline_kind() == "project"),
                 item_ids=self.options.answers_out is not None,
             )
         return self._answerer
@@ -453,9 +460,12 @@ class ActiveRun:
             self.task_id = plan.options.task_id or make_task_id(
                 self.dataset.dataset_id, task_user(self.ragev.task_user))
             pipelines = self._configured_pipelines()
-            self._warnings = tuple(unused_builtin_knob_lines(
+            self._warnings = (*unused_builtin_knob_lines(
                 [(plan.settings(variant), pipe) for variant, pipe in pipelines],
-                source=self.ragev.source.name))
+                source=self.ragev.source.name,
+                overrides={v.name: v.pipeline for v in self.ragev.variants}),
+                *same_as_base_lines([plan.settings(v) for v in plan.variants],
+                                    source=self.ragev.source.name))
             if not self.config.option.collectonly:
                 pairs = self.dataset.pairs
                 check_services(pipelines, source=self.ragev.source,
@@ -534,6 +544,8 @@ class ActiveRun:
             duplicates=records.duplicates, cache_hits=records.cache_hits,
             cache_misses=records.cache_misses, rootdir=str(self.config.rootpath),
             warnings=self._warnings, duration_s=time.monotonic() - self._started,
+            notes=(self._answerer.note,) if self._answerer is not None
+            and self._answerer.note is not None else (),
         )
 
     def inputs(self, interrupted: str | None) -> EvalInputs:

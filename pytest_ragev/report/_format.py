@@ -5,7 +5,7 @@ Numbers are formatted by :mod:`pytest_ragev.core.fmt`, shared with the gate's li
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from pytest_ragev.core.fmt import percent, seconds
@@ -85,6 +85,19 @@ def correction_note(comparison: Comparison) -> str:
         return ""
     name = CORRECTION_NAMES.get(adjusted[0].correction, adjusted[0].correction)
     return f" p is adjusted for the {adjusted[0].family} metrics tested together ({name})."
+
+
+def tolerance_note(comparison: Comparison, shown: Sequence[str] | None = None) -> str | None:
+    """The line under a comparison table when a metric (of ``shown``, when given) is
+    gated with ``mode = "tolerance"``: its p is computed and shown, but not read."""
+    gated = [m for m in comparison.metrics if m.rule.enabled]
+    tolerant = [m.metric for m in gated if m.rule.mode == "tolerance"]
+    names = [name for name in tolerant if shown is None or name in shown]
+    if not names:
+        return None
+    which = "every metric" if len(tolerant) == len(gated) else ", ".join(names)
+    return (f'mode = "tolerance" for {which}: the verdict reads only the change against '
+            "the tolerance; the p column is shown, not used")
 
 
 #: Question ids a Markdown or HTML report lists per kind before "… (N more)"; the JSON

@@ -15,6 +15,7 @@ from pytest_ragev.core import fmt
 from pytest_ragev.core.record import Record
 from pytest_ragev.core.results import RunResult
 from pytest_ragev.evaluation import LowestQuestions, Outcome, QuestionError, count_kinds
+from pytest_ragev.evaluation.repeats import spread_cell
 from pytest_ragev.gate import (
     Comparison,
     QuestionDiff,
@@ -23,6 +24,7 @@ from pytest_ragev.gate import (
     VariantTable,
 )
 from pytest_ragev.report import _format, _svg
+from pytest_ragev.report._slices import shown_metrics, slice_rows, small_line
 
 BASELINE_COLOR = "#9aa5b1"
 CURRENT_COLOR = "#2f6fde"
@@ -41,7 +43,7 @@ vertical-align:middle;margin-left:8px}.pass{background:#2e8b57}.fail{background:
 table{border-collapse:collapse;font-size:13px;margin:6px 0}
 th,td{border:1px solid #e3e6ea;padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#f5f7f9}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-tr.regressed td{background:#fdecea}tr.improved td{background:#eaf7ef}
+tr.regressed td,td.regressed{background:#fdecea}tr.improved td{background:#eaf7ef}
 ul.failures li{color:#c0392b;font-family:ui-monospace,monospace;font-size:13px}
 .notes li{color:#8a6d00;font-size:13px}
 .grid{display:flex;flex-wrap:wrap;gap:10px}
@@ -263,6 +265,9 @@ def _metrics_section(outcome: Outcome) -> str:
             f"of the change.{_e(_format.correction_note(comparison))}</p>"
         )
         parts.append(_comparison_table(comparison))
+        tolerance = _format.tolerance_note(comparison)
+        if tolerance is not None:
+            parts.append(f'<p class="meta">{_e(tolerance)}.</p>')
         parts.append(_question_changes(comparison))
     elif outcome.base is not None:
         missing = _format.base_missing_note(outcome, value=_e)
@@ -342,6 +347,8 @@ def _thresholds_section(results: Sequence[ThresholdResult]) -> str:
     rows, classes = [], []
     for item in results:
         label = item.metric if item.variant is None else f"{item.metric} [{item.variant}]"
+        if item.slice is not None:
+            label += f" (slice {item.slice})"
         rule = ("≥ " if item.kind == "min" else "≤ ") + fmt.num(item.threshold)
         rows.append([_e(label), fmt.num(item.value), rule, str(item.n),
                      "met" if item.passed else "unmet"])
@@ -512,15 +519,62 @@ def _lowest_section(views: Sequence[LowestQuestions], passages: Mapping[int, str
             "Open a retrieved list to read its passages.</p>" + "".join(parts))
 
 
+def _slices_section(outcome: Outcome) -> str:
+    """Each language's and tag's means in a sortable table (and their changes, when the
+    gate tested slices)."""
+    variant = outcome.runs[0].variant if outcome.runs else None
+    rows = slice_rows(outcome, variant)
+    if not rows:
+        return ""
+    names = shown_metrics(outcome, rows, limit=None)
+    header = ['<th data-key="slice">slice</th>', '<th data-key="questions">questions</th>',
+              *(f'<th data-key="{_e(name)}">{_e(name)}</th>' for name in names)]
+    body = []
+    for row in rows:
+        cells = [f"<td>{_e(row.item.key)}</td>",
+                 f'<td class="num" data-sort="{row.item.questions}">{row.item.questions}</td>']
+        for name in names:
+            summary = row.item.summary.get(name)
+            mean = None if summary is None else summary.mean
+            compared = row.metric(name)
+            css = " regressed" if compared is not None and compared.regressed else ""
+            cells.append(f'<td class="num{css}" data-sort="{"" if mean is None else repr(mean)}">'
+                         f"{_e(row.cell(name))}</td>")
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    small = small_line(outcome.slices_of(variant))
+    note = f'<p class="meta">{_e(small)}</p>' if small else ""
+    return (
+        f"<h2>Slices ({len(rows)})</h2>"
+        '<p class="meta">Each language and tag: its questions and each metric\'s mean over '
+        "them (with its change against the baseline when [gate] slices tested it; ▼ "
+        "regressed). Click a column to sort.</p>"
+        '<div class="scroll"><table id="slices" class="sortable"><thead><tr>'
+        f"{''.join(header)}</tr></thead><tbody>{''.join(body)}</tbody></table></div>{note}"
+    )
+
+
+def _spread(sample: Record) -> tuple[str, float | None]:
+    """A repeated question's most unstable metric as a cell, and its sd to sort by."""
+    spreads = sample.spread
+    if not spreads:
+        return "", None
+    metric = max(spreads, key=lambda name: (spreads[name].sd, name))
+    if spreads[metric].sd <= 0:
+        return "alike", 0.0
+    return f"{metric} {spread_cell(sample, metric)}", spreads[metric].sd
+
+
 def _questions_section(run: RunResult | None) -> str:
     """Every question of the base run in one sortable, filterable table."""
     if run is None or not run.samples:
         return ""
     metrics = [name for name, item in run.summary.items() if item.n]
     errors = any(s.error for s in run.samples)
+    repeated = any(s.repeats for s in run.samples)
     header = ['<th data-key="qid">qid</th>', '<th data-key="question">question</th>',
               *(['<th data-key="error">error</th>'] if errors else []),
               *(f'<th data-key="{_e(m)}">{_e(m)}</th>' for m in metrics),
+              *(['<th data-key="spread">spread</th>'] if repeated else []),
               '<th data-key="retrieved">retrieved</th>']
     body = []
     samples = run.samples[:QUESTIONS_SHOWN]
@@ -539,6 +593,9 @@ def _questions_section(run: RunResult | None) -> str:
                             verdict.error else "—")
             cells.append(f'<td class="num{" why" if why else ""}"{tip} data-sort="'
                          f'{"" if value is None else repr(value)}">{shown}</td>')
+        if repeated:
+            text, sd = _spread(sample)
+            cells.append(f'<td data-sort="{"" if sd is None else repr(sd)}">{_e(text)}</td>')
         cells.append(f'<td class="ids">{_ids_html(sample.retrieval_ids, sample.relevant, 5)}'
                      "</td>")
         body.append(f"<tr>{''.join(cells)}</tr>")
@@ -549,7 +606,10 @@ def _questions_section(run: RunResult | None) -> str:
         '<p class="meta">Click a column to sort; type words, or a rule such as '
         "<code>recall &lt; 1</code>, to filter. Hover a question for its answer, a judged "
         "score (dotted) for the judge's reason; ✓ marks a relevant passage; — : the metric "
-        f"does not apply.{more}</p>"
+        "does not apply."
+        + (" With several answers per question a value is the mean of its answers' and "
+           "spread names the metric they disagree on most (sd, or how many answers "
+           "differ)." if repeated else "") + f"{more}</p>"
         '<p class="filter"><input type="search" data-filter="questions" '
         'placeholder="filter: words, or recall &lt; 0.5" aria-label="filter the questions"> '
         '<span class="muted" data-count="questions"></span></p>'
@@ -566,6 +626,7 @@ def render_html(outcome: Outcome) -> str:
         _header(outcome),
         _errors_section(outcome.error_list),
         _metrics_section(outcome),
+        _slices_section(outcome),
         _chart_section(outcome),
         _histogram_section(outcome),
         _thresholds_section(outcome.thresholds),

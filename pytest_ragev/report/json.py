@@ -36,7 +36,9 @@ from pytest_ragev.evaluation import (
     count_kinds,
     usage,
 )
+from pytest_ragev.evaluation.slices import RunSlices
 from pytest_ragev.gate import Comparison, QuestionDiff
+from pytest_ragev.report._slices import comparison_slices_json, slices_json
 
 #: ``data.schema_version`` of the reports this version writes. Raised when a key changes
 #: meaning or goes away (adding keys does not): ``ragev report`` then refuses a report
@@ -135,7 +137,8 @@ def final_report(
         "task": _task(facts, dataset_id, status=status, err_msg=err_msg),
         "params": base.params if base is not None else dict(params),
         "metric": metric_block(base),
-        "samples": (_samples(base, outcome.question_hashes, part=outcome.shard is not None)
+        "samples": (_samples(base, outcome.question_hashes, outcome.slices_of(base.variant),
+                             part=outcome.shard is not None)
                     if base is not None else []),
         "verdict": {
             "passed": not outcome.failed,
@@ -149,6 +152,11 @@ def final_report(
         # After the seed's keys and ours that every report has: the seed's order first.
         "schema_version": REPORT_SCHEMA_VERSION,
     }
+    slices = slices_json(outcome.slices_of(base.variant) if base is not None else None)
+    if slices:
+        # Per language and tag slice: its questions, each metric's mean and n.
+        data["slices"] = slices
+        data["slice_min_size"] = outcome.slices[0].min_size
     if outcome.passages:
         # The texts of the passages the per-question views name (a few dozen, shortened),
         # so a saved report renders them again (``ragev report html``).
@@ -177,7 +185,10 @@ def final_report(
                 "metric": metric_block(run),
                 **run_figures(run, outcome.pricing),
                 "samples": _samples(run, outcome.question_hashes,
+                                    outcome.slices_of(run.variant),
                                     part=outcome.shard is not None),
+                **({"slices": slices_json(outcome.slices_of(run.variant))}
+                   if slices_json(outcome.slices_of(run.variant)) else {}),
             }
             for run in variants
         }
@@ -211,15 +222,21 @@ def shard_json(shard: ShardPart, facts: RunFacts) -> dict[str, Any]:
     }
 
 
-def _samples(run: RunResult, hashes: Mapping[int, str], *, part: bool = False
-             ) -> list[dict[str, Any]]:
+def _samples(run: RunResult, hashes: Mapping[int, str], slices: RunSlices | None = None,
+             *, part: bool = False) -> list[dict[str, Any]]:
     """The run's records as ``data.samples`` holds them, each with its question's content
-    ``hash`` when known: a saved report then pairs questions after a dataset edit. A
+    ``hash`` when known: a saved report then pairs questions after a dataset edit. Each
+    names its ``slices`` only when the run's slices say more than its means (``slices``
+    worth showing): a one-language set without tags keeps WeKnora's sample keys (and a
+    ``--ragev-samples`` line, written before the run's slices are known, has none). A
     partial report (``part``) writes each record in the form a merge reads back whole
     (:meth:`~pytest_ragev.core.record.Record.to_part_json`)."""
+    keep_slices = slices is not None and slices.worth_showing
     samples = []
     for sample in run.samples:
         item = sample.to_part_json() if part else sample.to_report_json()
+        if keep_slices and sample.slices:
+            item["slices"] = list(sample.slices)
         content = hashes.get(sample.qid)
         if content is not None:
             item["hash"] = content
@@ -296,9 +313,13 @@ def comparison_json(comparison: Comparison) -> dict[str, Any]:
                 "n": m.n,
                 "status": m.status,
                 "gated": m.rule.enabled,
+                # How the verdict read it ("tolerance": the p column is not read).
+                "mode": m.rule.mode,
             }
             for m in comparison.metrics
         },
+        # [gate] slices: each tested slice's change (its failure lines name it).
+        **({"slices": comparison_slices_json(comparison)} if comparison.slices else {}),
     }
 
 

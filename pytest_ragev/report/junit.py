@@ -5,6 +5,7 @@ from __future__ import annotations
 from pytest_ragev.core.results import RunResult
 from pytest_ragev.evaluation import Outcome, chunk_share, count_kinds, usage
 from pytest_ragev.report._format import pipeline_label
+from pytest_ragev.report._slices import slice_rows
 
 
 def _run_label(run: RunResult) -> str:
@@ -19,8 +20,10 @@ def junit_properties(outcome: Outcome) -> list[tuple[str, str]]:
     returned texts), ``ragev.latency_p50_s``/``_p95_s`` and ``ragev.tokens.prompt``/
     ``.completion``/``.total`` (when its answers reported them), then ``ragev.<metric>``
     per metric of the base run, ``ragev.<metric>.baseline``/``.delta``/``.status`` when
-    compared, and ``ragev.<variant>.<metric>`` per variant. Means are written with six
-    decimals.
+    compared, and ``ragev.<variant>.<metric>`` per variant; per slice of the base run
+    (language, tag: ``ragev.slice.lang:zh.questions``, ``ragev.slice.lang:zh.<metric>``,
+    and its ``.delta``/``.status`` when ``[gate] slices`` tested it). Means are written
+    with six decimals.
     """
     props: list[tuple[str, str]] = [
         ("ragev.verdict", "passed" if outcome.passed else "failed"),
@@ -62,6 +65,16 @@ def junit_properties(outcome: Outcome) -> list[tuple[str, str]]:
     for run in outcome.variants:
         for name, item in run.summary.items():
             props.append((f"ragev.{_run_label(run)}.{name}", _plain(item.mean)))
+    if base is not None:
+        for row in slice_rows(outcome, base.variant):
+            key = f"ragev.slice.{row.item.key}"
+            props.append((f"{key}.questions", str(row.item.questions)))
+            for name, item in row.item.summary.items():
+                props.append((f"{key}.{name}", _plain(item.mean)))
+                compared = row.metric(name)
+                if compared is not None:
+                    props.append((f"{key}.{name}.delta", _plain(compared.delta)))
+                    props.append((f"{key}.{name}.status", compared.status))
     return props
 
 

@@ -9,6 +9,7 @@ from pytest_ragev.core import fmt
 from pytest_ragev.evaluation import LowestQuestions, Outcome, QuestionError, count_kinds
 from pytest_ragev.gate import Comparison, QuestionDiff, ThresholdResult
 from pytest_ragev.report import _format
+from pytest_ragev.report._slices import shown_metrics, slice_rows, small_line
 from pytest_ragev.report.terminal import variant_cell
 
 _TEXT_LIMIT = 160
@@ -93,6 +94,9 @@ def _metrics(outcome: Outcome) -> list[str]:
             "one-sided paired permutation p-value in the direction of the change."
             + _format.correction_note(outcome.comparison),
         ]
+        tolerance = _format.tolerance_note(outcome.comparison)
+        if tolerance is not None:
+            lines += ["", tolerance[0].upper() + tolerance[1:] + "."]
         lines += _question_changes(outcome.comparison)
         return lines
     if outcome.gate.not_compared is not None:
@@ -128,7 +132,8 @@ def _thresholds(results: Sequence[ThresholdResult]) -> list[str]:
     for item in results:
         rule = ("≥ " if item.kind == "min" else "≤ ") + fmt.num(item.threshold)
         rows.append([
-            item.metric if item.variant is None else f"{item.metric} [{cell(item.variant)}]",
+            (item.metric if item.variant is None else f"{item.metric} [{cell(item.variant)}]")
+            + ("" if item.slice is None else f" (slice {cell(item.slice)})"),
             fmt.num(item.value), rule, str(item.n), "✅ met" if item.passed else "❌ unmet",
         ])
     return ["", "### Thresholds", "", *_table(["metric", "value", "threshold", "n", "result"],
@@ -230,6 +235,24 @@ def _lowest(views: Sequence[LowestQuestions]) -> list[str]:
     return lines
 
 
+def _slices(outcome: Outcome) -> list[str]:
+    """Each language's and tag's means (and changes, when the gate tested slices)."""
+    variant = outcome.runs[0].variant if outcome.runs else None
+    rows = slice_rows(outcome, variant)
+    if not rows:
+        return []
+    names = shown_metrics(outcome, rows, limit=None)
+    lines = ["", "### Slices", ""]
+    lines += _table(["slice", "questions", *names],
+                    [[code(row.item.key), str(row.item.questions),
+                      *(row.cell(name) for name in names)] for row in rows],
+                    "lr" + "r" * len(names))
+    small = small_line(outcome.slices_of(variant))
+    if small is not None:
+        lines += ["", small]
+    return lines
+
+
 def render_markdown(outcome: Outcome) -> str:
     """The whole summary as GitHub-flavoured Markdown (ends with a newline)."""
     lines = [
@@ -238,6 +261,7 @@ def render_markdown(outcome: Outcome) -> str:
         *_errors(outcome.error_list),
         *_notes(outcome.notes, outcome.warnings),
         *_metrics(outcome),
+        *_slices(outcome),
         *_variant_comparisons(outcome.variant_comparisons),
         *_thresholds(outcome.thresholds),
         *_variants(outcome),

@@ -47,6 +47,8 @@ from pytest_ragev.evaluation import (
     lowest_questions,
     question_errors,
 )
+from pytest_ragev.evaluation.repeats import repeat_summary
+from pytest_ragev.evaluation.slices import slice_tables
 from pytest_ragev.gate import (
     Comparison,
     CorpusChange,
@@ -65,6 +67,7 @@ from pytest_ragev.gate import (
     judged,
     thresholds_from_table,
 )
+from pytest_ragev.gate.rules import MODES, Mode
 from pytest_ragev.gate.snapshot import SCHEMA
 from pytest_ragev.gate.workflow import not_compared_line
 from pytest_ragev.report.json import REPORT_SCHEMA_VERSION
@@ -389,6 +392,9 @@ def outcome_from_report(
     gate = _saved_gate(data, runs, rules, table, source)
     warnings = tuple(read.strings(data.get("warnings", []), "data.warnings"))
     fallbacks = read.count(verdict.get("fallbacks", 0), "data.verdict.fallbacks")
+    # A run that answered each question R times: its unstable questions and power, from
+    # the R scores each sample keeps (as the run printed them).
+    repeats = repeat_summary(runs[0] if runs else None, rules)
     return Outcome(
         runs=runs,
         facts=facts,
@@ -397,7 +403,9 @@ def outcome_from_report(
         gate=gate,
         failures=failures,
         notes=(*(() if saved.shard is None else (saved.shard.line,)),
-               *(() if gate.corpus_change is None else (gate.corpus_change.line,))),
+               *(() if gate.corpus_change is None else (gate.corpus_change.line,)),
+               *(() if repeats is None else repeats.lines())),
+        repeats=repeats,
         warnings=warnings,
         errors=len(error_list),
         fallbacks=fallbacks,
@@ -405,6 +413,9 @@ def outcome_from_report(
         error_list=error_list,
         lowest=_lowest(data, runs, source),
         passages=_passages(data, source),
+        # From the slice keys the samples carry, at the size the run reported them.
+        slices=slice_tables(runs, read.count(data.get("slice_min_size", rules.min_slice),
+                                             "data.slice_min_size") or 1),
         baseline_shown=None if gate.baseline_path is None else str(gate.baseline_path),
         question_hashes=saved.hashes,
         pricing=_pricing(runs),
@@ -597,13 +608,22 @@ def _comparison(
             n=read.count(entry.get("n", 0), f"{at}.n"),
             status=status,
             reason=None,
-            rule=MetricRule(enabled=bool(entry.get("gated", True))),
+            rule=MetricRule(enabled=bool(entry.get("gated", True)), mode=_mode(entry, at, source)),
             p_raw=read.optional_number(entry.get("p_raw"), f"{at}.p_raw"),
             family=read.count(entry.get("family", 1), f"{at}.family"),
             correction=str(entry.get("correction", "none")),
         ))
     return Comparison(metrics=metrics, common_qids=common, added=added, removed=removed,
                       variant=None if variant is None else str(variant), changed=changed)
+
+
+def _mode(entry: Mapping[str, Any], at: str, source: str) -> Mode:
+    """A saved comparison's gate mode (``significant`` in a report written before it was
+    recorded)."""
+    mode = entry.get("mode", "significant")
+    if mode not in MODES:
+        raise ReportError(f"{source}: {at}.mode is {mode!r}, not one of {', '.join(MODES)}")
+    return mode  # type: ignore[no-any-return]
 
 
 def _diff(raw: Any, where: str, source: str) -> QuestionDiff:

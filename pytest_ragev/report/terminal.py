@@ -21,7 +21,8 @@ from pytest_ragev.evaluation import (
     usage,
 )
 from pytest_ragev.gate import Comparison, QuestionDiff, VariantTable
-from pytest_ragev.report._format import pipeline_label
+from pytest_ragev.report._format import pipeline_label, tolerance_note
+from pytest_ragev.report._slices import render_slices
 
 
 def _width(text: str) -> int:
@@ -97,6 +98,9 @@ def render_comparison(comparison: Comparison, *, full: bool = True) -> list[str]
     hidden = len(comparison.metrics) - len(items)
     if hidden:
         lines.append(f"  ({hidden} more metrics unchanged; --ragev-summary=full shows them)")
+    note = tolerance_note(comparison, [item.metric for item in items])
+    if note is not None:
+        lines.append(f"  ({note})")
     return lines
 
 
@@ -300,7 +304,7 @@ def render_lowest(views: Sequence[LowestQuestions], *, text_limit: int = 100,
 
 
 def terminal_lines(
-    outcome: Outcome, *, verbose: int, full: bool = False
+    outcome: Outcome, *, verbose: int, full: bool = False, slices: bool = False
 ) -> Iterator[tuple[str, Markup]]:
     """The summary the terminal shows: a metrics table per run, counts, the variants
     table and the comparison (with ``-v``: the comparison tables and per-question
@@ -308,7 +312,8 @@ def terminal_lines(
 
     Short (the default, ``full=False``, ``--ragev-summary=short``): a variant's own
     metrics table is left out when the variants table shows its means, and a
-    comparison in which no metric changed is one line."""
+    comparison in which no metric changed is one line. The slices table (languages,
+    tags) is shown with ``slices`` (``--ragev-slices``) or when a slice regressed."""
     yield "", {}
     thresholds = outcome.thresholds
     gate = outcome.gate
@@ -330,7 +335,9 @@ def terminal_lines(
         wide = max([12, *(len(name) for name in run.summary)])
         tall = max([7, *(len(fmt.num(item.mean, missing="—")) for item in run.summary.values())])
         yield f"  {'metric':<{wide}} {'mean':>{tall}} {'n':>6} {'threshold':>10}  verdict", {}
-        results = {t.metric: t for t in thresholds if t.variant == run.variant}
+        # The run's own thresholds; a slice's ([thresholds.slice.<name>]) are its lines.
+        results = {t.metric: t for t in thresholds
+                   if t.variant == run.variant and t.slice is None}
         for name, item in run.summary.items():
             result = results.get(name)
             verdict = "" if result is None else ("ok" if result.passed else "FAIL")
@@ -358,6 +365,9 @@ def terminal_lines(
             yield line, {}
     for comparison in gate.comparisons:
         for line in render_comparison(comparison, full=full):
+            yield line, {}
+    if slices or outcome.slice_regressed:
+        for line in render_slices(outcome):
             yield line, {}
     if verbose > 0 and gate.regressions:
         for line in render_question_diffs(gate.regressions):

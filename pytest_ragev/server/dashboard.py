@@ -569,6 +569,41 @@ def _fell_most(before: RunResult, after: RunResult,
     return sorted(found.values(), key=lambda d: (-fall(d), d.qid))
 
 
+#: The metrics the compare page's slices table shows, when the runs have them.
+_SLICE_METRICS = ("recall", "ndcg10", "rougel")
+
+
+def _slices_section(before: RunResult, after: RunResult) -> str:
+    """Each language's and tag's change from A to B (runs that record slices): the
+    gate's slice test, one max-T family over the slices and metrics (docs/slices.md)."""
+    if not any(sample.slices for sample in after.samples):
+        return ""
+    try:
+        tested = compare(before, after, GateRules(slices=("lang", "tag"))).slices
+    except Exception:  # BaselineError: no shared question (said above)
+        return ""
+    if not tested:
+        return ""
+    names = [n for n in _SLICE_METRICS if tested[0].get(n) is not None] or [
+        m.metric for m in tested[0].metrics[:3]]
+    head = "".join(f'<th class="num">{escape(n)} Δ (B − A)</th>' for n in names)
+    rows = []
+    for item in tested:
+        cells = []
+        for name in names:
+            m = item.get(name)
+            css = " regressed" if m is not None and m.status == "regressed" else ""
+            text = "—" if m is None else f"{fmt.num(m.delta, signed=True)} ({m.status})"
+            cells.append(f'<td class="num{css}">{escape(text)}</td>')
+        rows.append(f"<tr><td>{escape(item.key)}</td><td class=\"num\">{item.n}</td>"
+                    f"{''.join(cells)}</tr>")
+    return ('<h2>Slices</h2><p>Each language and tag over the questions both runs share, '
+            "p adjusted over every slice and metric together.</p>"
+            '<div class="scroll"><table class="compare" data-slices><thead><tr><th>slice</th>'
+            f'<th class="num">n</th>{head}</tr></thead><tbody>{"".join(rows)}</tbody>'
+            "</table></div>")
+
+
 def compare_page(
     a: Mapping[str, Any],
     b: Mapping[str, Any],
@@ -612,6 +647,7 @@ def compare_page(
             f'<td class="num">{fmt.p_value(item.p)}</td><td class="num">{item.n}</td>'
             f"<td>{escape(item.status)}</td></tr>")
     parts.append("</tbody></table></div>")
+    parts.append(_slices_section(before, after))
     # Per regressed metric: a ranking by the sum over all metrics hides a retrieval
     # regression behind a generation gain on the same questions.
     sections = []

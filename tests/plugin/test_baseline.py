@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+import shutil
 import textwrap
 from collections.abc import Callable
 from html.parser import HTMLParser
@@ -305,3 +306,35 @@ def test_markdown_junit_and_html_reports(
     assert "svg" in tags and "table" in tags
     assert not [attrs for tag, attrs in parser.tags if tag == "link"]
     assert all(not attrs for tag, attrs in parser.tags if tag == "script")  # inline only
+
+
+def test_a_dataset_beside_the_config_folder_is_recorded_relative_to_it(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    """A dataset outside pytest's rootdir (``../data`` from ``eval/ragev.toml``): the
+    baseline records the path relative to the config file, so rebaselining from another
+    checkout keeps the settings hash."""
+    make_project()
+    checkouts = []
+    for name in ("one", "two"):
+        root = pytester.path / name
+        (root / "eval").mkdir(parents=True)
+        shutil.copytree(pytester.path / "data", root / "data")
+        (root / "eval" / "ragev.toml").write_text(
+            '[dataset]\npath = "../data"\nid = "mini"\n[pipeline]\nname = "oracle"\n'
+            '[baseline]\npath = "base.json"\n', encoding="utf-8")
+        shutil.copy(pytester.path / "conftest.py", root / "eval" / "conftest.py")
+        checkouts.append(root)
+    hashes = []
+    for root in checkouts:
+        result = pytester.runpytest("--rootdir", str(root / "eval"), "--ragev-config",
+                                    str(root / "eval" / "ragev.toml"), "-p", "no:cacheprovider",
+                                    "--ragev-update-baseline")
+        assert result.ret == 0, result.stdout.str()[-3000:]
+        baseline = json.loads((root / "eval" / "base.json").read_text(encoding="utf-8"))
+        text = json.dumps(baseline)
+        assert str(pytester.path) not in text
+        assert '"path": "../data"' in text
+        assert baseline["base"]["settings"]["dataset"]["path"] == "../data"
+        hashes.append(baseline["base"]["settings_hash"])
+    assert hashes[0] == hashes[1]

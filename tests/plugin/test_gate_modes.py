@@ -47,6 +47,10 @@ def test_modes_with_a_tolerance_nothing_exceeds(
         result.stdout.fnmatch_lines(["ragev: recall 0.000 < baseline 1.000 (Δ −1.000, *p=0.03*"])
     else:
         result.stdout.fnmatch_lines(["*recall*1.000*0.000*within tolerance*"])
+    # Under the table, once: in tolerance mode the p column is not read.
+    note = ('  (mode = "tolerance" for every metric: the verdict reads only the change '
+            "against the tolerance; the p column is shown, not used)")
+    assert result.stdout.lines.count(note) == (1 if mode == "tolerance" else 0)
 
 
 def test_max_drop_pct_globally_and_per_metric(

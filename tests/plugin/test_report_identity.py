@@ -160,6 +160,36 @@ def test_knobs_the_builtin_pipeline_never_reads_are_warned_about(
     assert len(read_json(pytester.path / "r.json")["data"]["warnings"]) == 3
 
 
+def test_a_variant_s_inherited_knob_is_not_its_to_remove_and_a_copy_is_named(
+    pytester: pytest.Pytester, make_project: Project
+) -> None:
+    make_project(
+        textwrap.dedent(
+            """
+            [[variants]]
+            name = "dense"
+            pipeline.retrieval = "vector"
+            pipeline.embedding_model = "hashing"
+
+            [[variants]]
+            name = "again"
+            pipeline.bm25_b = 0.5
+            """
+        ),
+        conftest=None,
+        pipeline='[pipeline]\nname = "builtin"\nbm25_b = 0.5\n',
+    )
+    result = pytester.runpytest("--ragev-config", "ragev.toml", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines([
+        "ragev: warning: ragev.toml: variant 'dense': [[]pipeline[]] bm25_b = 0.5, which it "
+        "inherits, has no effect in it: * (nothing to remove: the base configuration reads it)",
+        "ragev: warning: ragev.toml: variant 'again' is the same as the base configuration "
+        "(its pipeline keys change nothing); give it a value that differs, or remove it",
+    ])
+    assert "bm25_b = 0.5 has no effect" not in result.stdout.str()
+
+
 #: Reads "quality" for every question, "depth" only in the build of the knowledge base.
 READING_CONFTEST = textwrap.dedent(
     """

@@ -84,6 +84,10 @@ def test_the_deadline_stops_the_run_with_status_3(
     assert "[run] deadline = 2 s passed" in done.stdout + done.stderr
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.skipif(os.name != "posix", reason="POSIX signals")
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_abandons_hung_calls_under_concurrency(
@@ -94,6 +98,10 @@ def test_a_signal_abandons_hung_calls_under_concurrency(
         [sys.executable, "-m", "pytest", "--ragev-config", "ragev.toml", "--ragev-report",
          "r.json", "-p", "no:cacheprovider", "--ragev-concurrency", "3"],
         cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # A suite started from a script in the background inherits SIGINT ignored
+        # (POSIX shells do that for `cmd &`): the child gets the default handler back,
+        # so Python turns the signal into KeyboardInterrupt as in a terminal.
+        preexec_fn=_default_sigint,
     )
     try:
         marker = pytester.path / "hung.txt"

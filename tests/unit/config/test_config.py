@@ -8,6 +8,7 @@ import pytest
 
 from pytest_ragev.config import load_config, variant_pipeline
 from pytest_ragev.core.errors import ConfigError
+from pytest_ragev.gate import GateRules
 
 
 def write(tmp_path: Path, body: str) -> Path:
@@ -200,3 +201,35 @@ def test_baseline_answer_chars(tmp_path: Path) -> None:
     for written, read in (("200", 200), ("20", 20), ('"all"', "all"), ('"auto"', "auto")):
         body = f'[dataset]\npath = "data"\n[baseline]\npath = "b.json"\nanswer_chars = {written}\n'
         assert load_config(write(tmp_path, body)).baseline_answer_chars == read
+
+
+def test_repeat_slices_and_slice_thresholds(tmp_path: Path) -> None:
+    path = write(tmp_path, '[dataset]\npath = "data"\n[run]\nrepeat = 5\n'
+                 '[gate]\nslices = ["tag", "lang"]\nmin_slice = 20\n'
+                 '[thresholds]\nrecall = 0.5\n'
+                 '[thresholds.slice.zh]\nrougel = 0.3\n'
+                 '[thresholds.slice."tag:billing"]\nrecall = 0.8\n')
+    config = load_config(path)
+    assert config.repeat == 5
+    assert config.thresholds == {"recall": 0.5}
+    assert config.slice_thresholds == {"zh": {"rougel": 0.3}, "tag:billing": {"recall": 0.8}}
+    rules = GateRules.from_config(config, metric_names=["recall", "rougel"])
+    assert rules.slices == ("lang", "tag") and rules.min_slice == 20
+    assert load_config(write(tmp_path, '[dataset]\npath = "data"\n')).repeat == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("[run]\nrepeat = 0\n", "[run] repeat = 0 is invalid; use a whole number >= 1"),
+        ('[gate]\nslices = ["langs"]\n', "did you mean"),
+        ('[gate]\nslices = "lang"\n', 'write a list of slice kinds, e.g. slices = ["lang", "tag"]'),
+        ("[thresholds]\nslice = 0.3\n", "[thresholds.slice]"),
+    ],
+)
+def test_repeat_and_slice_errors_are_one_line(tmp_path: Path, body: str, expected: str) -> None:
+    path = write(tmp_path, '[dataset]\npath = "data"\n' + body)
+    with pytest.raises(ConfigError) as excinfo:
+        GateRules.from_config(load_config(path), metric_names=["recall"])
+    message = str(excinfo.value)
+    assert expected in message and str(path.resolve()) in message and "\n" not in message

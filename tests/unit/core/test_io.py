@@ -109,15 +109,22 @@ def test_an_atomic_write_never_replaces_a_device_or_a_fifo(tmp_path: Path) -> No
     assert not is_stream(tmp_path)  # a folder: the write fails, naming it
 
 
-def test_files_and_links_to_files_are_still_replaced_atomically(tmp_path: Path) -> None:
+def test_files_are_replaced_atomically_and_a_link_by_the_new_file(tmp_path: Path) -> None:
     target = tmp_path / "report.json"
     target.write_text("old", encoding="utf-8")
     before = os.stat(target).st_ino
+    write_output(target, "Отчёт.\n")
+    assert os.stat(target).st_ino != before  # a new file renamed into place
     link = tmp_path / "latest.json"
     link.symlink_to(target)
+    # One rule for every writer (as the baseline's atomic write): the link is replaced.
     write_output(link, "Der Bericht ist neu.\n")
-    assert link.is_symlink() and target.read_text(encoding="utf-8") == "Der Bericht ist neu.\n"
-    assert os.stat(target).st_ino != before  # a new file renamed into place
+    assert not link.is_symlink() and link.read_text(encoding="utf-8") == "Der Bericht ist neu.\n"
+    assert target.read_text(encoding="utf-8") == "Отчёт.\n"
+    baseline_link = tmp_path / "baseline.json"
+    baseline_link.symlink_to(target)
+    atomic_write_text(baseline_link, "{}")
+    assert not baseline_link.is_symlink() and target.read_text(encoding="utf-8") == "Отчёт.\n"
     write_output(tmp_path / "sub" / "new.md", "새 보고서\n")
     assert (tmp_path / "sub" / "new.md").read_text(encoding="utf-8") == "새 보고서\n"
 

@@ -8,11 +8,13 @@ from pathlib import Path
 from pytest_ragev.core.paths import display_roots, portable_path, relative_text, shown_path
 
 
-def test_portable_path_is_relative_under_the_base_and_absolute_elsewhere(tmp_path: Path) -> None:
+def test_portable_path_is_relative_to_the_base_wherever_the_path_lies(tmp_path: Path) -> None:
     assert portable_path(tmp_path / "eval" / "数据", tmp_path) == "eval/数据"
     assert portable_path(tmp_path, tmp_path) == "."
-    other = tmp_path.parent / "elsewhere"
-    assert portable_path(other, tmp_path) == str(other)
+    # Outside the base: still relative, so another checkout records the same text.
+    other = tmp_path.parent / "elsewhere" / "faq"
+    assert portable_path(other, tmp_path) == "../elsewhere/faq"
+    assert portable_path(Path("/"), Path("/a/b")) == "../.."
 
 
 def test_report_paths_are_shown_from_the_rootdir_then_the_config_folder(tmp_path: Path) -> None:

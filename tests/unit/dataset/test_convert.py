@@ -143,7 +143,7 @@ def test_jsonl_ragas_keys_are_reported_not_ignored(
     _assert_failed_cleanly(
         code, out, err, tmp_path, out_dir,
         "qa.jsonl line 1: unknown key 'contexts' (known keys: id, question, answer, passages, "
-        "passage_ids); rename it to 'passages'",
+        "passage_ids, category, tags); rename it to 'passages'",
     )
     qa_file.write_text(json.dumps({"question": "Who?", "passages": ["Somebody did."],
                                    "ground_truth": "Somebody."}) + "\n")
@@ -471,22 +471,62 @@ def test_blank_answers_count_as_no_answer_in_both_converters(
         assert ds.stats.questions_without_answer == len(ds.pairs) - 1
 
 
-def test_jsonl_metadata_keys_are_left_out_with_a_warning(
+def test_jsonl_metadata_keys_are_left_out_with_a_warning_and_category_becomes_a_tag(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     qa_file = _jsonl(tmp_path / "qa.jsonl", [
         {"question": "Who?", "answer": "Me.", "passages": ["I did."], "category": "people"},
         {"question": "When?", "answer": "Now.", "passages": ["It is now."], "source": "faq",
-         "category": "time"},
+         "category": "time", "tags": ["billing", "lang:en", "billing"]},
+        {"question": "长城有多长？", "answer": "两万公里。", "passages": ["长城很长。"]},
     ])
     out_dir = tmp_path / "out"
     code, out, err = run_cli(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
                              str(out_dir))
     assert code == 0, err
-    assert out.startswith(f"wrote {out_dir}: 2 questions")
+    assert out.startswith(f"wrote {out_dir}: 3 questions")
     assert err.strip() == (
-        f"ragev: warning: {qa_file}: left out key(s) 'category', 'source', which the dataset "
-        "format has no place for (known keys: id, question, answer, passages, passage_ids)"
+        f"ragev: warning: {qa_file}: left out key(s) 'source', which the dataset "
+        "format has no place for (known keys: id, question, answer, passages, passage_ids, "
+        "category, tags)"
     )
     ds = load_dataset(out_dir)
-    assert [pair.answer for pair in ds.pairs] == ["Me.", "Now."]
+    assert [pair.answer for pair in ds.pairs] == ["Me.", "Now.", "两万公里。"]
+    assert [pair.tags for pair in ds.pairs] == [
+        ("people",), ("time", "billing", "lang:en"), ()]
+    assert ds.stats.tags == {"billing": 1, "lang:en": 1, "people": 1, "time": 1}
+    code, out, err = run_cli(capsys, "dataset", "stats", str(out_dir))
+    assert code == 0 and "questions per tag: billing 1, lang:en 1, people 1, time 1" in out
+
+
+def test_jsonl_tags_of_a_wrong_type_are_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    qa_file = _jsonl(tmp_path / "qa.jsonl", [
+        {"question": "Wer?", "passages": ["Ich."], "tags": {"de": True}},
+    ])
+    code, out, err = run_cli(capsys, "dataset", "convert", "--from", "jsonl", str(qa_file),
+                         str(tmp_path / "out"))
+    _assert_failed_cleanly(code, out, err, tmp_path, tmp_path / "out",
+                           "qa.jsonl line 1: field 'tags' is dict; write a string or a list")
+
+
+def test_beir_query_categories_and_tags_become_tags(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    beir = tmp_path / "beir"
+    beir.mkdir()
+    _jsonl(beir / "corpus.jsonl", [{"_id": "d1", "text": "Der Turm ist 330 m hoch."},
+                                   {"_id": "d2", "text": "Москва — столица России."}])
+    _jsonl(beir / "queries.jsonl", [
+        {"_id": "q1", "text": "Wie hoch ist der Turm?", "metadata": {"category": "setup"}},
+        {"_id": "q2", "text": "Какая столица России?", "tags": "billing"},
+    ])
+    (beir / "qrels").mkdir()
+    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n"
+                                             "q2\td2\t1\n")
+    code, _out, err = run_cli(capsys, "dataset", "convert", "--from", "beir", str(beir),
+                          str(tmp_path / "out"))
+    assert code == 0, err
+    ds = load_dataset(tmp_path / "out")
+    assert [pair.tags for pair in ds.pairs] == [("setup",), ("billing",)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -100,6 +101,29 @@ def test_a_running_task_page_has_the_parts_the_script_keeps_current() -> None:
     assert '<td class="num" data-metric-n="recall">4</td>' in live
     assert 'data-running="1"' in page  # the progress bar the script polls for
 
+
+
+def test_the_compare_page_shows_each_slice_s_change_when_the_runs_record_slices() -> None:
+    qids = range(60)
+    slices = {q: ("lang:zh" if q % 3 == 0 else "lang:de" if q % 3 == 1 else "lang:ru",
+                  *(("tag:billing",) if q % 2 else ())) for q in qids}
+
+    def sliced(run: RunResult) -> RunResult:
+        return replace(run, samples=[replace(s, slices=slices[s.qid]) for s in run.samples])
+
+    before = sliced(_run({"recall": dict.fromkeys(qids, 1.0), "rougel": dict.fromkeys(qids, 0.8)}))
+    # The Chinese questions lose their recall; the others keep it.
+    after = sliced(_run({"recall": {q: 0.0 if q % 3 == 0 else 1.0 for q in qids},
+                         "rougel": dict.fromkeys(qids, 0.8)}))
+    page = compare_page(_row("a"), _row("b"), before, after)
+    section = page[page.index("<h2>Slices</h2>"):]
+    rows = {row[0]: row[1:] for row in re.findall(
+        r"<tr><td>([a-z:]+)</td><td class=\"num\">(\d+)</td>(.*?)</tr>", section)}
+    assert set(rows) == {"lang:zh", "lang:de", "lang:ru", "tag:billing"}
+    assert rows["lang:zh"][0] == "20" and "−1.000 (regressed)" in rows["lang:zh"][1]
+    assert "+0.000 (unchanged)" in rows["lang:de"][1]
+    assert "<h2>Slices</h2>" not in compare_page(_row("a"), _row("b"), _run(
+        {"recall": {1: 1.0}}), _run({"recall": {1: 0.0}}))
 
 
 @pytest.mark.parametrize(("asked", "kept"), [
