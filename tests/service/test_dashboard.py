@@ -228,6 +228,10 @@ def test_a_running_task_stays_current_and_the_runs_table_fits(
     admin = shared_server.client(shared_server.keys.admin)
     long_name = "team-retrieval-experiments/chunking_and_reranking-ablation-2026-12-05-v3"
     (shared_server.configs / long_name).parent.mkdir(parents=True, exist_ok=True)
+    # Its pipeline module beside it: "module:callable" is imported from the config's
+    # folder (without it the task fails at once, and the pages no longer show it running).
+    shutil.copyfile(shared_server.configs / "slowpipe.py",
+                    (shared_server.configs / long_name).parent / "slowpipe.py")
     (shared_server.configs / f"{long_name}.toml").write_text(
         (shared_server.configs / "slow-long.toml").read_text(encoding="utf-8").replace(
             'path = "data/multi"', 'path = "../data/multi"'), encoding="utf-8")
