@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_ragev import cli
 from pytest_ragev.core.record import Record
 from pytest_ragev.core.results import MetricSummary, RunResult
 from pytest_ragev.core.version import __version__
 from pytest_ragev.dataset import write_dataset
 from pytest_ragev.evaluation import Outcome, RunFacts
 from pytest_ragev.report import final_report
+from tests.unit._cli import one_error_line, run_cli
 
 QUESTIONS = ["埃菲尔铁塔有多高？", "Wie alt ist der Turm?", "Сколько ступенек?",
              "塔在哪个城市？", "Wer hat ihn gebaut?", "Когда его открыли?"]
@@ -56,20 +56,6 @@ def write(path: Path, *runs: RunResult, failures: tuple[str, ...] = ()) -> Path:
     return path
 
 
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def one_error_line(code: int, err: str, *parts: str) -> None:
-    assert code == 2, err
-    assert err.startswith("ragev: error: ") and err.count("\n") == 1, err
-    assert "Traceback" not in err and "ragev: error: ragev:" not in err
-    for part in parts:
-        assert part in err, err
-
-
 @pytest.fixture
 def good(tmp_path: Path) -> Path:
     return write(tmp_path / "good.json", make_run([1.0] * 6, thresholds={"recall": 0.5}))
@@ -99,7 +85,7 @@ def config(tmp_path: Path) -> Path:
 def test_show_prints_the_saved_summary_and_exits_0_whatever_the_verdict(
     capsys: pytest.CaptureFixture[str], bad: Path
 ) -> None:
-    code, out, err = run(capsys, "report", "show", str(bad))
+    code, out, err = run_cli(capsys, "report", "show", str(bad))
     assert code == 0 and err == ""
     lines = out.splitlines()
     assert lines[0] == "ragev: tower (base configuration), 6 questions, profile weknora"
@@ -118,8 +104,8 @@ def test_show_verbose_lists_the_weakest_questions(
     report = final_report(outcome, dataset_id="tower", params=run_.params)
     report["data"]["lowest"] = {"recall": [{"qid": 1}]}  # the plugin listed one
     path.write_text(json.dumps(report, ensure_ascii=False), encoding="utf-8")
-    _, quiet, _ = run(capsys, "report", "show", str(path))
-    code, verbose, _ = run(capsys, "report", "show", "-v", str(path))
+    _, quiet, _ = run_cli(capsys, "report", "show", str(path))
+    code, verbose, _ = run_cli(capsys, "report", "show", "-v", str(path))
     assert code == 0 and "lowest-scoring" not in quiet
     assert "ragev: 1 lowest-scoring question(s) by recall of 3 (* = relevant passage):" in verbose
     assert "  q1  recall 0.000  埃菲尔铁塔有多高？" in verbose
@@ -131,18 +117,18 @@ def test_show_verbose_lists_the_weakest_questions(
 def test_compare_exits_1_on_a_regression_and_0_otherwise(
     capsys: pytest.CaptureFixture[str], good: Path, bad: Path, config: Path
 ) -> None:
-    code, out, err = run(capsys, "report", "compare", str(good), str(bad), "--config",
+    code, out, err = run_cli(capsys, "report", "compare", str(good), str(bad), "--config",
                          str(config))
     assert code == 1 and err == ""
     assert ("ragev: recall 0.333 < baseline 1.000 (Δ −0.667, 90% CI [−1.000, −0.333], "
             "p=0.062, n=6)") in out.splitlines()
     assert out.splitlines()[-1] == "ragev: verdict FAILED (2 checks)"
     # The other way round recall improved, and good's thresholds hold.
-    code, out, _ = run(capsys, "report", "compare", str(bad), str(good), "--config",
+    code, out, _ = run_cli(capsys, "report", "compare", str(bad), str(good), "--config",
                        str(config))
     assert code == 0 and out.splitlines()[-1] == "ragev: verdict passed"
     assert "  recall     0.333    1.000  +0.667  [0.333, 1.000]  0.062  6  not significant" in out
-    code, out, _ = run(capsys, "report", "compare", str(good), str(good))
+    code, out, _ = run_cli(capsys, "report", "compare", str(good), str(good))
     assert code == 0
     assert "ragev: base configuration against the baseline, 6 shared questions: no metric " \
            "changed" in out
@@ -154,7 +140,7 @@ def test_without_a_config_the_default_gate_needs_significance(
     # 6 questions, one losing its score: beyond no tolerance, but not significant.
     before = write(tmp_path / "a.json", make_run([1.0] * 6))
     after = write(tmp_path / "b.json", make_run([0.0] + [1.0] * 5))
-    code, out, _ = run(capsys, "report", "compare", str(before), str(after))
+    code, out, _ = run_cli(capsys, "report", "compare", str(before), str(after))
     assert code == 0 and "not significant" in out
     assert "ragev: warning: n=6 cannot detect a 0.05 drop" in out
 
@@ -163,7 +149,7 @@ def test_compare_writes_the_reports_of_the_comparison(
     capsys: pytest.CaptureFixture[str], good: Path, bad: Path, config: Path, tmp_path: Path
 ) -> None:
     out_dir = tmp_path / "out"
-    code, out, _ = run(capsys, "report", "compare", str(good), str(bad), "--config",
+    code, out, _ = run_cli(capsys, "report", "compare", str(good), str(bad), "--config",
                        str(config), "--json", str(out_dir / "c.json"), "--markdown",
                        str(out_dir / "c.md"), "--html", str(out_dir / "c.html"))
     assert code == 1
@@ -177,7 +163,7 @@ def test_compare_writes_the_reports_of_the_comparison(
     assert html.startswith("<!DOCTYPE html>") and "Per-question changes against the baseline" \
         in html
     # "-" writes the JSON report to stdout, after the summary.
-    code, out, _ = run(capsys, "report", "compare", str(good), str(bad), "--json", "-")
+    code, out, _ = run_cli(capsys, "report", "compare", str(good), str(bad), "--json", "-")
     report = json.loads(out[out.index('{\n  "success"'):])
     assert report["data"]["baseline"]["compared"] is True
 
@@ -186,7 +172,7 @@ def test_compare_refuses_runs_of_another_metric_profile(
     capsys: pytest.CaptureFixture[str], good: Path, tmp_path: Path
 ) -> None:
     other = write(tmp_path / "standard.json", make_run([1.0] * 6, profile="standard"))
-    code, out, err = run(capsys, "report", "compare", str(good), str(other))
+    code, out, err = run_cli(capsys, "report", "compare", str(good), str(other))
     one_error_line(code, err, "metric profile 'weknora'", "'standard'", "not comparable")
     assert out == ""
 
@@ -196,11 +182,11 @@ def test_compare_of_reports_of_other_tokenizers_is_one_line(
 ) -> None:
     current = write(tmp_path / "new.json", make_run([1.0] * 6, tokenizer="default/3 jieba==0.42.1"))
     same = write(tmp_path / "same.json", make_run([1.0] * 6, tokenizer="default/3 jieba==0.42.1"))
-    code, out, err = run(capsys, "report", "compare", str(same), str(current))
+    code, out, err = run_cli(capsys, "report", "compare", str(same), str(current))
     assert code == 0 and err == "", err
     # Another version of the same rules: not compared, even on texts both read alike.
     older = write(tmp_path / "old.json", make_run([1.0] * 6, tokenizer="default/2 jieba==0.42.1"))
-    code, out, err = run(capsys, "report", "compare", str(older), str(current))
+    code, out, err = run_cli(capsys, "report", "compare", str(older), str(current))
     one_error_line(code, err, "old.json was computed with the tokenizer 'default/2 "
                    "jieba==0.42.1', this run uses 'default/3 jieba==0.42.1'", "not comparable",
                    "--ragev-update-baseline")
@@ -211,7 +197,7 @@ def test_compare_after_a_dataset_edit_needs_hashes(
     capsys: pytest.CaptureFixture[str], good: Path, tmp_path: Path
 ) -> None:
     edited = write(tmp_path / "edited.json", make_run([1.0] * 6, fingerprint="e" * 64))
-    code, _, err = run(capsys, "report", "compare", str(good), str(edited))
+    code, _, err = run_cli(capsys, "report", "compare", str(good), str(edited))
     one_error_line(code, err, "the data changed", f"{good} records no per-question content "
                    "hashes")
 
@@ -220,7 +206,7 @@ def test_a_bad_gate_table_is_one_line(
     capsys: pytest.CaptureFixture[str], good: Path, config: Path
 ) -> None:
     config.write_text(TOLERANCE + "mood = 1\n", encoding="utf-8")
-    code, _, err = run(capsys, "report", "compare", str(good), str(good), "--config",
+    code, _, err = run_cli(capsys, "report", "compare", str(good), str(good), "--config",
                        str(config))
     one_error_line(code, err, "[gate]", "'mood'")
 
@@ -230,7 +216,7 @@ def test_dataset_must_be_the_one_current_ran_on(
 ) -> None:
     folder = write_dataset(tmp_path / "data", queries={1: "塔有多高？"}, corpus={1: "330 米。"},
                            answers={1: "330 米。"}, qrels=[(1, 1)], qas=[(1, 1)])
-    code, _, err = run(capsys, "report", "compare", str(good), str(good), "--dataset",
+    code, _, err = run_cli(capsys, "report", "compare", str(good), str(good), "--dataset",
                        str(folder))
     one_error_line(code, err, f"--dataset {folder} has fingerprint",
                    "pass the dataset folder the current run ran on")
@@ -243,12 +229,12 @@ def test_html_and_markdown_render_a_saved_report(
     capsys: pytest.CaptureFixture[str], bad: Path, tmp_path: Path
 ) -> None:
     target = tmp_path / "new" / "r.html"
-    code, out, _ = run(capsys, "report", "html", str(bad), "-o", str(target))
+    code, out, _ = run_cli(capsys, "report", "html", str(bad), "-o", str(target))
     assert code == 0 and out == f"wrote {target}\n"
     html = target.read_text(encoding="utf-8")
     assert "<title>pytest-ragev: failed</title>" in html and "Wie alt ist der Turm?" in html
     assert " s</span>" not in html  # no duration: a saved report does not record it
-    code, out, _ = run(capsys, "report", "markdown", str(bad), "-o", "-")
+    code, out, _ = run_cli(capsys, "report", "markdown", str(bad), "-o", "-")
     assert code == 0 and out.startswith("## pytest-ragev: ❌ failed\n")
     assert "- `ragev: recall 0.333 < threshold 0.500 (n=6)`" in out
 
@@ -258,7 +244,7 @@ def test_an_unwritable_output_is_one_line(
 ) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("", encoding="utf-8")
-    code, _, err = run(capsys, "report", "html", str(bad), "-o", str(blocker / "r.html"))
+    code, _, err = run_cli(capsys, "report", "html", str(bad), "-o", str(blocker / "r.html"))
     one_error_line(code, err, "cannot write the HTML report to", "choose a path")
 
 
@@ -302,7 +288,7 @@ def test_bad_input_is_one_line_and_exit_2(
     argv += [str(good), str(path)] if command == "compare" else [str(path)]
     if command in ("html", "markdown"):
         argv += ["-o", str(tmp_path / "out")]
-    code, out, err = run(capsys, *argv)
+    code, out, err = run_cli(capsys, *argv)
     one_error_line(code, err, str(path), message)
     assert out == "" and not (tmp_path / "out").exists()
 
@@ -318,7 +304,7 @@ def test_the_module_entry_point_prints_no_traceback(tmp_path: Path) -> None:
 
 
 def test_a_missing_command_prints_the_group_help(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(capsys, "report")
+    code, _, err = run_cli(capsys, "report")
     assert code == 2 and "show" in err and "compare" in err and "html" in err
 
 
@@ -326,7 +312,7 @@ def test_a_missing_command_prints_the_group_help(capsys: pytest.CaptureFixture[s
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "--version")
+    code, out, _ = run_cli(capsys, "--version")
     assert code == 0 and out == f"pytest-ragev {__version__}\n"
 
 
