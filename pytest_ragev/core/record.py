@@ -279,10 +279,14 @@ class Record:
         """The record as a partial report (a shard's, ``--ragev-shard``) holds it: the
         report's sample and what the report form leaves out that the merged run reads
         again (:meth:`from_json` takes it back): the relevance grades, a question
-        without a reference answer, the first chunk text that matched no passage, and
-        where ``meta`` held a NaN or an infinity."""
+        without a reference answer, the first chunk text that matched no passage, where
+        ``meta`` held a NaN or an infinity, and the question's slices (a report names
+        them only when its own run's slices are worth showing, which a shard's part of
+        the questions says nothing about)."""
         item = self.to_report_json()
         item["grades"] = {str(pid): grade for pid, grade in self.grades.items()}
+        if self.slices:
+            item["slices"] = list(self.slices)
         if not self.has_answer:
             item["has_answer"] = False
         if self.unattributed_example is not None:
