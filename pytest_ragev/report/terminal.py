@@ -308,7 +308,8 @@ def terminal_lines(
 ) -> Iterator[tuple[str, Markup]]:
     """The summary the terminal shows: a metrics table per run, counts, the variants
     table and the comparison (with ``-v``: the comparison tables and per-question
-    diffs), warnings and notes, then one red line per failure and the verdict.
+    diffs), warnings and notes, then one red line per failure and the verdict (none
+    for a shard, ``--ragev-shard``: its note says it was not gated).
 
     Short (the default, ``full=False``, ``--ragev-summary=short``): a variant's own
     metrics table is left out when the variants table shows its means, and a
@@ -389,6 +390,10 @@ def terminal_lines(
         yield note, {"yellow": True}
     for failure in outcome.verdict_failures():
         yield failure, {"red": True, "bold": True}
+    if outcome.shard is not None:
+        # A shard is not gated: its note said so in one line, and the merged run has the
+        # verdict. Its own errors (its exit status) are the red lines above.
+        return
     if not outcome.failed:
         yield "ragev: verdict passed", {"green": True, "bold": True}
         return

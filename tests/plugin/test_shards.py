@@ -110,14 +110,20 @@ def run_shards(pytester: pytest.Pytester, total: int, *args: str, questions: int
         result = run_ragev(pytester, "--ragev-shard", f"{index}/{total}",
                            "--ragev-report", path.name, *args)
         assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-        result.stdout.fnmatch_lines([
-            f"ragev: shard {index} of {total}: * of {questions} questions answered, written as a "
-            "partial report; not gated: merge every shard's report with `ragev report "
-            "merge` and gate the merged run"
-        ])
-        assert not any(" < baseline" in line for line in result.stdout.lines)
+        assert_not_gated(result, index, total, questions)
         paths.append(path)
     return paths
+
+
+def assert_not_gated(result: pytest.RunResult, index: int, total: int, questions: int) -> None:
+    """A shard's summary ends with the one line saying it was not gated: no verdict."""
+    result.stdout.fnmatch_lines([
+        f"ragev: shard {index} of {total}: * of {questions} questions answered, written as a "
+        "partial report; not gated: merge every shard's report with `ragev report "
+        "merge` and gate the merged run"
+    ])
+    result.stdout.no_fnmatch_line("ragev: verdict*")
+    assert not any(" < baseline" in line for line in result.stdout.lines)
 
 
 @pytest.mark.slow
@@ -294,7 +300,9 @@ def test_a_shard_fails_only_on_its_own_questions(
                          f"s{index}.json").ret == pytest.ExitCode.OK
     result = run_ragev(pytester, "--ragev-shard", "2/3", "--ragev-report", "s2.json")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
+    # Its own errors fail it (the red lines), still without a verdict: not gated.
     result.stdout.fnmatch_lines([f"*ragev: 2 questions raised an error: q{broken}*"])
+    assert_not_gated(result, 2, 3, 30)
     merged = ragev(pytester.path, "report", "merge", "s1.json", "s2.json", "s3.json",
                    "-o", "merged.json")
     assert merged.returncode == 1

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from pytest_ragev.evaluation import Outcome, RunFacts
+from pytest_ragev.core.shard import ShardSpec
+from pytest_ragev.evaluation import Outcome, RunFacts, ShardPart
 from pytest_ragev.gate import check_thresholds, thresholds_from_table
 from pytest_ragev.report import terminal_lines
 from pytest_ragev.report.terminal import (
@@ -73,3 +74,21 @@ def test_terminal_lines_end_with_the_verdict_and_its_reasons() -> None:
                          {"red": True, "bold": True})
     passed = list(terminal_lines(Outcome(runs=(run,), facts=RunFacts()), verbose=0))
     assert passed[-1] == ("ragev: verdict passed", {"green": True, "bold": True})
+
+
+def test_a_shard_says_only_that_it_was_not_gated() -> None:
+    run = make_run(1)
+    part = ShardPart(spec=ShardSpec(2, 4), questions=tuple(s.qid for s in run.samples),
+                     dataset_questions=40)
+    outcome = Outcome(runs=(run,), facts=RunFacts(), notes=(part.line,), shard=part)
+    texts = [line for line, _ in terminal_lines(outcome, verbose=0)]
+    assert texts[-1] == part.line
+    assert texts[-1].startswith(f"ragev: shard 2 of 4: {len(run.samples)} of 40 questions "
+                                "answered, written as a partial report; not gated: ")
+    assert not [line for line in texts if line.startswith("ragev: verdict")]
+    # A shard whose own questions raised says why it fails, still without a verdict.
+    failing = Outcome(runs=(run,), facts=RunFacts(), notes=(part.line,), shard=part,
+                      failures=("ragev: 1 question(s) below their [item_thresholds]: q3",))
+    texts = [line for line, _ in terminal_lines(failing, verbose=0)]
+    assert texts[-2:] == [part.line, "ragev: 1 question(s) below their [item_thresholds]: q3"]
+    assert failing.failed and not [line for line in texts if line.startswith("ragev: verdict")]
