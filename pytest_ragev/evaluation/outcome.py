@@ -7,6 +7,7 @@ that matched no passage) and :class:`LowestQuestions` (the weakest questions).
 
 from __future__ import annotations
 
+import heapq
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -88,6 +89,8 @@ def question_errors(runs: Sequence[RunResult]) -> tuple[QuestionError, ...]:
                 errors.append(QuestionError(qid=sample.qid, question=sample.question,
                                             error=sample.error, variant=sample.variant))
                 continue
+            if not sample.verdicts and not sample.repeats:
+                continue  # nothing judged: most questions of most runs
             # Any answer's (with --ragev-repeat): a metric some answer could not be judged
             # on has no value for the question. Once per metric.
             failed = {verdict.metric: verdict.error for answer in sample.every_answer
@@ -185,9 +188,10 @@ class LowestQuestions:
 def lowest_questions(run: RunResult, metric: str, limit: int) -> LowestQuestions:
     """The ``limit`` questions of ``run`` that score lowest on ``metric``."""
     scored = [s for s in run.samples if metric in s.metrics]
-    weak = sorted((s for s in scored if s.metrics[metric] < PERFECT),
-                  key=lambda s: (s.metrics[metric], s.qid))
-    return LowestQuestions(metric=metric, samples=tuple(weak[:max(limit, 0)]), n=len(scored),
+    # nsmallest is sorted(...)[:limit], without sorting 100,000 questions for a dozen.
+    weak = heapq.nsmallest(max(limit, 0), (s for s in scored if s.metrics[metric] < PERFECT),
+                           key=lambda s: (s.metrics[metric], s.qid))
+    return LowestQuestions(metric=metric, samples=tuple(weak), n=len(scored),
                            variant=run.variant)
 
 

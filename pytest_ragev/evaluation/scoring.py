@@ -374,11 +374,15 @@ def _score_for_run(
     """:func:`score_records` with the plan's metrics and the dataset's questions and
     passages: the one way a run's records are scored, during the run and at its end.
     ``similarity`` scores ``similarity`` (the plan measures it only with one)."""
+    # The questions' slices only when a record is scored here: a merged run's records,
+    # as their shards scored them, carry theirs (and telling the languages of 100,000
+    # questions apart takes a second of an end that scores nothing).
+    fresh = any(record.key not in scored for record in records)
     return score_records(
         records, profile=plan.profile, custom=plan.custom_metrics,
         tokenizer=plan.tokenizer.tokenizer, cases=cases, corpus=dataset.corpus, scored=scored,
         memo=memo, judged=plan.judged, similarity=similarity if plan.similarity else None,
-        slices=dataset_slices(dataset),
+        slices=dataset_slices(dataset) if fresh else None,
     )
 
 

@@ -90,7 +90,8 @@ _FILES = "a JSON report (--ragev-report) or a baseline file (ragev-baseline.json
 class Saved:
     """One saved file read back: its runs and what else it records.
 
-    ``kind`` is ``"report"`` (a JSON report: ``data`` is its ``data`` object) or
+    ``kind`` is ``"report"`` (a JSON report: ``data`` is its ``data`` object, without
+    the samples, which ``runs`` hold as records) or
     ``"baseline"`` (a baseline or ``.obtained.json`` file: ``snapshot`` is set). ``runs``
     holds the base run first (when it ran), then the variants by name.
     """
@@ -180,10 +181,24 @@ def read_saved(path: str | Path) -> Saved:
     data = report_data(document, source)
     shard = (read_shard_block(data["shard"], _read(source), _facts(data, source))
              if "shard" in data else None)
-    return Saved(source=source, kind="report", runs=tuple(runs_from_report(data, source=source)),
-                 data=data, sample_hashes=_sample_hashes(data, source),
-                 shard=None if shard is None else shard[0],
+    runs = tuple(runs_from_report(data, source=source))
+    hashes = _sample_hashes(data, source)
+    return Saved(source=source, kind="report", runs=runs, data=_without_samples(data, source),
+                 sample_hashes=hashes, shard=None if shard is None else shard[0],
                  shard_facts=None if shard is None else shard[1])
+
+
+def _without_samples(data: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """``data`` without its samples (the base run's and each variant's), which ``runs``
+    now hold as records: the parsed objects of 100,000 samples are let go as soon as
+    the records are made, not kept beside them (a merge reads ten such files)."""
+    variants = _read(source).mapping(data.get("variants", {}), "data.variants")
+    kept = {key: value for key, value in data.items() if key != "samples"}
+    if variants:
+        kept["variants"] = {name: {key: value for key, value in block.items()
+                                   if key != "samples"}
+                            for name, block in variants.items()}
+    return kept
 
 
 def _sample_hashes(data: Mapping[str, Any], source: str) -> dict[int, str]:
@@ -197,16 +212,17 @@ def _sample_hashes(data: Mapping[str, Any], source: str) -> dict[int, str]:
     hashes: dict[int, str] = {}
     for where, block in blocks:
         for index, item in enumerate(read.listing(block.get("samples", []), f"{where}.samples")):
-            if not isinstance(item, Mapping) or "hash" not in item:
+            # Exact types first (a merge reads 100,000 samples); the place only for an error.
+            if not (type(item) is dict or isinstance(item, Mapping)) or "hash" not in item:
                 continue
             value, qid = item["hash"], item.get("qid")
-            at = f"{where}.samples[{index}].hash"
             if not isinstance(value, str) or not value:
-                raise ReportError(f"{source}: {at} is {json.dumps(value)[:40]}, not a content "
-                                  "hash (a string such as \"9f2c4e1a0b3d5c7e\")")
+                raise ReportError(f"{source}: {where}.samples[{index}].hash is "
+                                  f"{json.dumps(value)[:40]}, not a content hash (a string "
+                                  "such as \"9f2c4e1a0b3d5c7e\")")
             if isinstance(qid, int) and hashes.setdefault(qid, value) != value:
-                raise ReportError(f"{source}: {at} is {value!r}, but another sample of qid "
-                                  f"{qid} records {hashes[qid]!r}")
+                raise ReportError(f"{source}: {where}.samples[{index}].hash is {value!r}, but "
+                                  f"another sample of qid {qid} records {hashes[qid]!r}")
     return hashes
 
 
@@ -297,16 +313,19 @@ def _run(
     metric = read.mapping(block.get("metric") or {}, f"{where}.metric")
     samples_raw = read.listing(block.get("samples", []), f"{where}.samples")
     samples: list[SampleResult] = []
+    from_json = SampleResult.from_json
     for index, item in enumerate(samples_raw):
-        at = f"{where}.samples[{index}]"
+        # The places are written only for a sample that is wrong: a merge reads 100,000.
         try:
-            sample = SampleResult.from_json(read.mapping(item, at))
+            sample = from_json(item if type(item) is dict
+                               else read.mapping(item, f"{where}.samples[{index}]"))
         except (KeyError, TypeError, ValueError) as exc:
-            raise ReportError(f"{source}: {at} is not a sample record ({_why(exc)})") from None
-        for name, value in sample.metrics.items():
-            # As a baseline's values are checked: a hand-edited 5.0 in a report used as
-            # BASE, or a NaN, which would drop the question from every paired comparison.
-            read.metric_value(value, f"{at}.metrics.{name} (qid {sample.qid})", name)
+            raise ReportError(f"{source}: {where}.samples[{index}] is not a sample record "
+                              f"({_why(exc)})") from None
+        # As a baseline's values are checked: a hand-edited 5.0 in a report used as
+        # BASE, or a NaN, which would drop the question from every paired comparison.
+        read.metric_values(sample.metrics, lambda name, at=index, qid=sample.qid:
+                           f"{where}.samples[{at}].metrics.{name} (qid {qid})")
         samples.append(sample)
     attribution = read.mapping(block.get("attribution") or {}, f"{where}.attribution")
     first = attribution.get("first")
