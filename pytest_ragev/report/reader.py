@@ -324,8 +324,8 @@ def _run(
                               f"({_why(exc)})") from None
         # As a baseline's values are checked: a hand-edited 5.0 in a report used as
         # BASE, or a NaN, which would drop the question from every paired comparison.
-        read.metric_values(sample.metrics, lambda name, at=index, qid=sample.qid:
-                           f"{where}.samples[{at}].metrics.{name} (qid {qid})")
+        read.metric_values(sample.metrics, functools.partial(_metric_place, where, index,
+                                                             sample.qid))
         samples.append(sample)
     attribution = read.mapping(block.get("attribution") or {}, f"{where}.attribution")
     first = attribution.get("first")
@@ -745,6 +745,11 @@ def compare_saved(
 def _read(source: str) -> Checked:
     """The checked reader of one saved report (one per file name, made once)."""
     return Checked(source, error=ReportError)
+
+
+def _metric_place(where: str, index: int, qid: int, name: str) -> str:
+    """Where a sample's metric value is: ``data.samples[3].metrics.mrr (qid 4)``."""
+    return f"{where}.samples[{index}].metrics.{name} (qid {qid})"
 
 
 def _metric_mean(value: Any, where: str, source: str, name: str) -> float | None:
