@@ -17,7 +17,7 @@ A synthetic dataset of ``--questions`` questions (benchmarks/.data/, written onc
 - ``merge --gate``: the same, gated against the baseline: the time CI's verdict job
   spends, to set against ``unsharded end``.
 
-It checks the merged reports equal the unsharded one (samples, means, the comparison),
+It checks the merged reports equal the unsharded one (samples, means, slices, the comparison),
 then prints the median of ``--repeats`` for each and the ratio. Targets (#30): merge
 <= 10 s for 10 shards of 100,000 questions; ``merge --gate`` about the unsharded end.
 """
@@ -136,6 +136,7 @@ def bench(questions: int, passages: int, shards: int, repeats: int) -> dict[str,
                 assert status == expected, f"ragev report merge {' '.join(extra)} exited {status}"
                 assert merged["samples"] == whole["samples"]
                 assert merged["metric"] == whole["metric"]
+                assert merged.get("slices") == whole.get("slices")
                 if extra:
                     assert merged["baseline"] == whole["baseline"]
                     assert merged["verdict"] == whole["verdict"]
