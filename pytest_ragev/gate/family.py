@@ -24,9 +24,11 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 
-#: Above this many distinct memberships per question (cells) the flipped sums of each
-#: group are one product each instead of being added up from the cells' products.
+#: Above this many distinct memberships per question (cells), or above ``_MAX_CELLS``
+#: of them, the flipped sums of each group are one product each instead of being added
+#: up from the cells' products (each cell is a product, and a call, per block).
 _MAX_CELLS_SHARE = 8
+_MAX_CELLS = 512
 
 
 @dataclass(frozen=True)
@@ -179,7 +181,8 @@ def grouped_maxt(
 
     * a column open to the end is counted over exactly the flips, and the same suffix
       maxima, as the full resampling (``decide=None``): its own count and its step-down
-      count are the full resampling's, identically;
+      count are the full resampling's (a sum taken over fewer metrics may differ in its
+      last bits, which the comparison's tie slack absorbs);
     * its adjusted p-value is the maximum of those p-values over ranks ``1..j``; a rank
       above it that stopped early is rejected (an open column has only rejected ranks
       above it: a kept rank keeps every rank below it) and keeps its p-value at its stop,
@@ -225,7 +228,7 @@ def grouped_maxt(
     observed = (totals / safe)[live]
     slack = 1e-9 * max(1.0, float(np.abs(data).sum()))
     worse, better = _Direction(observed, step_down), _Direction(-observed, step_down)
-    by_cells = len(starts) * _MAX_CELLS_SHARE <= n
+    by_cells = len(starts) <= _MAX_CELLS and len(starts) * _MAX_CELLS_SHARE <= n
 
     def flipped_block(size: int, draws: list[np.random.Generator],
                       needed: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
@@ -282,8 +285,11 @@ def grouped_maxt(
         else:
             largest = n
             draws = [np.random.default_rng([seed, n, 3])]
-        # Blocks divide the first look, so every look falls on a block's end.
-        fits = max(1, min(FIRST_LOOK, BLOCK_CELLS // max(largest, 1)))
+        # A block's largest array (one cell's signs, the cells' or the groups' sums)
+        # stays within BLOCK_CELLS; blocks divide the first look, so every look falls
+        # on a block's end.
+        widest = max(largest, (len(starts) if by_cells else 0) * width, n_groups * width, 1)
+        fits = max(1, min(FIRST_LOOK, BLOCK_CELLS // widest))
         size_of_block = max(d for d in range(1, fits + 1) if FIRST_LOOK % d == 0)
         look = FIRST_LOOK
         while drawn < resamples:
