@@ -11,8 +11,11 @@ and once with ``slices = ["lang", "tag"]`` (one max-T family over 12 metrics x t
 and its 10 slices: 132 tests), interleaved, ``--repeats`` times each; the medians and
 their ratio are printed. The target (issue #31): at most 2x the gate without slices.
 
-A second scenario adds a drop confined to one tag slice, so the resampling cannot stop
-early for that slice's columns, and reports the same pair of times.
+A second scenario adds a drop confined to one tag slice: the run's, the languages' and
+the tag's columns are then clearly regressed at once, while the columns of slices that
+hold a few of the dropped questions sit near alpha and keep resampling (with the seed
+here, ``lang:en``'s recall, p about 0.03, to 4,000 flips; every other column stops at
+1,000). It reports the same pair of times.
 """
 
 from __future__ import annotations

@@ -107,11 +107,13 @@ def usage(samples: Sequence[Record], pricing: Pricing | None = None) -> Usage:
     A cached answer keeps the meta of the call that produced it, so its latency is that
     call's (its tokens count again: the cost of the answers, not of this run's calls).
     Questions that raised have no answer and count for nothing. A replayed verdict cost
-    nothing this run.
+    nothing this run. With ``--ragev-repeat R`` each of a question's R answers counts.
     """
     latencies: list[float] = []
     prompt = completion = total = counted = 0
-    for sample in samples:
+    # Every answer counts: with --ragev-repeat a question's R answers were R calls.
+    answers = [answer for sample in samples for answer in sample.every_answer]
+    for sample in answers:
         if sample.error is not None or not sample.meta:
             continue  # an empty meta (the built-in pipeline's) reports nothing: no lookups
         latency = _meta_number(sample.meta, LATENCY_KEY)
@@ -128,7 +130,7 @@ def usage(samples: Sequence[Record], pricing: Pricing | None = None) -> Usage:
     p50, p95 = ((float(q) for q in np.quantile(latencies, [0.5, 0.95])) if latencies
                 else (None, None))
     asked = replayed = judge_prompt = judge_completion = 0
-    for sample in samples:
+    for sample in answers:
         for verdict in sample.verdicts:
             if verdict.replayed:
                 replayed += 1

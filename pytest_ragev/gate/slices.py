@@ -6,7 +6,7 @@ each record carries its slice keys (``Record.slices``). With ``[gate] slices = [
 run's own: :func:`slice_groups` picks the slices worth a test (at least ``[gate]
 min_slice`` compared questions, and not every one of them), and :func:`group_tests`
 tests the metrics over the whole run and over each slice as one family of max-T
-columns (:func:`~pytest_ragev.gate.stats.grouped_maxt`), so the chance that an
+columns (:func:`~pytest_ragev.gate.family.grouped_maxt`), so the chance that an
 unchanged pipeline fails on *any* metric of the run or of a slice stays at most alpha,
 however many slices there are. :func:`~pytest_ragev.gate.compare.compare` judges each
 column with the metric's rule.
@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pytest_ragev.core.results import RunResult
+from pytest_ragev.gate.family import grouped_maxt
 from pytest_ragev.gate.rules import GateRules
-from pytest_ragev.gate.stats import grouped_maxt, holm
+from pytest_ragev.gate.stats import holm
 
 if TYPE_CHECKING:
     import numpy as np
@@ -46,15 +47,19 @@ def slice_groups(
 
     if not rules.slices:
         return []
-    position = {int(qid): row for row, qid in enumerate(qids.tolist())}
-    members: dict[str, list[int]] = {}
+    position = dict(zip(qids.tolist(), range(len(qids)), strict=True))
+    # Questions gathered by their slice keys first: a run has few distinct memberships,
+    # so each key is looked at once per membership, not once per question.
+    by_keys: dict[tuple[str, ...], list[int]] = {}
     for sample in run.samples:
         row = position.get(sample.qid)
-        if row is None:
-            continue
-        for key in sample.slices:
+        if row is not None:
+            by_keys.setdefault(tuple(sample.slices), []).append(row)
+    members: dict[str, list[int]] = {}
+    for keys, rows_of in by_keys.items():
+        for key in keys:
             if key.split(":", 1)[0] in rules.slices:
-                members.setdefault(key, []).append(row)
+                members.setdefault(key, []).extend(rows_of)
     total = len(qids)
     groups = []
     for key in sorted(members, key=lambda key: (key.split(":", 1)[0] != "lang",
@@ -108,12 +113,17 @@ def group_tests(
     import numpy as np
 
     groups = np.vstack([np.ones(differences.shape[0], dtype=bool), *masks])
-    band = (min(alphas), max(alphas))
-    found = []
-    for signs in (worse_signs, -worse_signs):
-        found.append(grouped_maxt(differences * signs, groups, resamples=rules.resamples,
-                                  seed=rules.seed, decide=band))
-    (worse, raw_worse), (better, raw_better) = found
+    # What decides a column, and so when its resampling may stop: its max-T adjusted
+    # p-value against alpha; under Holm its own p-value against alpha / columns ..
+    # alpha; without a correction its own p-value against alpha.
+    columns = groups.shape[0] * differences.shape[1]
+    low, high = min(alphas), max(alphas)
+    step_down = rules.correction == "maxt"
+    band = (low / columns, high) if rules.correction == "holm" else (low, high)
+    found = grouped_maxt(differences * worse_signs, groups, resamples=rules.resamples,
+                         seed=rules.seed, decide=band, step_down=step_down)
+    worse, better = found.worse, found.better
+    raw_worse, raw_better = found.raw_worse.copy(), found.raw_better.copy()
     if overall_raw:
         for column, name in enumerate(names):
             if name in overall_raw:

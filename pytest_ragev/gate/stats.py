@@ -32,7 +32,6 @@ numpy is imported inside the functions that need it, so importing this module st
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -46,11 +45,13 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 
-_DEFAULT_RESAMPLES = 10_000
+#: Sign flips (and bootstrap draws) when ``[gate] resamples`` does not say.
+DEFAULT_RESAMPLES = 10_000
 # Resamples are drawn in blocks of this many rows: bounds memory (block x n floats) and
 # keeps the random stream identical whatever the number of metrics compared together.
 _BLOCK = 2_000
-_BLOCK_CELLS = 4_000_000
+#: The most resamples x questions one block of flips holds (about 32 MB of floats).
+BLOCK_CELLS = 4_000_000
 #: Resamples drawn before a p-value is first looked at; each later look doubles them.
 FIRST_LOOK = 1_000
 #: The z of the Wilson bound an early stop is taken on.
@@ -111,7 +112,7 @@ def paired_stats(
                               Sequence[float] | npt.NDArray[np.float64]]],
     *,
     alphas: Mapping[str, float] | None = None,
-    resamples: int = _DEFAULT_RESAMPLES,
+    resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     decide: Mapping[str, Band] | None = None,
 ) -> dict[str, PairedStats]:
@@ -201,7 +202,7 @@ def paired_stats(
 def _block(k: int) -> int:
     # Blocks shrink for large matrices so one block stays around 4 million cells; the
     # block size depends on the data's size only, so the random streams stay reproducible.
-    return max(1, min(_BLOCK, _BLOCK_CELLS // max(k, 1)))
+    return max(1, min(_BLOCK, BLOCK_CELLS // max(k, 1)))
 
 
 def _bootstrap_size(moved: npt.NDArray[np.float64], n: int, alpha: float, resamples: int) -> int:
@@ -268,7 +269,7 @@ def _expansion(moved: npt.NDArray[np.float64], n: int, alpha: float) -> tuple[fl
     return bounds[0], bounds[1]
 
 
-def _wilson(count: float, drawn: int) -> tuple[float, float]:
+def wilson(count: float, drawn: int) -> tuple[float, float]:
     """A Wilson interval at z = ``_SURE`` for a tail probability seen ``count`` times in
     ``drawn`` resamples."""
     z2 = _SURE * _SURE
@@ -280,7 +281,7 @@ def _wilson(count: float, drawn: int) -> tuple[float, float]:
 def _clear(count: float, drawn: int, band: Band) -> bool:
     """Whether a tail probability is clearly below every threshold of ``band`` or
     clearly above all of them."""
-    low, high = _wilson(count, drawn)
+    low, high = wilson(count, drawn)
     return high < band[0] or low > band[1]
 
 
@@ -322,7 +323,7 @@ def _resample(
         # than the resamples, and the p-value is exact. The identity assignment is the
         # observed one the "+1" of the Monte-Carlo formula counts, so the counts are
         # taken over the other 2**k - 1 and the usual formula gives the exact p.
-        flipped = 2.0 * (_all_signs(k) @ matrix) - totals
+        flipped = 2.0 * (all_signs(k) @ matrix) - totals
         at_or_below = (flipped <= totals + slack).sum(axis=0).astype(np.float64) - 1.0
         at_or_above = (flipped >= totals - slack).sum(axis=0).astype(np.float64) - 1.0
         stopped = [2**k - 1] * width
@@ -355,7 +356,7 @@ def _resample(
     ]
 
 
-def _all_signs(k: int) -> npt.NDArray[np.float64]:
+def all_signs(k: int) -> npt.NDArray[np.float64]:
     """Every assignment of ``k`` signs as 0/1 rows (``2**k`` x ``k``)."""
     import numpy as np
 
@@ -388,7 +389,7 @@ def _bootstrap_block(
     return result
 
 
-def smallest_p(k: int, resamples: int = _DEFAULT_RESAMPLES) -> float:
+def smallest_p(k: int, resamples: int = DEFAULT_RESAMPLES) -> float:
     """The smallest one-sided p-value the sign-flip test can return when ``k`` of the
     paired differences are not zero.
 
@@ -422,7 +423,7 @@ def step_down_maxt(
     diffs: Mapping[str, Mapping[int, float]],
     signs: Mapping[str, float],
     *,
-    resamples: int = _DEFAULT_RESAMPLES,
+    resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     decide: Band | None = None,
 ) -> dict[str, float]:
@@ -491,7 +492,7 @@ def maxt_columns(
     drawn = 0
     if 2**n <= resamples:
         # Every sign assignment (see _resample): the exact adjusted p-values.
-        flipped = (2.0 * (_all_signs(n) @ data) - totals)[:, order]
+        flipped = (2.0 * (all_signs(n) @ data) - totals)[:, order]
         running = np.maximum.accumulate(flipped[:, ::-1], axis=1)[:, ::-1]
         exact = (running >= observed - slack).sum(axis=0) / float(2**n)
         adjusted[live[order]] = np.maximum.accumulate(exact)
@@ -507,7 +508,7 @@ def maxt_columns(
         drawn += size
         if decide is not None and drawn >= look and drawn < resamples:
             look *= 2
-            bounds = [_wilson(float(count), drawn) for count in reached]
+            bounds = [wilson(float(count), drawn) for count in reached]
             lows = np.maximum.accumulate([low for low, _ in bounds])
             highs = np.maximum.accumulate([high for _, high in bounds])
             if all(h < decide[0] or lo > decide[1] for lo, h in zip(lows, highs, strict=True)):
@@ -515,124 +516,3 @@ def maxt_columns(
     p = np.maximum.accumulate((1.0 + reached) / (drawn + 1.0))
     adjusted[live[order]] = p
     return adjusted
-
-
-#: Above this many distinct memberships per question (cells) the flipped sums of each
-#: group are one product each instead of being added up from the cells' products.
-_MAX_CELLS_SHARE = 8
-
-
-def grouped_maxt(
-    matrix: npt.NDArray[np.float64],
-    groups: npt.NDArray[np.bool_],
-    *,
-    resamples: int = _DEFAULT_RESAMPLES,
-    seed: int = 0,
-    decide: Band | None = None,
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """Step-down max-T over every (group, metric) column at once, and each column's own
-    one-sided p-value from the same sign flips.
-
-    ``matrix`` holds the questions x metrics signed differences (a positive value is the
-    direction tested, 0 where a question has no pair); ``groups`` (groups x questions)
-    says which questions each group holds: the whole run, and each slice. A column is
-    one metric over one group's questions, its statistic the group's sum of differences
-    standardised by ``sqrt(sum d^2)``, as :func:`maxt_columns` does for the whole run.
-    One random sign per *question*, shared by every column, keeps every dependence
-    between the columns (a question in two slices moves both, the slices move the
-    whole), so the adjusted p-values control the chance of any false rejection among
-    all the columns at alpha (subset pivotality, as for the metrics alone).
-
-    Cost: the flipped sums of every group come from one product per *cell* (the
-    questions that share one membership: a language and a tag), which partition the
-    questions, so ten slices cost about what the whole run alone costs. Returns the
-    adjusted and the raw p-values, groups x metrics (1.0 for a column without a
-    difference). ``decide`` stops the resampling once every adjusted p is clearly on
-    one side of it, as in :func:`maxt_columns`.
-    """
-    import numpy as np
-
-    n_groups, width = groups.shape[0], matrix.shape[1]
-    adjusted = np.ones((n_groups, width))
-    raw = np.ones((n_groups, width))
-    member = groups.any(axis=0) & np.any(matrix != 0, axis=1)
-    if not member.any():
-        return adjusted, raw
-    data = matrix[member]
-    masks = groups[:, member]
-    # Questions grouped by their membership: each cell's rows are contiguous.
-    packed = np.packbits(masks.T, axis=1)
-    _, cell_of = np.unique(packed, axis=0, return_inverse=True)
-    cell_of = cell_of.reshape(-1)
-    order = np.argsort(cell_of, kind="stable")
-    data, masks, cell_of = data[order], masks[:, order], cell_of[order]
-    n = data.shape[0]
-    starts = np.flatnonzero(np.r_[True, cell_of[1:] != cell_of[:-1]])
-    bounds = np.r_[starts, n]
-    in_group = masks[:, starts].astype(np.float64)  # groups x cells
-    cell_sums = np.add.reduceat(data, starts, axis=0)  # cells x metrics
-    cell_squares = np.add.reduceat(data * data, starts, axis=0)
-    totals = in_group @ cell_sums  # groups x metrics
-    scale = np.sqrt(in_group @ cell_squares)
-    live = scale > 0
-    if not live.any():
-        return adjusted, raw
-    safe = np.where(live, scale, 1.0)
-    observed_all = (totals / safe)[live]
-    order_cols = np.argsort(-observed_all, kind="stable")
-    observed = observed_all[order_cols]
-    slack = 1e-9 * max(1.0, float(np.abs(data).sum()))
-    by_cells = len(starts) * _MAX_CELLS_SHARE <= n
-    rng = np.random.default_rng([seed, n, 3])
-    block = _block(n)
-
-    def flipped_block(bits: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
-        # The groups' flipped sums (resamples x groups x metrics), standardised.
-        if by_cells:
-            cells = np.stack([bits[:, a:b] @ data[a:b] for a, b in itertools.pairwise(bounds)])
-            sums = np.einsum("gc,csm->sgm", in_group, cells)
-        else:
-            sums = np.stack([bits @ (data * masks[g][:, None]) for g in range(n_groups)],
-                            axis=1)
-        flipped = (2.0 * sums - totals) / safe
-        picked: npt.NDArray[np.float64] = flipped[:, live][:, order_cols]
-        return picked
-
-    reached = np.zeros(observed.size)
-    above = np.zeros(observed.size)
-    if 2**n <= resamples:
-        # Every sign assignment: exact p-values (see _resample).
-        flipped = flipped_block(_all_signs(n))
-        running = np.maximum.accumulate(flipped[:, ::-1], axis=1)[:, ::-1]
-        total = float(2**n)
-        step = np.maximum.accumulate((running >= observed - slack).sum(axis=0) / total)
-        own = (flipped >= observed - slack).sum(axis=0) / total
-    else:
-        look = FIRST_LOOK
-        drawn = 0
-        while drawn < resamples:
-            size = min(block, resamples - drawn)
-            bytes_ = np.frombuffer(rng.bytes((size * n + 7) // 8), dtype=np.uint8)
-            bits = np.unpackbits(bytes_, count=size * n).reshape(size, n).astype(np.float64)
-            flipped = flipped_block(bits)
-            running = np.maximum.accumulate(flipped[:, ::-1], axis=1)[:, ::-1]
-            reached += (running >= observed - slack).sum(axis=0)
-            above += (flipped >= observed - slack).sum(axis=0)
-            drawn += size
-            if decide is not None and drawn >= look and drawn < resamples:
-                look *= 2
-                bounds_ = [_wilson(float(count), drawn) for count in reached]
-                lows = np.maximum.accumulate([low for low, _ in bounds_])
-                highs = np.maximum.accumulate([high for _, high in bounds_])
-                if all(h < decide[0] or lo > decide[1]
-                       for lo, h in zip(lows, highs, strict=True)):
-                    break
-        step = np.maximum.accumulate((1.0 + reached) / (drawn + 1.0))
-        own = (1.0 + above) / (drawn + 1.0)
-    flat_adjusted = np.ones(observed_all.size)
-    flat_raw = np.ones(observed_all.size)
-    flat_adjusted[order_cols] = step
-    flat_raw[order_cols] = own
-    adjusted[live] = flat_adjusted
-    raw[live] = flat_raw
-    return adjusted, raw

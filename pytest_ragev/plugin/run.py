@@ -347,9 +347,11 @@ class ActiveRun:
         complete = (finished and not self.options.limit
                     and self.plan.variants == self.plan.configured
                     and len({r.key for r in self.records.records}) == every)
+        # Every answer's verdicts: with --ragev-repeat the other R - 1 answers were
+        # judged too, and a rerun replays them from here.
         entries = [judge.stored(verdict, record.question)
-                   for record in self.records.records for verdict in record.verdicts
-                   if verdict.key and verdict.score is not None]
+                   for record in self.records.records for answer in record.every_answer
+                   for verdict in answer.verdicts if verdict.key and verdict.score is not None]
         if not store.changed_by(entries, prune=complete):
             return []
         try:

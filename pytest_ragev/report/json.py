@@ -227,11 +227,15 @@ def _samples(run: RunResult, hashes: Mapping[int, str], slices: RunSlices | None
     """The run's records as ``data.samples`` holds them, each with its question's content
     ``hash`` when known: a saved report then pairs questions after a dataset edit. Each
     names its ``slices`` only when the run's slices say more than its means (``slices``
-    worth showing): a one-language set without tags keeps WeKnora's sample keys (and a
-    ``--ragev-samples`` line, written before the run's slices are known, has none). A
+    worth showing) or the run sets slice thresholds: a one-language set without tags
+    keeps WeKnora's sample keys (and a ``--ragev-samples`` line, written before the
+    run's slices are known, has none). A
     partial report (``part``) writes each record in the form a merge reads back whole
     (:meth:`~pytest_ragev.core.record.Record.to_part_json`)."""
-    keep_slices = slices is not None and slices.worth_showing
+    # A run that sets [thresholds.slice.<name>] keeps them too: a saved report checks
+    # those thresholds again on the slice keys its samples carry.
+    keep_slices = slices is not None and (slices.worth_showing
+                                          or "slice_thresholds" in run.params)
     samples = []
     for sample in run.samples:
         item = sample.to_part_json() if part else sample.to_report_json()

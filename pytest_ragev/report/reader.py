@@ -24,7 +24,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pytest_ragev.config import Pricing
 from pytest_ragev.core.checked import Checked, kind
@@ -48,7 +48,7 @@ from pytest_ragev.evaluation import (
     question_errors,
 )
 from pytest_ragev.evaluation.repeats import repeat_summary
-from pytest_ragev.evaluation.slices import slice_tables
+from pytest_ragev.evaluation.slices import SliceThreshold, slice_tables, slice_threshold_results
 from pytest_ragev.gate import (
     Comparison,
     CorpusChange,
@@ -67,7 +67,9 @@ from pytest_ragev.gate import (
     judged,
     thresholds_from_table,
 )
+from pytest_ragev.gate.compare import SliceComparison, Status
 from pytest_ragev.gate.rules import MODES, Mode
+from pytest_ragev.gate.slices import slice_label
 from pytest_ragev.gate.snapshot import SCHEMA
 from pytest_ragev.gate.workflow import not_compared_line
 from pytest_ragev.report.json import REPORT_SCHEMA_VERSION
@@ -494,7 +496,9 @@ def _interrupted_line(facts: RunFacts) -> str | None:
 
 
 def _thresholds(runs: Sequence[RunResult], source: str) -> tuple[ThresholdResult, ...]:
-    """The ``[thresholds]`` a run recorded (``params.thresholds``), checked again.
+    """The ``[thresholds]`` and ``[thresholds.slice.<name>]`` a run recorded
+    (``params.thresholds``, ``params.slice_thresholds``), checked again with the
+    plugin's own functions, the slices' on the slice keys the samples carry.
 
     As in the plugin, they hold the base configuration; variants only when no base ran.
     """
@@ -503,13 +507,21 @@ def _thresholds(runs: Sequence[RunResult], source: str) -> tuple[ThresholdResult
     results: list[ThresholdResult] = []
     for run in gated:
         table = read.mapping(run.params.get("thresholds") or {}, "params.thresholds")
-        directions = {name: "higher" for name in (*BUILTIN_METRICS, *table)}
+        per_slice = {str(name): read.mapping(limits, f"params.slice_thresholds.{name}")
+                     for name, limits in read.mapping(run.params.get("slice_thresholds") or {},
+                                                      "params.slice_thresholds").items()}
+        named = [*BUILTIN_METRICS, *table, *(m for limits in per_slice.values() for m in limits)]
+        directions = {name: "higher" for name in named}
         directions.update({name: item.direction for name, item in run.summary.items()})
         try:
             checks = thresholds_from_table(table, source=source, directions=directions)
+            slices = [SliceThreshold(name, tuple(thresholds_from_table(
+                limits, source=source, directions=directions,
+                where=f"[thresholds.slice.{name}]"))) for name, limits in per_slice.items()]
         except RagevError as exc:
             raise ReportError(str(exc)) from None
         results += check_thresholds(run, checks)
+        results += slice_threshold_results(run, slices)
     return tuple(results)
 
 
@@ -609,10 +621,7 @@ def _comparison(
         ci = read.listing(entry.get("ci", [None, None]), f"{at}.ci")
         if len(ci) != 2:
             raise ReportError(f"{source}: {at}.ci is {ci!r}, not [low, high]")
-        status = entry.get("status")
-        if status not in ("regressed", "improved", "unchanged", "within tolerance",
-                          "not significant", "no data"):
-            raise ReportError(f"{source}: {at}.status is {status!r}, not a comparison status")
+        status = _status(entry.get("status"), f"{at}.status", source)
         summary = run.summary.get(str(name)) if run is not None else None
         metrics.append(MetricComparison(
             metric=str(name),
@@ -633,7 +642,45 @@ def _comparison(
             correction=str(entry.get("correction", "none")),
         ))
     return Comparison(metrics=metrics, common_qids=common, added=added, removed=removed,
-                      variant=None if variant is None else str(variant), changed=changed)
+                      variant=None if variant is None else str(variant), changed=changed,
+                      slices=_slice_comparisons(item.get("slices") or {}, where, metrics,
+                                                source))
+
+
+def _slice_comparisons(
+    raw: Any, where: str, metrics: Sequence[MetricComparison], source: str
+) -> list[SliceComparison]:
+    """A saved comparison's tested slices (``[gate] slices``) as the gate recorded them:
+    each metric's change, p-values and status under its run-wide rule."""
+    read = _read(source)
+    tested = read.mapping(raw, f"{where}.slices")
+    run_wide = {item.metric: item for item in metrics}
+    found = []
+    for key, raw_entry in tested.items():
+        at = f"{where}.slices.{key}"
+        entry = read.mapping(raw_entry, at)
+        items = []
+        for name, raw_value in read.mapping(entry.get("metrics", {}), f"{at}.metrics").items():
+            there = f"{at}.metrics.{name}"
+            value, whole = read.mapping(raw_value, there), run_wide.get(str(name))
+            num = {field_: read.optional_number(value.get(field_), f"{there}.{field_}")
+                   for field_ in ("baseline", "current", "delta", "p", "p_raw")}
+            items.append(MetricComparison(
+                str(name), whole.direction if whole else "higher", num["baseline"],
+                num["current"], num["delta"], None, None, whole.ci_level if whole else 0.9,
+                num["p"], read.count(value.get("n", 0), f"{there}.n"),
+                _status(value.get("status"), f"{there}.status", source), None,
+                whole.rule if whole else MetricRule(), p_raw=num["p_raw"]))
+        found.append(SliceComparison(key=str(key), label=slice_label(str(key), list(tested)),
+                                     n=read.count(entry.get("n", 0), f"{at}.n"), metrics=items))
+    return found
+
+
+def _status(value: Any, where: str, source: str) -> Status:
+    """A saved comparison's status, checked."""
+    if value not in get_args(Status):
+        raise ReportError(f"{source}: {where} is {value!r}, not a comparison status")
+    return value  # type: ignore[no-any-return]
 
 
 def _mode(entry: Mapping[str, Any], at: str, source: str) -> Mode:

@@ -12,13 +12,15 @@ import math
 import statistics
 import textwrap
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pytest_ragev.dataset import write_dataset
 from pytest_ragev.metrics import MetricInput, score
+from tests._judge_server import JudgeServer, quarter, start_judge, words
 from tests._pytester import SERIAL_AND_XDIST, read_json, run_ragev
 
 Project = Callable[..., Path]
@@ -177,3 +179,136 @@ def test_a_repeat_that_is_not_a_positive_number_is_one_clear_line(
     cli = run_ragev(pytester, "--ragev-repeat", "zero")
     assert cli.ret == pytest.ExitCode.USAGE_ERROR
     cli.stderr.fnmatch_lines(["*--ragev-repeat*"])
+
+
+#: Two Chinese and two Russian questions; each reference answer is the question's
+#: passage. No digits: the judge counts each Han character as a word of its own.
+JUDGED_QUERIES = {1: "长城有多长？", 2: "故宫在哪座城市？",
+                  3: "Кто написал роман «Война и мир»?", 4: "Какая река течёт через Москву?"}
+JUDGED_PASSAGES = {1: "长城全长超过两万公里", 2: "故宫位于北京市中心",
+                   3: "Роман «Война и мир» написал Лев Толстой",
+                   4: "Через Москву течёт река Москва"}
+
+#: Answer number ``repeat`` keeps a seeded share of the reference's Han characters (or
+#: words), then names its number: every answer differs, so each is judged.
+JUDGED_NOISE = textwrap.dedent(
+    """
+    import random
+
+    def noisy_text(qid, reference, repeat):
+        rng = random.Random(qid * 1000 + repeat)
+        han = any("\\u4e00" <= ch <= "\\u9fff" for ch in reference)
+        units = list(reference) if han else reference.split()
+        kept = [unit for unit in units if rng.random() < 0.6] or units[:1]
+        return ("" if han else " ").join(kept) + f" #{repeat}"
+    """
+)
+
+JUDGED_CONFTEST = JUDGED_NOISE + textwrap.dedent(
+    """
+    import os
+    import threading
+
+    import pytest
+    from pytest_ragev import Answer
+
+    _lock = threading.Lock()
+    LOG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calls.log")
+
+    @pytest.hookimpl
+    def pytest_ragev_answer(case, kb, settings, repeat):
+        with _lock, open(LOG, "a", encoding="utf-8") as log:
+            log.write(f"{case.qid} {repeat}\\n")
+        return Answer(retrieved=list(case.pids), text=noisy_text(case.qid, case.answer, repeat))
+    """
+)
+
+_judged_namespace: dict[str, Any] = {}
+exec(JUDGED_NOISE, _judged_namespace)  # the function the conftest answers with
+noisy_text: Callable[[int, str, int], str] = _judged_namespace["noisy_text"]
+
+
+@pytest.fixture
+def judge() -> Iterator[JudgeServer]:
+    server = start_judge()
+    try:
+        yield server
+    finally:
+        server.server.close()
+
+
+def test_each_of_r_answers_is_judged_and_a_cached_rerun_calls_nothing(
+    pytester: pytest.Pytester, judge: JudgeServer
+) -> None:
+    """--ragev-repeat 3 with a judged metric on a real judge server: 3 x 4 pipeline calls
+    and 3 x 4 judge calls; each question's correctness is the mean of its 3 verdicts
+    (those this judge gives, computed here), its spread theirs; a rerun with the answer
+    cache and the recorded verdicts calls neither the pipeline nor the judge."""
+    write_dataset(pytester.path / "data", queries=JUDGED_QUERIES, corpus=JUDGED_PASSAGES,
+                  answers={100 + q: text for q, text in JUDGED_PASSAGES.items()},
+                  qrels=[(q, q) for q in JUDGED_QUERIES],
+                  qas=[(q, 100 + q) for q in JUDGED_QUERIES])
+    pytester.makeconftest(JUDGED_CONFTEST)
+    (pytester.path / "ragev.toml").write_text(textwrap.dedent(f"""\
+        [dataset]
+        path = "data"
+        id = "judged"
+
+        [run]
+        cache = true
+
+        [metrics]
+        judged = ["correctness"]
+
+        [judge]
+        base_url = "{judge.url}"
+        model = "judge-1"
+        max_retries = 1
+        retry_backoff = 0
+        timeout = 10
+        store = "ragev-verdicts.jsonl"
+        """), encoding="utf-8")
+    repeats, questions = 3, len(JUDGED_QUERIES)
+    result = run_ragev(pytester, "--ragev-repeat", str(repeats), "--ragev-report", "r.json",
+                       cache=True)
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    calls = _calls(pytester.path)
+    assert calls == Counter({(q, r): 1 for q in JUDGED_QUERIES for r in range(repeats)})
+    assert judge.calls == {"correctness": repeats * questions}
+    report = read_json(pytester.path / "r.json")["data"]
+    verdicts_differ = 0
+    for sample in report["samples"]:
+        reference = JUDGED_PASSAGES[sample["qid"]]
+        texts = [noisy_text(sample["qid"], reference, r) for r in range(repeats)]
+        assert sample["generated_text"] == texts[0]
+        assert [each["generated_text"] for each in sample["repeats"]] == texts[1:]
+        wanted = words(reference)
+        verdicts = [quarter(len(wanted & words(text)) / len(wanted)) for text in texts]
+        assert sample["scores"]["correctness"] == pytest.approx(verdicts, abs=1e-12)
+        assert sample["metrics"]["correctness"] == pytest.approx(
+            math.fsum(verdicts) / repeats, abs=1e-12)
+        spread = sample["spread"]["correctness"]
+        assert spread["sd"] == pytest.approx(statistics.stdev(verdicts), abs=1e-12)
+        if set(verdicts) <= {0.0, 1.0}:
+            ones = verdicts.count(1.0)
+            assert spread["disagree"] == pytest.approx(min(ones, repeats - ones) / repeats)
+        else:
+            assert "disagree" not in spread
+        verdicts_differ += len(set(verdicts)) > 1
+    assert verdicts_differ > 0  # the judge saw the noise
+    mean = report["metric"]["quality_metrics"]["correctness"]
+    assert mean == pytest.approx(
+        math.fsum(s["metrics"]["correctness"] for s in report["samples"]) / questions)
+
+    # The rerun: every answer from the answer cache, every verdict from the store.
+    judge.calls.clear()
+    again = run_ragev(pytester, "--ragev-repeat", str(repeats), "--ragev-report", "r2.json",
+                      cache=True)
+    assert again.ret == 0, again.stdout.str()[-3000:]
+    assert sum(_calls(pytester.path).values()) == repeats * questions
+    assert judge.total == 0
+    rerun = read_json(pytester.path / "r2.json")["data"]
+    assert ([s["scores"] for s in rerun["samples"]]
+            == [s["scores"] for s in report["samples"]])
+    assert ([s["spread"] for s in rerun["samples"]]
+            == [s["spread"] for s in report["samples"]])

@@ -6,14 +6,12 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-import numpy as np
 import pytest
 
 from pytest_ragev.core.results import RunResult
 from pytest_ragev.gate import GateRules, compare
 from pytest_ragev.gate.rules import MetricRule
 from pytest_ragev.gate.slices import slice_label
-from pytest_ragev.gate.stats import grouped_maxt, maxt_columns
 from tests.unit.gate._runs import make_run
 
 METRICS = ("recall", "rougel", "bleu4")
@@ -144,17 +142,6 @@ def test_only_the_kinds_named_are_tested() -> None:
     langs = compare(before, after, GateRules(resamples=500, slices=("lang",)))
     assert {item.key.split(":")[0] for item in langs.slices} == {"lang"}
     assert compare(before, after, GateRules(resamples=500)).slices == []
-
-
-def test_the_grouped_max_t_of_the_whole_run_alone_is_the_metrics_max_t() -> None:
-    rng = np.random.default_rng(4)
-    matrix = rng.normal(0.05, 1.0, size=(80, 4))
-    groups = np.ones((1, 80), dtype=bool)
-    adjusted, raw = grouped_maxt(matrix, groups, resamples=4000, seed=1)
-    alone = maxt_columns(matrix, resamples=4000, seed=1)
-    # Other random streams: the same p-values up to resampling error.
-    assert adjusted[0] == pytest.approx(alone, abs=0.03)
-    assert np.all(raw[0] <= adjusted[0] + 1e-12)
 
 
 def test_a_slice_is_named_by_its_name_unless_another_kind_shares_it() -> None:
