@@ -92,8 +92,7 @@ _FILES = "a JSON report (--ragev-report) or a baseline file (ragev-baseline.json
 class Saved:
     """One saved file read back: its runs and what else it records.
 
-    ``kind`` is ``"report"`` (a JSON report: ``data`` is its ``data`` object, without
-    the samples, which ``runs`` hold as records) or
+    ``kind`` is ``"report"`` (a JSON report: ``data`` is its ``data`` object) or
     ``"baseline"`` (a baseline or ``.obtained.json`` file: ``snapshot`` is set). ``runs``
     holds the base run first (when it ran), then the variants by name.
     """
@@ -183,24 +182,10 @@ def read_saved(path: str | Path) -> Saved:
     data = report_data(document, source)
     shard = (read_shard_block(data["shard"], _read(source), _facts(data, source))
              if "shard" in data else None)
-    runs = tuple(runs_from_report(data, source=source))
-    hashes = _sample_hashes(data, source)
-    return Saved(source=source, kind="report", runs=runs, data=_without_samples(data, source),
-                 sample_hashes=hashes, shard=None if shard is None else shard[0],
+    return Saved(source=source, kind="report", runs=tuple(runs_from_report(data, source=source)),
+                 data=data, sample_hashes=_sample_hashes(data, source),
+                 shard=None if shard is None else shard[0],
                  shard_facts=None if shard is None else shard[1])
-
-
-def _without_samples(data: Mapping[str, Any], source: str) -> dict[str, Any]:
-    """``data`` without its samples (the base run's and each variant's), which ``runs``
-    now hold as records: the parsed objects of 100,000 samples are let go as soon as
-    the records are made, not kept beside them (a merge reads ten such files)."""
-    variants = _read(source).mapping(data.get("variants", {}), "data.variants")
-    kept = {key: value for key, value in data.items() if key != "samples"}
-    if variants:
-        kept["variants"] = {name: {key: value for key, value in block.items()
-                                   if key != "samples"}
-                            for name, block in variants.items()}
-    return kept
 
 
 def _sample_hashes(data: Mapping[str, Any], source: str) -> dict[int, str]:
@@ -214,17 +199,16 @@ def _sample_hashes(data: Mapping[str, Any], source: str) -> dict[int, str]:
     hashes: dict[int, str] = {}
     for where, block in blocks:
         for index, item in enumerate(read.listing(block.get("samples", []), f"{where}.samples")):
-            # Exact types first (a merge reads 100,000 samples); the place only for an error.
-            if not (type(item) is dict or isinstance(item, Mapping)) or "hash" not in item:
+            if not isinstance(item, Mapping) or "hash" not in item:
                 continue
             value, qid = item["hash"], item.get("qid")
+            at = f"{where}.samples[{index}].hash"
             if not isinstance(value, str) or not value:
-                raise ReportError(f"{source}: {where}.samples[{index}].hash is "
-                                  f"{json.dumps(value)[:40]}, not a content hash (a string "
-                                  "such as \"9f2c4e1a0b3d5c7e\")")
+                raise ReportError(f"{source}: {at} is {json.dumps(value)[:40]}, not a content "
+                                  "hash (a string such as \"9f2c4e1a0b3d5c7e\")")
             if isinstance(qid, int) and hashes.setdefault(qid, value) != value:
-                raise ReportError(f"{source}: {where}.samples[{index}].hash is {value!r}, but "
-                                  f"another sample of qid {qid} records {hashes[qid]!r}")
+                raise ReportError(f"{source}: {at} is {value!r}, but another sample of qid "
+                                  f"{qid} records {hashes[qid]!r}")
     return hashes
 
 
@@ -315,19 +299,17 @@ def _run(
     metric = read.mapping(block.get("metric") or {}, f"{where}.metric")
     samples_raw = read.listing(block.get("samples", []), f"{where}.samples")
     samples: list[SampleResult] = []
-    from_json = SampleResult.from_json
     for index, item in enumerate(samples_raw):
-        # The places are written only for a sample that is wrong: a merge reads 100,000.
+        at = f"{where}.samples[{index}]"
         try:
-            sample = from_json(item if type(item) is dict
-                               else read.mapping(item, f"{where}.samples[{index}]"))
+            sample = SampleResult.from_json(item if type(item) is dict else read.mapping(item, at))
         except (KeyError, TypeError, ValueError) as exc:
-            raise ReportError(f"{source}: {where}.samples[{index}] is not a sample record "
-                              f"({_why(exc)})") from None
-        # As a baseline's values are checked: a hand-edited 5.0 in a report used as
-        # BASE, or a NaN, which would drop the question from every paired comparison.
-        read.metric_values(sample.metrics, functools.partial(_metric_place, where, index,
-                                                             sample.qid))
+            raise ReportError(f"{source}: {at} is not a sample record ({_why(exc)})") from None
+        # As a baseline's values are checked: a hand-edited 5.0 in a report used as BASE, or
+        # a NaN, which would drop the question from every paired comparison. The place is
+        # written only for a value that fails (a merge reads 1.2 million values).
+        place = functools.partial("{0}.metrics.{2} (qid {1})".format, at, sample.qid)
+        read.metric_values(sample.metrics, place)  # place(name): "...metrics.mrr (qid 4)"
         samples.append(sample)
     attribution = read.mapping(block.get("attribution") or {}, f"{where}.attribution")
     first = attribution.get("first")
@@ -792,11 +774,6 @@ def compare_saved(
 def _read(source: str) -> Checked:
     """The checked reader of one saved report (one per file name, made once)."""
     return Checked(source, error=ReportError)
-
-
-def _metric_place(where: str, index: int, qid: int, name: str) -> str:
-    """Where a sample's metric value is: ``data.samples[3].metrics.mrr (qid 4)``."""
-    return f"{where}.samples[{index}].metrics.{name} (qid {qid})"
 
 
 def _metric_mean(value: Any, where: str, source: str, name: str) -> float | None:
