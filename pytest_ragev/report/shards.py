@@ -71,7 +71,7 @@ def read_shard_report(path: str | Path) -> ShardReport:
             "reports of the runs made with --ragev-shard K/N"
         )
     # Its runs hold the samples as records: their parsed objects are let go now, not
-    # kept beside them while the other shards are read (peak memory 909 -> 745 MB for
+    # kept beside them while the other shards are read (peak memory 909 -> 724 MB for
     # ten shards of a 100,000-question run).
     kept = replace(saved, data=None if saved.data is None else _without_samples(saved.data))
     return ShardReport(saved=kept, part=saved.shard, facts=saved.shard_facts)
