@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pytest_ragev.gate.blas import one_blas_thread
 from pytest_ragev.gate.stats import (
     BLOCK_CELLS,
     DEFAULT_RESAMPLES,
@@ -132,6 +133,7 @@ class _Direction:
         return adjusted, raw, flips
 
 
+@one_blas_thread
 def grouped_maxt(
     matrix: npt.NDArray[np.float64],
     groups: npt.NDArray[np.bool_],

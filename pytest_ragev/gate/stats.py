@@ -39,6 +39,7 @@ from statistics import NormalDist
 from typing import TYPE_CHECKING
 
 from pytest_ragev.core.results import Direction
+from pytest_ragev.gate.blas import one_blas_thread
 
 if TYPE_CHECKING:
     import numpy as np
@@ -107,6 +108,7 @@ def decision_band(alpha: float, family: int = 1, *, two_sided: bool = False) -> 
     return (high / max(family, 1), high)
 
 
+@one_blas_thread
 def paired_stats(
     pairs: Mapping[str, tuple[Sequence[float] | npt.NDArray[np.float64],
                               Sequence[float] | npt.NDArray[np.float64]]],
@@ -460,6 +462,7 @@ def step_down_maxt(
     return out
 
 
+@one_blas_thread
 def maxt_columns(
     matrix: npt.NDArray[np.float64], *, resamples: int, seed: int, decide: Band | None = None
 ) -> npt.NDArray[np.float64]:
