@@ -20,6 +20,15 @@ if TYPE_CHECKING:
 TITLE = "pytest-ragev"
 
 
+def verdict_word(outcome: Outcome) -> str:
+    """The headline's word: ``passed`` or ``failed``; a shard (``--ragev-shard``) that
+    did not fail on its own questions is ``not gated (shard 2 of 3)``: its means are
+    not the run's, and only the merged run has a verdict."""
+    if outcome.shard is not None and outcome.passed:
+        return f"not gated ({outcome.shard.spec.words})"
+    return "passed" if outcome.passed else "failed"
+
+
 def run_facts(outcome: Outcome, *, value: Callable[[str], str]) -> list[str]:
     """The headline facts of a report (task, dataset, profile, counts, duration, start).
 

@@ -39,6 +39,7 @@ h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #e3e6ea;padding-bott
 h3{font-size:15px;margin:18px 0 6px}
 .badge{display:inline-block;padding:2px 10px;border-radius:12px;color:#fff;font-size:14px;
 vertical-align:middle;margin-left:8px}.pass{background:#2e8b57}.fail{background:#c0392b}
+.ungated{background:#6c757d}
 .meta{color:#555;font-size:13px}
 table{border-collapse:collapse;font-size:13px;margin:6px 0}
 th,td{border:1px solid #e3e6ea;padding:4px 8px;text-align:left;vertical-align:top}
@@ -192,8 +193,9 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], *, numeric: Seq
 
 
 def _header(outcome: Outcome) -> str:
-    badge = ('<span class="badge pass">passed</span>' if outcome.passed
-             else '<span class="badge fail">failed</span>')
+    word = _e(_format.verdict_word(outcome))
+    css = "fail" if outcome.failed else ("ungated" if outcome.shard is not None else "pass")
+    badge = f'<span class="badge {css}">{word}</span>'
     facts = _format.run_facts(outcome, value=_e)
     if outcome.facts.start_time:
         facts.append(f"started {_e(outcome.facts.start_time)}")
@@ -620,8 +622,7 @@ def _questions_section(run: RunResult | None) -> str:
 
 def render_html(outcome: Outcome) -> str:
     """The report as one HTML document (inline CSS and script, no external resources)."""
-    verdict = "passed" if outcome.passed else "failed"
-    title = f"{_format.TITLE}: {verdict}"
+    title = f"{_format.TITLE}: {_format.verdict_word(outcome)}"
     body = "".join([
         _header(outcome),
         _errors_section(outcome.error_list),

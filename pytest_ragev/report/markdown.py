@@ -37,7 +37,9 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str) -> 
 
 
 def _headline(outcome: Outcome) -> list[str]:
-    mark = "✅ passed" if outcome.passed else "❌ failed"
+    word = _format.verdict_word(outcome)
+    mark = f"⏸️ {word}" if outcome.shard is not None and outcome.passed else (
+        f"✅ {word}" if outcome.passed else f"❌ {word}")
     lines = [f"## {_format.TITLE}: {mark}", ""]
     facts = _format.run_facts(outcome, value=code)
     if outcome.facts.start_time:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_ragev.evaluation import Outcome
+from pytest_ragev.core.shard import ShardSpec
+from pytest_ragev.evaluation import Outcome, RunFacts, ShardPart
 from pytest_ragev.gate import (
     GateRules,
     compare,
@@ -79,3 +80,20 @@ def test_facts_of_a_variant_only_session_count_every_variant() -> None:
     assert names + "k10, k20." in text(tree(render_html(model)))
     both = report_outcome(runs=[make_run(1), runs[0]])
     assert both.base_ran and "1 variant(s)" in render_markdown(both)
+
+
+def test_a_shards_markdown_and_html_headlines_say_not_gated_not_passed() -> None:
+    run = make_run(1)
+    part = ShardPart(spec=ShardSpec(2, 4), questions=tuple(s.qid for s in run.samples),
+                     dataset_questions=40)
+    shard = Outcome(runs=(run,), facts=RunFacts(), notes=(part.line,), shard=part)
+    assert render_markdown(shard).startswith("## pytest-ragev: ⏸️ not gated (shard 2 of 4)\n")
+    page = render_html(shard)
+    assert "<title>pytest-ragev: not gated (shard 2 of 4)</title>" in page
+    assert '<span class="badge ungated">not gated (shard 2 of 4)</span>' in page
+    assert "passed" not in page.split("<body", 1)[1].split("</h1>", 1)[0]
+    # A shard whose own questions failed says so, as any run does.
+    failing = Outcome(runs=(run,), facts=RunFacts(), notes=(part.line,), shard=part,
+                      failures=("ragev: 1 question(s) below their [item_thresholds]: q3",))
+    assert render_markdown(failing).startswith("## pytest-ragev: ❌ failed\n")
+    assert '<span class="badge fail">failed</span>' in render_html(failing)
