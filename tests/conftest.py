@@ -17,6 +17,7 @@ import pytest_ragev.dataset._load
 import pytest_ragev.metrics  # noqa: F401
 from pytest_ragev.dataset import write_dataset
 from tests._data import ANSWERS, CORPUS, QAS, QRELS, QUERIES
+from tests._judge_server import JudgeServer, start_judge
 from tests._oracle import ORACLE_CONFTEST
 from tests._remote_server import ScriptedServer, serve
 
@@ -61,3 +62,13 @@ def make_project(pytester: pytest.Pytester) -> Callable[..., Path]:
 def server() -> Iterator[ScriptedServer]:
     """A scripted HTTP server on a free 127.0.0.1 port (see ``tests/_remote_server.py``)."""
     yield from serve()
+
+
+@pytest.fixture
+def judge() -> Iterator[JudgeServer]:
+    """The test judge on a free 127.0.0.1 port (see ``tests/_judge_server.py``)."""
+    server = start_judge()
+    try:
+        yield server
+    finally:
+        server.server.close()

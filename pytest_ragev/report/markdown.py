@@ -37,10 +37,8 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str) -> 
 
 
 def _headline(outcome: Outcome) -> list[str]:
-    word = _format.verdict_word(outcome)
-    mark = f"⏸️ {word}" if outcome.shard is not None and outcome.passed else (
-        f"✅ {word}" if outcome.passed else f"❌ {word}")
-    lines = [f"## {_format.TITLE}: {mark}", ""]
+    mark = "❌" if outcome.failed else ("⏸️" if outcome.shard is not None else "✅")
+    lines = [f"## {_format.TITLE}: {mark} {_format.verdict_word(outcome)}", ""]
     facts = _format.run_facts(outcome, value=code)
     if outcome.facts.start_time:
         facts.append(f"started {outcome.facts.start_time}")

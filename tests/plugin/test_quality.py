@@ -6,14 +6,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_ragev.dataset import write_dataset
-from tests._judge_server import JudgeServer, start_judge
+from tests._judge_server import JudgeServer
 
 #: Six questions in six languages; each passage answers its own question.
 QUERIES = {
@@ -51,15 +50,6 @@ CONFTEST = textwrap.dedent(
         return Answer(retrieved=[*case.pids, 7], text=kb[case.pids[0]])
     """
 )
-
-
-@pytest.fixture
-def judge() -> Iterator[JudgeServer]:
-    server = start_judge()
-    try:
-        yield server
-    finally:
-        server.server.close()
 
 
 def project(pytester: pytest.Pytester, judge: JudgeServer, extra: str = "",

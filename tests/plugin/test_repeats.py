@@ -12,7 +12,7 @@ import math
 import statistics
 import textwrap
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ import pytest
 
 from pytest_ragev.dataset import write_dataset
 from pytest_ragev.metrics import MetricInput, score
-from tests._judge_server import JudgeServer, quarter, start_judge, words
+from tests._judge_server import JudgeServer, quarter, words
 from tests._pytester import SERIAL_AND_XDIST, read_json, run_ragev
 
 Project = Callable[..., Path]
@@ -40,7 +40,9 @@ NOISY = textwrap.dedent(
     """
 )
 
-NOISY_CONFTEST = NOISY + textwrap.dedent(
+# The hook every conftest here answers with: it logs each call (qid, repeat), then
+# answers as ``logged_answer``'s body says.
+_LOGGED_ANSWER = textwrap.dedent(
     """
     import os
     import threading
@@ -55,10 +57,20 @@ NOISY_CONFTEST = NOISY + textwrap.dedent(
     def pytest_ragev_answer(case, kb, settings, repeat):
         with _lock, open(LOG, "a", encoding="utf-8") as log:
             log.write(f"{case.qid} {repeat}\\n")
-        retrieved, text = noisy(case.qid, case.pids, case.answer or "", repeat)
-        return Answer(retrieved=retrieved, text=text)
     """
 )
+
+
+
+def logged_answer(body: str) -> str:
+    """The conftest's answer hook: log the call, then run ``body`` (its last lines)."""
+    return _LOGGED_ANSWER + textwrap.indent(textwrap.dedent(body), " " * 4)
+
+
+NOISY_CONFTEST = NOISY + logged_answer("""\
+    retrieved, text = noisy(case.qid, case.pids, case.answer or "", repeat)
+    return Answer(retrieved=retrieved, text=text)
+    """)
 
 _namespace: dict[str, Any] = {}
 exec(NOISY, _namespace)  # the same function the conftest answers with
@@ -204,37 +216,13 @@ JUDGED_NOISE = textwrap.dedent(
     """
 )
 
-JUDGED_CONFTEST = JUDGED_NOISE + textwrap.dedent(
-    """
-    import os
-    import threading
-
-    import pytest
-    from pytest_ragev import Answer
-
-    _lock = threading.Lock()
-    LOG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "calls.log")
-
-    @pytest.hookimpl
-    def pytest_ragev_answer(case, kb, settings, repeat):
-        with _lock, open(LOG, "a", encoding="utf-8") as log:
-            log.write(f"{case.qid} {repeat}\\n")
-        return Answer(retrieved=list(case.pids), text=noisy_text(case.qid, case.answer, repeat))
-    """
-)
+JUDGED_CONFTEST = JUDGED_NOISE + logged_answer("""\
+    return Answer(retrieved=list(case.pids), text=noisy_text(case.qid, case.answer, repeat))
+    """)
 
 _judged_namespace: dict[str, Any] = {}
 exec(JUDGED_NOISE, _judged_namespace)  # the function the conftest answers with
 noisy_text: Callable[[int, str, int], str] = _judged_namespace["noisy_text"]
-
-
-@pytest.fixture
-def judge() -> Iterator[JudgeServer]:
-    server = start_judge()
-    try:
-        yield server
-    finally:
-        server.server.close()
 
 
 def test_each_of_r_answers_is_judged_and_a_cached_rerun_calls_nothing(

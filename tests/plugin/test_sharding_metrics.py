@@ -11,13 +11,12 @@ failing verdict; the shards together asked the judge exactly what the unsharded 
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from pytest_ragev.dataset import write_dataset
-from tests._judge_server import JudgeServer, start_judge
+from tests._judge_server import JudgeServer
 from tests._pytester import read_json, run_ragev
 from tests.plugin.test_shards import (
     assert_not_gated,
@@ -68,15 +67,6 @@ CONFTEST = textwrap.dedent(
         ]
     """
 )
-
-
-@pytest.fixture
-def judge() -> Iterator[JudgeServer]:
-    server = start_judge()
-    try:
-        yield server
-    finally:
-        server.server.close()
 
 
 def make_project(pytester: pytest.Pytester, judge: JudgeServer) -> Path:
